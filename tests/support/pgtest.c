@@ -1,0 +1,76 @@
+/* pgtest: connection and query helpers for integration tests (see pgtest.h). */
+#include "pgtest.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *pgtest_url(void)
+{
+    const char *url = getenv("QUEEN_TEST_PG_URL");
+    if (url == NULL || *url == '\0')
+        fail_msg("QUEEN_TEST_PG_URL is not set: run the suite through make test");
+    return url;
+}
+
+PGconn *pgtest_connect(void)
+{
+    PGconn *conn = PQconnectdb(pgtest_url());
+    if (PQstatus(conn) != CONNECTION_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "connect: %s", PQerrorMessage(conn));
+        PQfinish(conn);
+        fail_msg("%s", msg);
+    }
+    return conn;
+}
+
+PGresult *pgtest_try(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    return PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+}
+
+PGresult *pgtest_exec(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    PGresult *res = pgtest_try(conn, sql, nparams, params);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "query failed: %s\n  sql: %.300s", PQresultErrorMessage(res), sql);
+        PQclear(res);
+        fail_msg("%s", msg);
+    }
+    return res;
+}
+
+char *pgtest_scalar(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    PGresult *res = pgtest_exec(conn, sql, nparams, params);
+    char *out = NULL;
+    if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 0))
+        out = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return out;
+}
+
+char *pgtest_unique(const char *prefix)
+{
+    static unsigned long counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long mix = (unsigned long)ts.tv_nsec ^ ((unsigned long)getpid() << 20) ^ (++counter * 2654435761UL);
+    size_t n = strlen(prefix) + 16;
+    char *out = malloc(n);
+    if (out == NULL)
+        fail_msg("out of memory");
+    snprintf(out, n, "%s%012lx", prefix, mix & 0xffffffffffffUL);
+    return out;
+}

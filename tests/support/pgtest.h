@@ -1,0 +1,33 @@
+/* pgtest: what every integration test needs to talk to the private cluster.
+ *
+ * The harness (make test) starts a private PostgreSQL, applies the schema and
+ * exports QUEEN_TEST_PG_URL; tests read it here and never hard-code a port.
+ * Every helper fails the running cmocka test (fail_msg) instead of returning
+ * an error, so a test body stays a list of steps. */
+#ifndef QUEEN_PGTEST_H
+#define QUEEN_PGTEST_H
+
+#include <libpq-fe.h>
+
+/* The conninfo of the test database; fails the test when unset. */
+const char *pgtest_url(void);
+
+/* A new connection; fails the test on error. Caller PQfinish()es it. */
+PGconn *pgtest_connect(void);
+
+/* Runs sql with text parameters (params may be NULL when nparams is 0).
+ * Returns the result on PGRES_COMMAND_OK / PGRES_TUPLES_OK, fails the test
+ * otherwise. Caller PQclear()s it. */
+PGresult *pgtest_exec(PGconn *conn, const char *sql, int nparams, const char *const *params);
+
+/* Like pgtest_exec but returns whatever came back, errors included. */
+PGresult *pgtest_try(PGconn *conn, const char *sql, int nparams, const char *const *params);
+
+/* First column of the first row as a malloc'd string (NULL for SQL NULL). */
+char *pgtest_scalar(PGconn *conn, const char *sql, int nparams, const char *const *params);
+
+/* A short random token (hex, 12 chars) so concurrent or repeated runs never
+ * collide on names. Caller free()s it. */
+char *pgtest_unique(const char *prefix);
+
+#endif
