@@ -74,3 +74,41 @@ char *pgtest_unique(const char *prefix)
     snprintf(out, n, "%s%012lx", prefix, mix & 0xffffffffffffUL);
     return out;
 }
+
+char *pgtest_create_database(const char *prefix, char **dbname_out)
+{
+    char *name = pgtest_unique(prefix);
+    PGconn *admin = pgtest_connect();
+    char sql[256];
+    snprintf(sql, sizeof sql, "CREATE DATABASE \"%s\"", name);
+    PQclear(pgtest_exec(admin, sql, 0, NULL));
+    PQfinish(admin);
+
+    /* Same server and user as the suite's database, another dbname. */
+    PQconninfoOption *opts = PQconninfoParse(pgtest_url(), NULL);
+    if (opts == NULL)
+        fail_msg("cannot parse QUEEN_TEST_PG_URL");
+    char out[1024] = "";
+    size_t used = 0;
+    for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+        if (o->val == NULL || o->val[0] == '\0' || strcmp(o->keyword, "dbname") == 0)
+            continue;
+        used += (size_t)snprintf(out + used, sizeof out - used, "%s='%s' ", o->keyword, o->val);
+    }
+    snprintf(out + used, sizeof out - used, "dbname='%s'", name);
+    PQconninfoFree(opts);
+    if (dbname_out != NULL)
+        *dbname_out = name;
+    else
+        free(name);
+    return strdup(out);
+}
+
+void pgtest_drop_database(const char *dbname)
+{
+    PGconn *admin = pgtest_connect();
+    char sql[256];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS \"%s\" WITH (FORCE)", dbname);
+    PQclear(pgtest_exec(admin, sql, 0, NULL));
+    PQfinish(admin);
+}

@@ -26,6 +26,11 @@ PGresult *pgtest_try(PGconn *conn, const char *sql, int nparams, const char *con
 /* First column of the first row as a malloc'd string (NULL for SQL NULL). */
 char *pgtest_scalar(PGconn *conn, const char *sql, int nparams, const char *const *params);
 
+/* Creates an empty database named like prefix_<unique> and returns a
+ * conninfo for it (malloc'd); pgtest_drop_database() removes it. */
+char *pgtest_create_database(const char *prefix, char **dbname_out);
+void pgtest_drop_database(const char *dbname);
+
 /* A short random token (hex, 12 chars) so concurrent or repeated runs never
  * collide on names. Caller free()s it. */
 char *pgtest_unique(const char *prefix);

@@ -1,0 +1,103 @@
+# Queen: `make` builds build/queen, build/libqueen.a and build/libqueen.so.
+# `make SAN=1 ...` builds the same under AddressSanitizer + UBSan in build/san.
+# `make test` runs every suite; `make run` serves on a private PostgreSQL.
+
+CC      ?= cc
+PG_INC  := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+
+ifeq ($(SAN),1)
+BUILD   ?= build/san
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SANLD   := -fsanitize=address,undefined
+else
+BUILD   ?= build
+OPT     := -O2 -g
+SANLD   :=
+endif
+
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) -MMD -MP \
+           -Iinclude -Isrc/engine -Isrc/server -Itests/support -I$(PG_INC)
+LDLIBS  := -lmicrohttpd -ljansson -lpq -lpthread
+TESTLIBS:= -lcmocka -lcurl
+
+ENGINE_SRC := $(wildcard src/engine/*.c)
+SERVER_SRC := $(filter-out src/server/main.c,$(wildcard src/server/*.c))
+SQL_FILES  := $(sort $(wildcard sql/*.sql))
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+INTEG_SRC  := $(wildcard tests/integration/test_*.c)
+EXAMPLE_SRC:= $(wildcard examples/*.c)
+
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_files.o
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
+MAIN_OBJ   := $(BUILD)/obj/src/server/main.o $(BUILD)/obj/gen/pg_script.o
+SUPPORT_OBJ:= $(BUILD)/obj/tests/support/pgtest.o $(BUILD)/obj/tests/support/broker.o
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+INTEG_BIN  := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
+EXAMPLE_BIN:= $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+
+.PHONY: all tests test test-san run bench clean deps
+all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
+tests: all $(UNIT_BIN) $(INTEG_BIN)
+
+$(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
+	@mkdir -p $(@D)
+	scripts/embed.sh sql $@ $(SQL_FILES)
+
+$(BUILD)/gen/pg_script.c: scripts/pg.sh scripts/embed.sh
+	@mkdir -p $(@D)
+	scripts/embed.sh text $@ queen_pg_script scripts/pg.sh
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libqueen.a: $(ENGINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libqueen.so: $(ENGINE_OBJ)
+	$(CC) -shared $(SANLD) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/queen: $(MAIN_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
+	$(CC) $(SANLD) -o $@ $(MAIN_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS)
+
+$(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(SERVER_OBJ) $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
+
+$(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
+
+$(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(BUILD)/libqueen.a $(LDLIBS)
+
+deps:
+	bash scripts/install-deps.sh
+
+# Every suite: unit (cmocka), SQL (pgTAP via pg_prove), integration (real
+# PostgreSQL, real broker). Ends with one line "N passed, M failed".
+test: deps
+	$(MAKE) tests
+	BUILD=$(BUILD) bash scripts/test.sh
+
+test-san:
+	$(MAKE) SAN=1 test
+
+run: deps
+	$(MAKE) all
+	$(BUILD)/queen dev
+
+bench: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash bench/run.sh
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

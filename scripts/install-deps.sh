@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Queen needs to build, test, run and benchmark.
+# Idempotent: installs only what is missing, and runs apt-get update once,
+# only when something must be installed.
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config
+  postgresql libpq-dev postgresql-15-pgtap pgtap
+  libmicrohttpd-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev
+  curl wrk python3 redis-server
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO=sudo
+  else
+    echo "install-deps: missing packages: ${missing[*]}" >&2
+    echo "install-deps: run as root:  apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+else
+  SUDO=
+fi
+
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The Debian package starts the system cluster; Queen never uses it.

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs every suite against a private PostgreSQL started here and stopped on
+# exit (also on failure): unit tests, pgTAP files, integration tests.
+# Prints one TAP-ish line per test and ends with "N passed, M failed".
+#   BUILD=build scripts/test.sh [pattern]   (pattern filters test names)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+filter=${1:-}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+pgdir="$BUILD/pgtest"
+rm -rf "$pgdir"
+port=$(free_port)
+cleanup() { scripts/pg.sh down "$pgdir" >/dev/null 2>&1 || true; }
+trap cleanup EXIT INT TERM
+
+echo "test: private PostgreSQL on 127.0.0.1:$port ($pgdir)"
+scripts/pg.sh up "$pgdir" "$port" --fast || { echo "test: could not start PostgreSQL"; echo "0 passed, 1 failed"; exit 1; }
+export QUEEN_TEST_PG_URL=$(scripts/pg.sh url "$pgdir" "$port")
+export QUEEN_TEST_PG_PORT=$port
+export QUEEN_TEST_PG_DIR=$pgdir
+export QUEEN_BIN=$PWD/$BUILD/queen
+export QUEEN_LOG_LEVEL=${QUEEN_LOG_LEVEL:-warn}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+passed=0; failed=0; failures=()
+logdir="$BUILD/test-logs"; rm -rf "$logdir"; mkdir -p "$logdir"
+
+# Counts "ok" / "not ok" lines of one TAP stream; a suite that exits
+# non-zero without a failing line still counts as one failure.
+tally() { # name logfile exitcode
+  local name=$1 log=$2 rc=$3 ok nok
+  ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log")
+  nok=$(grep -cE '^[[:space:]]*not ok [0-9]+' "$log")
+  if [ "$rc" -ne 0 ] && [ "$nok" -eq 0 ]; then nok=1; fi
+  passed=$((passed + ok)); failed=$((failed + nok))
+  if [ "$nok" -gt 0 ]; then
+    failures+=("$name")
+    echo "FAIL $name ($ok ok, $nok failed) -- log: $log"
+    grep -E '^[[:space:]]*not ok|^# |ERROR|error|Assertion|Sanitizer' "$log" | head -n 40 | sed 's/^/    /'
+  else
+    echo "ok   $name ($ok)"
+  fi
+}
+
+run_suite() { # name command...
+  local name=$1; shift
+  [ -n "$filter" ] && [[ "$name" != *$filter* ]] && return
+  local log="$logdir/$(echo "$name" | tr '/' '_').log"
+  CMOCKA_MESSAGE_OUTPUT=TAP timeout 900 "$@" >"$log" 2>&1
+  tally "$name" "$log" $?
+}
+
+# Schema boot through the broker itself: the same path production takes.
+QUEEN_PG_URL=$QUEEN_TEST_PG_URL "$QUEEN_BIN" schema apply >"$logdir/schema.log" 2>&1 || { cat "$logdir/schema.log"; echo "0 passed, 1 failed"; exit 1; }
+psql "$QUEEN_TEST_PG_URL" -qtAc 'CREATE EXTENSION IF NOT EXISTS pgtap' >/dev/null
+
+for t in "$BUILD"/tests/unit/test_*; do
+  [ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
+done
+for f in tests/sql/*.sql; do
+  [ -f "$f" ] && run_suite "sql/$(basename "$f")" pg_prove --verbose -d "$QUEEN_TEST_PG_URL" "$f"
+done
+for t in "$BUILD"/tests/integration/test_*; do
+  [ -x "$t" ] && run_suite "integration/$(basename "$t")" "$t"
+done
+
+echo
+[ ${#failures[@]} -gt 0 ] && echo "failed suites: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,258 @@
+/* config: the one table of settings, and the parsers it drives.
+ * Never calls getenv() outside this file for a QUEEN_* setting. */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum setting_type { SET_STRING, SET_INT, SET_BOOL, SET_LOG_LEVEL } setting_type;
+
+typedef struct setting {
+    const char *env;      /* QUEEN_PORT */
+    const char *flag;     /* port (as --port) */
+    setting_type type;
+    size_t offset;        /* into queen_config */
+    const char *fallback; /* default, as text: parsed by the same code as input */
+    long min, max;        /* SET_INT bounds, inclusive */
+    const char *doc;
+} setting;
+
+#define AT(field) offsetof(queen_config, field)
+
+static const setting settings[] = {
+    {"QUEEN_PG_URL", "pg-url", SET_STRING, AT(pg_url), "", 0, 0,
+     "PostgreSQL connection (libpq conninfo or URI). Empty: libpq's PG* environment."},
+    {"QUEEN_BIND", "bind", SET_STRING, AT(bind), "127.0.0.1", 0, 0,
+     "Address the HTTP server listens on."},
+    {"QUEEN_PORT", "port", SET_INT, AT(port), "6632", 1, 65535,
+     "TCP port the HTTP server listens on."},
+    {"QUEEN_LOG_LEVEL", "log-level", SET_LOG_LEVEL, AT(log_level), "info", 0, 0,
+     "error, warn, info or debug."},
+    {"QUEEN_DEV_DIR", "dev-dir", SET_STRING, AT(dev_dir), ".queen", 0, 0,
+     "Where `queen dev` keeps its private PostgreSQL cluster."},
+    {"QUEEN_DEV_PG_PORT", "dev-pg-port", SET_INT, AT(dev_pg_port), "54329", 1, 65535,
+     "Port of the private PostgreSQL that `queen dev` runs on 127.0.0.1."},
+    {"QUEEN_SCHEMA_LOCK_WAIT_MS", "schema-lock-wait-ms", SET_INT, AT(schema_lock_wait_ms), "120000", 100, 3600000,
+     "How long schema boot waits for another broker's boot to finish."},
+    {"QUEEN_SCHEMA_LOCK_TIMEOUT_MS", "schema-lock-timeout-ms", SET_INT, AT(schema_lock_timeout_ms), "2000", 10, 600000,
+     "lock_timeout of each schema statement; a timed-out statement is retried."},
+    {"QUEEN_SCHEMA_RETRIES", "schema-retries", SET_INT, AT(schema_retries), "5", 0, 100,
+     "Retries of a schema statement that hit lock_timeout, a deadlock or a serialization failure."},
+    {"QUEEN_PG_POOL", "pg-pool", SET_INT, AT(pg_pool), "0", 0, 1000,
+     "Database connections per broker. 0: four per CPU core, at least 8."},
+    {"QUEEN_STMT_TIMEOUT_MS", "stmt-timeout-ms", SET_INT, AT(stmt_timeout_ms), "30000", 100, 3600000,
+     "statement_timeout of every broker connection; the server cancels a slower statement."},
+    {"QUEEN_PG_ACQUIRE_TIMEOUT_MS", "pg-acquire-timeout-ms", SET_INT, AT(pg_acquire_timeout_ms), "5000", 1, 600000,
+     "How long a request waits for a free database connection before answering 503."},
+    {"QUEEN_HTTP_THREADS", "http-threads", SET_INT, AT(http_threads), "0", 0, 1024,
+     "HTTP worker threads. 0: the same as the connection pool."},
+    {"QUEEN_MAX_BODY_BYTES", "max-body-bytes", SET_INT, AT(max_body_bytes), "67108864", 1024, 1073741824,
+     "Largest request body accepted; larger is 413."},
+};
+
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+static const setting *find_setting(const char *name)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (strcmp(settings[i].env, name) == 0 || strcmp(settings[i].flag, name) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+/* A string setting owns its text once set; the defaults point at the table. */
+static bool string_is_default(const setting *s, const char *v)
+{
+    return v == s->fallback;
+}
+
+static int parse_into(queen_config *cfg, const setting *s, const char *value, char *err, size_t errlen)
+{
+    void *field = (char *)cfg + s->offset;
+    switch (s->type) {
+    case SET_STRING: {
+        char **slot = field;
+        char *copy = strdup(value);
+        if (copy == NULL) {
+            snprintf(err, errlen, "%s: out of memory", s->env);
+            return -1;
+        }
+        if (*slot != NULL && !string_is_default(s, *slot))
+            free(*slot);
+        *slot = copy;
+        return 0;
+    }
+    case SET_INT: {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(value, &end, 10);
+        if (*value == '\0' || errno != 0 || end == NULL || *end != '\0') {
+            snprintf(err, errlen, "%s: '%s' is not an integer", s->env, value);
+            return -1;
+        }
+        if (v < s->min || v > s->max) {
+            snprintf(err, errlen, "%s: %ld is outside %ld..%ld", s->env, v, s->min, s->max);
+            return -1;
+        }
+        *(int *)field = (int)v;
+        return 0;
+    }
+    case SET_BOOL: {
+        bool v;
+        if (strcmp(value, "1") == 0 || strcasecmp(value, "true") == 0 || strcasecmp(value, "on") == 0 ||
+            strcasecmp(value, "yes") == 0)
+            v = true;
+        else if (strcmp(value, "0") == 0 || strcasecmp(value, "false") == 0 || strcasecmp(value, "off") == 0 ||
+                 strcasecmp(value, "no") == 0)
+            v = false;
+        else {
+            snprintf(err, errlen, "%s: '%s' is not a boolean (1/0, true/false, on/off, yes/no)", s->env, value);
+            return -1;
+        }
+        *(bool *)field = v;
+        return 0;
+    }
+    case SET_LOG_LEVEL:
+        for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++) {
+            if (strcasecmp(value, level_names[i]) == 0) {
+                *(queen_log_level *)field = (queen_log_level)i;
+                return 0;
+            }
+        }
+        snprintf(err, errlen, "%s: '%s' is not one of error, warn, info, debug", s->env, value);
+        return -1;
+    }
+    snprintf(err, errlen, "%s: unknown setting type", s->env);
+    return -1;
+}
+
+void queen_config_defaults(queen_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    char err[256];
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        if (s->type == SET_STRING) {
+            /* Point at the table's text: no allocation for defaults. */
+            *(const char **)((char *)cfg + s->offset) = s->fallback;
+        } else if (parse_into(cfg, s, s->fallback, err, sizeof err) != 0) {
+            /* A default that does not parse is a bug in the table. */
+            fprintf(stderr, "queen: bad default: %s\n", err);
+            abort();
+        }
+    }
+}
+
+void queen_config_free(queen_config *cfg)
+{
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        if (s->type != SET_STRING)
+            continue;
+        char **slot = (char **)((char *)cfg + s->offset);
+        if (*slot != NULL && !string_is_default(s, *slot))
+            free(*slot);
+        *slot = NULL;
+    }
+}
+
+int queen_config_set(queen_config *cfg, const char *name, const char *value, char *err, size_t errlen)
+{
+    const setting *s = find_setting(name);
+    if (s == NULL) {
+        snprintf(err, errlen, "unknown setting '%s'", name);
+        return -1;
+    }
+    return parse_into(cfg, s, value, err, errlen);
+}
+
+int queen_config_from_env(queen_config *cfg, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const char *v = getenv(settings[i].env);
+        if (v != NULL && parse_into(cfg, &settings[i], v, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int queen_config_from_args(queen_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    int i = 0;
+    while (i < argc) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+            snprintf(err, errlen, "unexpected argument '%s'", arg);
+            return -1;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        char flag[64];
+        const char *value;
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        if (len >= sizeof flag) {
+            snprintf(err, errlen, "unknown flag '%s'", arg);
+            return -1;
+        }
+        memcpy(flag, name, len);
+        flag[len] = '\0';
+        const setting *s = find_setting(flag);
+        if (s == NULL || strcmp(s->flag, flag) != 0) {
+            snprintf(err, errlen, "unknown flag '--%s' (see --help)", flag);
+            return -1;
+        }
+        if (eq != NULL) {
+            value = eq + 1;
+            i += 1;
+        } else if (i + 1 < argc) {
+            value = argv[i + 1];
+            i += 2;
+        } else {
+            snprintf(err, errlen, "flag '--%s' needs a value", flag);
+            return -1;
+        }
+        if (parse_into(cfg, s, value, err, errlen) != 0)
+            return -1;
+    }
+    return i;
+}
+
+int queen_config_validate(const queen_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->bind == NULL || cfg->bind[0] == '\0') {
+        snprintf(err, errlen, "QUEEN_BIND: must not be empty");
+        return -1;
+    }
+    return 0;
+}
+
+static void default_text(const setting *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", s->fallback[0] ? s->fallback : "(empty)");
+}
+
+void queen_config_print_help(FILE *out)
+{
+    fprintf(out, "Settings (environment variable, or --flag; flags win):\n");
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        char def[128];
+        default_text(&settings[i], def, sizeof def);
+        fprintf(out, "  --%-26s %s\n      %s (default %s)\n", settings[i].flag, settings[i].env, settings[i].doc, def);
+    }
+}
+
+void queen_config_print_markdown(FILE *out)
+{
+    fprintf(out, "| variable | flag | default | meaning |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        char def[128];
+        default_text(&settings[i], def, sizeof def);
+        fprintf(out, "| `%s` | `--%s` | `%s` | %s |\n", settings[i].env, settings[i].flag, def, settings[i].doc);
+    }
+}

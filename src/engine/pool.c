@@ -1,0 +1,235 @@
+/* pool: libpq connection pool (see pool.h). Knows nothing of the schema. */
+#include "pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "logging.h"
+
+struct queen_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    char *conninfo;
+    int statement_timeout_ms;
+    int acquire_timeout_ms;
+    int size;
+    queen_pool_conn *conns;
+    bool *busy;
+    int in_use, waiting;
+    unsigned long acquired_total, timeouts_total, reconnects_total;
+};
+
+static void ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+/* statement_timeout travels in the startup packet so it holds from the first
+ * statement, and a timed-out statement is cancelled by the server itself. */
+static PGconn *connect_one(const queen_pool *pool, char *err, size_t errlen)
+{
+    char options[64];
+    snprintf(options, sizeof options, "-c statement_timeout=%d", pool->statement_timeout_ms);
+    const char *keys[] = {"dbname", "options", "application_name", NULL};
+    const char *vals[] = {pool->conninfo, options, "queen", NULL};
+    PGconn *pg = PQconnectdbParams(keys, vals, 1);
+    if (PQstatus(pg) != CONNECTION_OK) {
+        snprintf(err, errlen, "connect: %s", PQerrorMessage(pg));
+        /* libpq messages end in a newline; keep log lines single. */
+        size_t n = strlen(err);
+        while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
+            err[--n] = '\0';
+        PQfinish(pg);
+        return NULL;
+    }
+    PQsetNoticeProcessor(pg, ignore_notice, NULL);
+    return pg;
+}
+
+static void forget_prepared(queen_pool_conn *c)
+{
+    c->nprepared = 0;
+}
+
+queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeout_ms, int acquire_timeout_ms,
+                            char *err, size_t errlen)
+{
+    queen_pool *pool = calloc(1, sizeof *pool);
+    if (pool == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_cond_init(&pool->freed, NULL);
+    pool->conninfo = strdup(conninfo ? conninfo : "");
+    pool->size = size;
+    pool->statement_timeout_ms = statement_timeout_ms;
+    pool->acquire_timeout_ms = acquire_timeout_ms;
+    pool->conns = calloc((size_t)size, sizeof *pool->conns);
+    pool->busy = calloc((size_t)size, sizeof *pool->busy);
+    if (pool->conninfo == NULL || pool->conns == NULL || pool->busy == NULL) {
+        snprintf(err, errlen, "out of memory");
+        queen_pool_close(pool);
+        return NULL;
+    }
+    for (int i = 0; i < size; i++) {
+        pool->conns[i].index = i;
+        pool->conns[i].pg = connect_one(pool, err, errlen);
+        if (pool->conns[i].pg == NULL) {
+            if (i == 0) {
+                queen_pool_close(pool);
+                return NULL;
+            }
+            log_warn("pool: connection %d: %s (retried on use)", i, err);
+        }
+    }
+    return pool;
+}
+
+void queen_pool_close(queen_pool *pool)
+{
+    if (pool == NULL)
+        return;
+    for (int i = 0; pool->conns && i < pool->size; i++) {
+        if (pool->conns[i].pg)
+            PQfinish(pool->conns[i].pg);
+        free(pool->conns[i].prepared);
+    }
+    free(pool->conns);
+    free(pool->busy);
+    free(pool->conninfo);
+    pthread_cond_destroy(&pool->freed);
+    pthread_mutex_destroy(&pool->mu);
+    free(pool);
+}
+
+static int ensure_connected(queen_pool *pool, queen_pool_conn *c, char *err, size_t errlen)
+{
+    if (c->pg != NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK)
+        return 0;
+    if (c->pg != NULL)
+        PQfinish(c->pg);
+    forget_prepared(c);
+    c->broken = false;
+    c->pg = connect_one(pool, err, errlen);
+    pthread_mutex_lock(&pool->mu);
+    pool->reconnects_total++;
+    pthread_mutex_unlock(&pool->mu);
+    return c->pg ? 0 : -1;
+}
+
+queen_pool_conn *queen_pool_acquire(queen_pool *pool, char *err, size_t errlen)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += pool->acquire_timeout_ms / 1000;
+    deadline.tv_nsec += (long)(pool->acquire_timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+
+    pthread_mutex_lock(&pool->mu);
+    int slot = -1;
+    for (;;) {
+        for (int i = 0; i < pool->size; i++) {
+            if (!pool->busy[i]) {
+                slot = i;
+                break;
+            }
+        }
+        if (slot >= 0)
+            break;
+        pool->waiting++;
+        int rc = pthread_cond_timedwait(&pool->freed, &pool->mu, &deadline);
+        pool->waiting--;
+        if (rc == ETIMEDOUT) {
+            pool->timeouts_total++;
+            pthread_mutex_unlock(&pool->mu);
+            snprintf(err, errlen, "pool exhausted: no connection free within %d ms", pool->acquire_timeout_ms);
+            return NULL;
+        }
+    }
+    pool->busy[slot] = true;
+    pool->in_use++;
+    pool->acquired_total++;
+    pthread_mutex_unlock(&pool->mu);
+
+    queen_pool_conn *c = &pool->conns[slot];
+    if (ensure_connected(pool, c, err, errlen) != 0) {
+        queen_pool_release(pool, c);
+        return NULL;
+    }
+    return c;
+}
+
+void queen_pool_release(queen_pool *pool, queen_pool_conn *conn)
+{
+    /* A connection left inside a transaction (an error path that did not
+     * finish it) must not leak that transaction into the next user. */
+    if (conn->pg != NULL && !conn->broken && PQtransactionStatus(conn->pg) != PQTRANS_IDLE)
+        conn->broken = true;
+    pthread_mutex_lock(&pool->mu);
+    pool->busy[conn->index] = false;
+    pool->in_use--;
+    pthread_cond_signal(&pool->freed);
+    pthread_mutex_unlock(&pool->mu);
+}
+
+static bool is_prepared(const queen_pool_conn *c, const char *name)
+{
+    for (size_t i = 0; i < c->nprepared; i++)
+        if (c->prepared[i] == name || strcmp(c->prepared[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void note_broken(queen_pool_conn *c)
+{
+    if (PQstatus(c->pg) != CONNECTION_OK)
+        c->broken = true;
+}
+
+PGresult *queen_pool_exec(queen_pool_conn *c, const char *name, const char *sql, int nparams,
+                          const char *const *params)
+{
+    if (!is_prepared(c, name)) {
+        PGresult *prep = PQprepare(c->pg, name, sql, nparams, NULL);
+        if (PQresultStatus(prep) != PGRES_COMMAND_OK) {
+            note_broken(c);
+            return prep;
+        }
+        PQclear(prep);
+        if (c->nprepared == c->capprepared) {
+            size_t ncap = c->capprepared ? c->capprepared * 2 : 16;
+            const char **n = realloc(c->prepared, ncap * sizeof *n);
+            if (n != NULL) {
+                c->prepared = n;
+                c->capprepared = ncap;
+            }
+        }
+        /* Names are string literals owned by the callers' code. */
+        if (c->nprepared < c->capprepared)
+            c->prepared[c->nprepared++] = name;
+    }
+    PGresult *res = PQexecPrepared(c->pg, name, nparams, params, NULL, NULL, 0);
+    note_broken(c);
+    return res;
+}
+
+void queen_pool_get_stats(queen_pool *pool, queen_pool_stats *out)
+{
+    pthread_mutex_lock(&pool->mu);
+    out->size = pool->size;
+    out->in_use = pool->in_use;
+    out->waiting = pool->waiting;
+    out->acquired_total = pool->acquired_total;
+    out->timeouts_total = pool->timeouts_total;
+    out->reconnects_total = pool->reconnects_total;
+    pthread_mutex_unlock(&pool->mu);
+}

@@ -1,0 +1,55 @@
+/* pool: a fixed set of libpq connections shared by threads.
+ *
+ * Acquire waits a bounded time for a free connection and then fails with
+ * "unavailable" instead of hanging. A connection found broken is reset before
+ * it is handed out again. Each connection carries statement_timeout, so a
+ * stuck statement is cancelled by the server. Prepared statements are made
+ * lazily, once per connection, by name. */
+#ifndef QUEEN_POOL_H
+#define QUEEN_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <libpq-fe.h>
+
+typedef struct queen_pool queen_pool;
+
+typedef struct queen_pool_conn {
+    PGconn *pg;
+    /* Names of the statements prepared on this connection (small, linear). */
+    const char **prepared;
+    size_t nprepared, capprepared;
+    bool broken; /* set by the user of the connection: reset before reuse */
+    int index;
+} queen_pool_conn;
+
+typedef struct queen_pool_stats {
+    int size;
+    int in_use;
+    int waiting;
+    unsigned long acquired_total;
+    unsigned long timeouts_total;
+    unsigned long reconnects_total;
+} queen_pool_stats;
+
+/* Opens `size` connections to conninfo. Fails (NULL, err set) when the first
+ * connection cannot be made; later ones are retried on acquire. */
+queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeout_ms, int acquire_timeout_ms,
+                            char *err, size_t errlen);
+void queen_pool_close(queen_pool *pool);
+
+/* A free connection, or NULL after acquire_timeout_ms (err says why:
+ * "pool exhausted" or the connect error). */
+queen_pool_conn *queen_pool_acquire(queen_pool *pool, char *err, size_t errlen);
+void queen_pool_release(queen_pool *pool, queen_pool_conn *conn);
+
+/* Runs a named prepared statement, preparing it on first use on this
+ * connection. Marks the connection broken when libpq lost it. The caller
+ * PQclear()s the result (never NULL). */
+PGresult *queen_pool_exec(queen_pool_conn *conn, const char *name, const char *sql, int nparams,
+                          const char *const *params);
+
+void queen_pool_get_stats(queen_pool *pool, queen_pool_stats *out);
+
+#endif

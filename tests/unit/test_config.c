@@ -1,0 +1,138 @@
+/* Unit tests of src/engine/config.c: the settings table and its parsers. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+static void defaults_are_documented_values(void **state)
+{
+    (void)state;
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    assert_int_equal(cfg.port, 6632);
+    assert_string_equal(cfg.bind, "127.0.0.1");
+    assert_string_equal(cfg.pg_url, "");
+    assert_int_equal(cfg.log_level, QUEEN_LOG_INFO);
+    assert_int_equal(cfg.stmt_timeout_ms, 30000);
+    assert_int_equal(cfg.max_body_bytes, 64 * 1024 * 1024);
+    queen_config_free(&cfg);
+}
+
+/* Table-driven: each bad value is refused with a message naming the setting. */
+static void bad_values_name_the_setting(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *value, *mentions;
+    } cases[] = {
+        {"QUEEN_PORT", "abc", "QUEEN_PORT"},     {"QUEEN_PORT", "0", "QUEEN_PORT"},
+        {"QUEEN_PORT", "70000", "QUEEN_PORT"},   {"QUEEN_PORT", "", "QUEEN_PORT"},
+        {"QUEEN_PORT", "12x", "QUEEN_PORT"},     {"QUEEN_LOG_LEVEL", "loud", "QUEEN_LOG_LEVEL"},
+        {"port", "-1", "QUEEN_PORT"},            {"QUEEN_NOPE", "1", "QUEEN_NOPE"},
+        {"QUEEN_PG_POOL", "99999", "QUEEN_PG_POOL"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        queen_config cfg;
+        queen_config_defaults(&cfg);
+        char err[256] = "";
+        assert_int_equal(queen_config_set(&cfg, cases[i].name, cases[i].value, err, sizeof err), -1);
+        assert_non_null(strstr(err, cases[i].mentions));
+        assert_int_equal(cfg.port, 6632); /* nothing half-applied */
+        queen_config_free(&cfg);
+    }
+}
+
+static void good_values_parse(void **state)
+{
+    (void)state;
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_PORT", "7000", err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "log-level", "DEBUG", err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_PG_URL", "postgresql://x@127.0.0.1:1/db", err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_PG_URL", "host=127.0.0.1 port=2", err, sizeof err), 0);
+    assert_int_equal(cfg.port, 7000);
+    assert_int_equal(cfg.log_level, QUEEN_LOG_DEBUG);
+    assert_string_equal(cfg.pg_url, "host=127.0.0.1 port=2");
+    queen_config_free(&cfg);
+}
+
+static void environment_then_flags(void **state)
+{
+    (void)state;
+    setenv("QUEEN_PORT", "7100", 1);
+    setenv("QUEEN_BIND", "0.0.0.0", 1);
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    assert_int_equal(queen_config_from_env(&cfg, err, sizeof err), 0);
+    assert_int_equal(cfg.port, 7100);
+    char *argv[] = {"--port", "7200", "--log-level=warn"};
+    assert_int_equal(queen_config_from_args(&cfg, 3, argv, err, sizeof err), 3);
+    assert_int_equal(cfg.port, 7200);
+    assert_string_equal(cfg.bind, "0.0.0.0");
+    assert_int_equal(cfg.log_level, QUEEN_LOG_WARN);
+    unsetenv("QUEEN_PORT");
+    unsetenv("QUEEN_BIND");
+    queen_config_free(&cfg);
+}
+
+static void bad_flags_are_errors(void **state)
+{
+    (void)state;
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    char *unknown[] = {"--colour", "red"};
+    assert_int_equal(queen_config_from_args(&cfg, 2, unknown, err, sizeof err), -1);
+    assert_non_null(strstr(err, "colour"));
+    char *missing[] = {"--port"};
+    assert_int_equal(queen_config_from_args(&cfg, 1, missing, err, sizeof err), -1);
+    char *positional[] = {"extra"};
+    assert_int_equal(queen_config_from_args(&cfg, 1, positional, err, sizeof err), -1);
+    char *env_name[] = {"--QUEEN_PORT=1"}; /* flags use flag names only */
+    assert_int_equal(queen_config_from_args(&cfg, 1, env_name, err, sizeof err), -1);
+    queen_config_free(&cfg);
+}
+
+/* The README's table is the table's own printout (scripts/readme-settings.sh
+ * rewrites it); a setting added without it fails here. */
+static void readme_table_matches(void **state)
+{
+    (void)state;
+    char *printed = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&printed, &len);
+    queen_config_print_markdown(mem);
+    fclose(mem);
+    FILE *f = fopen("README.md", "r");
+    if (f == NULL)
+        skip();
+    char *readme = NULL;
+    size_t cap = 0;
+    ssize_t n = getdelim(&readme, &cap, '\0', f);
+    fclose(f);
+    assert_true(n > 0);
+    if (strstr(readme, printed) == NULL)
+        fail_msg("README.md's settings table is stale: run scripts/readme-settings.sh");
+    free(readme);
+    free(printed);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults_are_documented_values), cmocka_unit_test(bad_values_name_the_setting),
+        cmocka_unit_test(good_values_parse),             cmocka_unit_test(environment_then_flags),
+        cmocka_unit_test(bad_flags_are_errors),            cmocka_unit_test(readme_table_matches),
+    };
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
