@@ -1,0 +1,1046 @@
+-- 024_kv.sql: queen.kv, the key/value state that commits in the same
+-- transaction as the message work.
+--
+-- Owns: the table queen.kv and its storage settings, the sequence
+-- queen.kv_version_seq, the one secondary index idx_kv_shard_expires, the
+-- side tables queen.kv_quota (operator configuration) and queen.kv_usage
+-- (sweeper measurement), the pure helpers (kv_live_v1, kv_ver_v1, kv_num_v1,
+-- kv_prefix_end_v1, kv_check_names_v1, kv_ts_v1), the one write/read entry
+-- point kv_apply_v1, the shared page reader kv_page_v1 and the console reads
+-- kv_list_v1 and kv_namespaces_v1.
+--
+-- May call: only what it defines, plus pg_catalog. It is called by 005 (the
+-- transaction wire, plpgsql, resolved at run time), by 026 (the sweeper) and
+-- by the C engine, which calls these functions and never builds SQL against
+-- queen.kv itself.
+--
+-- Must never: touch queen.kv_quota or queen.kv_usage on a write path (one
+-- per-tenant row locked for a whole bundle is a throughput ceiling of one
+-- bundle at a time per tenant); name a partition (a KV key is a business
+-- identity; log_partition_dead_v1 in 006 is LANGUAGE sql and would fail the
+-- boot if it named this table, which is the point of the file number).
+--
+-- Re-applied at every boot, statement by statement: everything is IF NOT
+-- EXISTS, ADD COLUMN IF NOT EXISTS or CREATE OR REPLACE FUNCTION (which keeps
+-- the OID), so a second apply leaves the catalog identical.
+--
+-- Errors: every RAISE carries an ERRCODE; the MESSAGE is an opaque code from
+-- the list in KV_CONTRACT.md §4 (kv_bad_request, kv_unknown_op, ...) and any
+-- namespace, key or number goes in DETAIL only, because names end up in
+-- shared logs and callers must match on the code, never on prose.
+
+-- ---------------------------------------------------------------------------
+-- Storage
+-- ---------------------------------------------------------------------------
+
+-- The seed's DDL, column for column. COLLATE "C" on both name columns is
+-- load-bearing twice: (1) it is the lock order, ascending (namespace, key),
+-- which must not depend on a pod's lc_collate or ICU version, or two bundles
+-- take overlapping rows in inverted order and deadlock on some hosts only;
+-- (2) byte order is stable across machines, so prefix ranges are sargable and
+-- a keyset cursor keeps its meaning across a libc upgrade.
+-- shard is computed once, stored, and never recomputed by a query: 64 shards
+-- forever (the sweeper's unit of work).
+CREATE TABLE IF NOT EXISTS queen.kv (
+    tenant_id  UUID NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001',
+    namespace  TEXT COLLATE "C" NOT NULL,
+    key        TEXT COLLATE "C" NOT NULL,
+    value      JSONB NOT NULL,
+    version    BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ,
+    shard      SMALLINT NOT NULL
+               GENERATED ALWAYS AS ((hashtextextended(key, 0) & 63)::smallint) STORED,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, namespace, key)
+);
+
+-- Storage settings. NOT MEASURED: every number below was chosen by analogy
+-- with the log tables, not from a soak. Each is to be replaced by a dated
+-- block (date, symptom or question, observed figure, reproducing command)
+-- after the first soak on a test rig, never by a figure read off a
+-- production cluster.
+--   autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500:
+--     counters and markers churn a small hot set; a scale factor would let
+--     dead tuples grow with the table instead of with the churn. (analogy)
+--   autovacuum_vacuum_cost_delay = 0: vacuum of a hot small set should not
+--     be throttled behind the writers it cleans up after. (analogy)
+--   vacuum_truncate = off: NOT a tuning number but a correctness-of-latency
+--     rule: heap truncation takes ACCESS EXCLUSIVE, which would block every
+--     reader of a table that empties (sweeper) and refills by design.
+--   fillfactor = 70: room on the page for HOT updates of counters (no index
+--     covers value/version/updated_at, so an in-page update is HOT). (analogy)
+-- Applied through a DO block that only issues ALTER TABLE when the options
+-- differ: an unconditional ALTER would take a lock and invalidate every
+-- cached plan on queen.kv in every backend at every broker boot.
+DO $kv_reloptions$
+DECLARE
+    v_want text[] := ARRAY['autovacuum_vacuum_scale_factor=0',
+                           'autovacuum_vacuum_threshold=500',
+                           'autovacuum_vacuum_cost_delay=0',
+                           'vacuum_truncate=false',
+                           'fillfactor=70'];
+    v_have text[];
+BEGIN
+    SELECT c.reloptions INTO v_have FROM pg_catalog.pg_class c WHERE c.oid = 'queen.kv'::regclass;
+    IF v_have IS NULL OR NOT (v_have @> v_want) THEN
+        ALTER TABLE queen.kv SET (autovacuum_vacuum_scale_factor = 0,
+                                  autovacuum_vacuum_threshold = 500,
+                                  autovacuum_vacuum_cost_delay = 0,
+                                  vacuum_truncate = false,
+                                  fillfactor = 70);
+    END IF;
+END
+$kv_reloptions$;
+
+-- The version is a token, compared for equality only, drawn from a sequence
+-- rather than computed as version + 1: a key that expired, was pruned and was
+-- written again must never re-issue a version some long-lived holder still
+-- carries, or that holder's compare-and-set succeeds against a dead lineage.
+-- NOT MEASURED: CACHE 1000 is by analogy; it keeps nextval on the hot path
+-- from writing a WAL record per write. It makes versions non-monotonic across
+-- backends (gaps and reordering are expected), which is fine for a token.
+CREATE SEQUENCE IF NOT EXISTS queen.kv_version_seq AS BIGINT CACHE 1000;
+
+-- USAGE only (nextval), never SELECT: SELECT would expose last_value as a
+-- global write counter across tenants. Granted to PUBLIC because no broker
+-- role exists yet; when one does, grant to it instead.
+REVOKE ALL ON SEQUENCE queen.kv_version_seq FROM PUBLIC;
+GRANT USAGE ON SEQUENCE queen.kv_version_seq TO PUBLIC;
+
+-- The one secondary index. Its only reader is the sweeper (026): partial, so
+-- a forever key costs nothing in it; shard leads because the sweeper filters
+-- by shard and then range-scans expires_at.
+-- Deliberately NOT created: an index on updated_at (no reader, and it would
+-- make every counter update non-HOT), and an index on value (the declared
+-- read boundary is keys and prefixes, so it would serve no query).
+CREATE INDEX IF NOT EXISTS idx_kv_shard_expires
+    ON queen.kv (shard, expires_at) WHERE expires_at IS NOT NULL;
+
+-- Quota (configuration, written by an operator) and usage (measurement,
+-- overwritten by the sweeper's slow sub-cadence) are two tables because they
+-- have two authors: merged, "who wrote this number?" has no answer. Both are
+-- keyed by tenant alone: any broker may measure any shard, so a per-shard key
+-- would make brokers contend and multiply the scan; last writer wins on
+-- computed_at. Columns are added one by one with ADD COLUMN IF NOT EXISTS so
+-- a database booted by an older build gains them.
+-- No write path touches either table (see the file header).
+CREATE TABLE IF NOT EXISTS queen.kv_quota (
+    tenant_id UUID PRIMARY KEY
+);
+ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS enabled BOOLEAN NOT NULL DEFAULT true;
+ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS max_rows BIGINT;
+ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS max_bytes BIGINT;
+ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS max_reads_per_sec BIGINT;
+ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS max_writes_per_sec BIGINT;
+ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS updated_at TIMESTAMPTZ NOT NULL DEFAULT now();
+
+CREATE TABLE IF NOT EXISTS queen.kv_usage (
+    tenant_id UUID PRIMARY KEY
+);
+ALTER TABLE queen.kv_usage ADD COLUMN IF NOT EXISTS kv_rows BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE queen.kv_usage ADD COLUMN IF NOT EXISTS kv_bytes BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE queen.kv_usage ADD COLUMN IF NOT EXISTS sampled BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE queen.kv_usage ADD COLUMN IF NOT EXISTS computed_at TIMESTAMPTZ NOT NULL DEFAULT now();
+
+-- ---------------------------------------------------------------------------
+-- Pure helpers
+--
+-- All IMMUTABLE PARALLEL SAFE (kv_ts_v1 is STABLE: to_char is), none STRICT:
+-- STRICT turns a total function into NULL on its most important input (an
+-- absent row, a forever key), and a NULL inside a WHERE is a row that has
+-- silently vanished. `now` is always a parameter, so one call of kv_apply_v1
+-- uses one instant for its whole batch. LANGUAGE sql single expressions, so
+-- the planner inlines them into the statements that use them.
+-- ---------------------------------------------------------------------------
+
+-- kv_live_v1(expires_at, now) -> boolean
+-- The one definition of existence (the seed's exact body). Every read,
+-- precondition and write routes through it; the sweeper deletes with
+-- expires_at <= now, the same boundary, so an expired row is invisible from
+-- the first read after its instant whether or not anything deleted it.
+-- true for a forever key (expires_at NULL). Raises nothing.
+CREATE OR REPLACE FUNCTION queen.kv_live_v1(TIMESTAMPTZ, TIMESTAMPTZ)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT $1 IS NULL OR $1 > $2 $$;
+
+-- kv_ver_v1(version, expires_at, now) -> bigint
+-- The effective version: the version of a present, live row, else 0. Total:
+-- an absent row (version NULL) and an expired one both give 0, which is what
+-- makes expect: 0 mean "must not exist" with no magic flag, and why a
+-- compare-and-set against a dead lineage cannot succeed. Raises nothing.
+CREATE OR REPLACE FUNCTION queen.kv_ver_v1(BIGINT, TIMESTAMPTZ, TIMESTAMPTZ)
+RETURNS BIGINT LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT CASE WHEN $1 IS NOT NULL AND queen.kv_live_v1($2, $3) THEN $1 ELSE 0::bigint END $$;
+
+-- kv_num_v1(value, expires_at, now) -> numeric
+-- The numeric value of a live JSON number, else 0: absent, expired, string,
+-- object, array, bool and JSON null all give 0. Never raises (the CASE only
+-- casts a value jsonb_typeof has already called a number). incr builds on it:
+-- an expired non-number counts as 0 and starts a new counter.
+CREATE OR REPLACE FUNCTION queen.kv_num_v1(JSONB, TIMESTAMPTZ, TIMESTAMPTZ)
+RETURNS NUMERIC LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT CASE WHEN queen.kv_live_v1($2, $3) AND jsonb_typeof($1) = 'number'
+                  THEN $1::numeric ELSE 0::numeric END $$;
+
+-- kv_prefix_end_v1(prefix) -> text
+-- The smallest text above every text that starts with prefix, in byte order
+-- (COLLATE "C"; UTF-8 byte order is code point order), or NULL when no such
+-- text exists ('' and a prefix made only of U+10FFFF). It is the exclusive
+-- upper bound that turns a prefix into an index range.
+-- Trailing U+10FFFF cannot be incremented, so they are dropped (rtrim) and
+-- the character before them is incremented instead; U+D7FF jumps to U+E000
+-- because chr() refuses the surrogates in between. Never raises on a legal
+-- key; NULL gives NULL. Assumes a UTF8 database (pg.sh and queen dev create
+-- one; the boot should refuse anything else).
+CREATE OR REPLACE FUNCTION queen.kv_prefix_end_v1(TEXT)
+RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    SELECT CASE WHEN t = '' THEN NULL
+                ELSE left(t, -1) || CASE ascii(right(t, 1))
+                                        WHEN 55295 THEN chr(57344)           -- U+D7FF -> U+E000
+                                        ELSE chr(ascii(right(t, 1)) + 1) END
+           END COLLATE "C"
+    FROM (SELECT rtrim($1, chr(1114111)) AS t) AS s                          -- drop trailing U+10FFFF
+$$;
+
+-- kv_ts_v1(ts) -> text
+-- The one rendering of a timestamp in results: UTC ISO-8601 with microseconds
+-- and Z, e.g. 2026-01-02T03:04:05.000006Z, independent of the session's
+-- TimeZone. NULL (a forever key's expiry) gives NULL. STABLE because to_char
+-- is; it is inlined, so the label costs nothing.
+CREATE OR REPLACE FUNCTION queen.kv_ts_v1(TIMESTAMPTZ)
+RETURNS TEXT LANGUAGE sql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT to_char($1 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
+
+-- kv_check_names_v1(ns, key) -> void
+-- Raises, never returns false (a boolean would invite a caller to forget the
+-- check). Rules:
+--   ns must match ^[a-z0-9][a-z0-9._-]{0,63}$  else 22023 kv_bad_namespace.
+--     Lower case only: a typo must fail, not mint a phantom namespace
+--     (namespaces are registered nowhere; one exists iff a row does).
+--   key non-empty                               else 22023 kv_bad_key
+--   key at most 512 BYTES (octet_length)        else 22001 kv_key_too_large
+-- NULL ns or key raise like any other bad name. A NUL cannot arrive
+-- (PostgreSQL text cannot hold one; the HTTP edge refuses it with 400).
+-- The regex runs under COLLATE "C" so [a-z] means those 26 bytes everywhere.
+CREATE OR REPLACE FUNCTION queen.kv_check_names_v1(p_ns TEXT, p_key TEXT)
+RETURNS VOID LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+BEGIN
+    IF p_ns IS NULL OR NOT (p_ns COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]{0,63}$') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_namespace',
+            DETAIL = format('namespace %s must match ^[a-z0-9][a-z0-9._-]{0,63}$',
+                            COALESCE(quote_literal(p_ns), 'NULL'));
+    END IF;
+    IF p_key IS NULL OR p_key = '' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_key',
+            DETAIL = format('key in namespace %s must be a non-empty string', p_ns);
+    END IF;
+    IF octet_length(p_key) > 512 THEN
+        RAISE EXCEPTION USING ERRCODE = '22001', MESSAGE = 'kv_key_too_large',
+            DETAIL = format('key in namespace %s is %s bytes, the limit is 512', p_ns, octet_length(p_key));
+    END IF;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- kv_page_v1: the one prefix page reader (internal)
+-- ---------------------------------------------------------------------------
+
+-- kv_page_v1(tenant, ns, prefix, after, limit, keys_only, include_expired,
+--            flag_expired, now, budget_bytes) -> jsonb
+-- Internal: the getPrefix arm of kv_apply_v1 and the body of kv_list_v1, so
+-- the prefix rule is written once. Arguments are trusted (validated by the
+-- callers); the limit is clamped here anyway.
+-- Result: {rows: [{key, value, version, expiresAt, updatedAt[, expired]}],
+--          truncated, nextAfter, bytes}
+--   - prefix predicate: key >= prefix AND key < kv_prefix_end_v1(prefix) as
+--     the index driver, starts_with(key, prefix) as the semantics. Never
+--     LIKE: '%' and '_' in a key are literal characters.
+--   - after: exclusive keyset cursor, byte order.
+--   - limit clamped to 1..1000 (NULL -> 100), never refused; LIMIT limit+1
+--     decides truncated.
+--   - budget: value bytes (octet_length of the jsonb text; 0 for keys_only)
+--     still available to this call. A row is included while the bytes before
+--     it are below the budget, so the row that straddles the budget is
+--     included and the page stops after it.
+--   - nextAfter: when truncated, the last included key; when the budget was
+--     already spent before the first row, the incoming after (NULL = start),
+--     so "call again with after = nextAfter" always resumes correctly.
+--   - bytes: value bytes included (the caller charges its budget with it).
+-- Dynamic SQL with USING on purpose: each call is planned with its values, so
+-- "end IS NULL OR key < end" folds to a plain index bound; a cached generic
+-- plan would keep the OR and scan the rest of the namespace when a prefix
+-- has fewer rows than the limit.
+-- STABLE (reads only; the caller's now is a parameter). Raises nothing.
+CREATE OR REPLACE FUNCTION queen.kv_page_v1(
+    p_tenant UUID, p_ns TEXT, p_prefix TEXT, p_after TEXT, p_limit INTEGER,
+    p_keys_only BOOLEAN, p_include_expired BOOLEAN, p_flag_expired BOOLEAN,
+    p_now TIMESTAMPTZ, p_budget BIGINT)
+RETURNS JSONB LANGUAGE plpgsql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+DECLARE
+    v_limit integer := LEAST(GREATEST(COALESCE(p_limit, 100), 1), 1000);
+    v_prefix text := COALESCE(p_prefix, '');
+    v_rows jsonb; v_inc bigint; v_all bigint; v_bytes bigint; v_last text;
+BEGIN
+    EXECUTE $q$
+        WITH page AS (
+            SELECT kv.key, kv.value, kv.version, kv.expires_at, kv.updated_at,
+                   NOT queen.kv_live_v1(kv.expires_at, $6) AS expired,
+                   CASE WHEN $8 THEN 0 ELSE octet_length(kv.value::text) END AS b
+            FROM queen.kv kv
+            WHERE kv.tenant_id = $1 AND kv.namespace = $2
+              AND kv.key >= $3 COLLATE "C"
+              AND ($4::text IS NULL OR kv.key < $4 COLLATE "C")
+              AND starts_with(kv.key, $3)
+              AND ($5::text IS NULL OR kv.key > $5 COLLATE "C")
+              AND ($9 OR queen.kv_live_v1(kv.expires_at, $6))
+            ORDER BY kv.key COLLATE "C"
+            LIMIT $7 + 1
+        ), acc AS (
+            SELECT p.*, row_number() OVER w AS rn,
+                   COALESCE(sum(p.b) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+            FROM page p
+            WINDOW w AS (ORDER BY p.key COLLATE "C")
+        )
+        SELECT COALESCE(jsonb_agg(
+                   jsonb_strip_nulls(jsonb_build_object('expired', CASE WHEN $10 THEN a.expired END))
+                   || jsonb_build_object('key', a.key, 'version', a.version,
+                                         'expiresAt', queen.kv_ts_v1(a.expires_at),
+                                         'updatedAt', queen.kv_ts_v1(a.updated_at))
+                   || CASE WHEN $8 THEN '{}'::jsonb ELSE jsonb_build_object('value', a.value) END
+                   ORDER BY a.key COLLATE "C") FILTER (WHERE a.rn <= $7 AND a.before < $11), '[]'::jsonb),
+               count(*) FILTER (WHERE a.rn <= $7 AND a.before < $11),
+               count(*),
+               COALESCE(sum(a.b) FILTER (WHERE a.rn <= $7 AND a.before < $11), 0),
+               max(a.key COLLATE "C") FILTER (WHERE a.rn <= $7 AND a.before < $11)
+        FROM acc a
+    $q$
+    INTO v_rows, v_inc, v_all, v_bytes, v_last
+    USING p_tenant, p_ns, v_prefix, queen.kv_prefix_end_v1(v_prefix), p_after, p_now, v_limit,
+          COALESCE(p_keys_only, false), COALESCE(p_include_expired, false),
+          COALESCE(p_flag_expired, false), COALESCE(p_budget, 0);
+
+    RETURN jsonb_build_object(
+        'rows', v_rows,
+        'truncated', v_all > v_inc,
+        'nextAfter', CASE WHEN v_all > v_inc THEN COALESCE(v_last, p_after) END,
+        'bytes', v_bytes);
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- kv_apply_v1: the one entry point for kv reads and writes
+-- ---------------------------------------------------------------------------
+
+-- kv_apply_v1(p_ops jsonb, p_tenant uuid, p_now timestamptz, p_in_wire boolean) -> jsonb
+--
+-- Arguments
+--   p_ops     JSON array of ops (KV_CONTRACT.md §4), applied in one call.
+--   p_tenant  the tenant; an argument, never an input field of an op.
+--   p_now     the call's instant; NULL means now(). ONE instant for every op.
+--   p_in_wire true inside log_transaction_wire_v1 (tighter budgets, no
+--             getPrefix), false for the HTTP/embedded kv route.
+--
+-- Result: a JSON array aligned with p_ops by index; every element carries
+-- index and op (putIfAbsent reports op "put"):
+--   get        {found:true, key, value, version, expiresAt, updatedAt}
+--              | {found:false, key}
+--              | {truncated:true, key} when the call's read budget was
+--                spent before this get (neither found nor missing, as for a
+--                getMany key cut by the budget).
+--   getMany    {rows:[{key,value,version,expiresAt,updatedAt}] (key order),
+--               missing:[keys, input order, duplicates once], truncated}
+--   getPrefix  {rows, truncated, nextAfter}
+--   put/delete/incr
+--              {applied:true, key, value, version}
+--              | {applied:false, reason, key, value, version}
+--     reason is one of exists | absent | version | limit | type; value and
+--     version are those of the CURRENT live row (null/0 when there is none).
+--     An applied put/incr reports the row it wrote; an applied delete reports
+--     the row it removed (null/0 for a delete with expect:0 on nothing).
+-- Timestamps are UTC ISO-8601 with microseconds and Z; expiresAt is null for
+-- a forever key.
+--
+-- SQLSTATEs (MESSAGE is the opaque code, names and numbers in DETAIL):
+--   22023 kv_bad_request, kv_unknown_op, kv_bad_namespace, kv_bad_key,
+--         kv_expiry_not_specified, kv_bad_ttl, kv_bad_expect,
+--         kv_prefix_required, kv_get_prefix_not_allowed_in_transaction,
+--         kv_tenant_not_an_input, kv_duplicate_key_in_call,
+--         kv_too_many_ops, kv_too_many_keys
+--   22001 kv_key_too_large, kv_value_too_large
+--   23514 kv_precondition_failed: an op with required:true did not apply;
+--         DETAIL is JSON {index, op, ns, key, reason, version, value}.
+--   XX000 kv_result_misaligned: an internal bug (a result slot was not
+--         filled); never a silent null.
+-- Any raise aborts the statement, so a refused call writes nothing.
+--
+-- Shape rules (decided here, tested in tests/sql/024_kv.sql):
+--   - Every op is an object; fields not listed for its op are refused with
+--     kv_bad_request (a typo such as "ttl" must not silently mean forever),
+--     except tenant/tenantId/_tenant, which get kv_tenant_not_an_input, and
+--     expect on incr, which gets kv_bad_expect.
+--   - A field present with JSON null counts as present (and is then of the
+--     wrong type), except value, where null is a legal value, and getPrefix's
+--     after/limit/keysOnly, where null means "not given".
+--   - ttlSeconds is an integer 1..2147483647 (about 68 years; longer is
+--     forever), else kv_bad_ttl; bounding it also keeps now + ttl from
+--     overflowing timestamptz.
+--   - expect is an integer 0..2^63-1, else kv_bad_expect.
+--   - incr with min > max is kv_bad_request (nothing could ever apply).
+--   - p_tenant NULL, p_in_wire NULL or p_ops not an array: kv_bad_request.
+--     An empty array returns [].
+--
+-- Why it is written the way it is:
+--   - Validate everything first, then apply. No savepoints and no EXCEPTION
+--     blocks: tens of subtransactions per bundle overflow the subxid cache
+--     and make every snapshot on the server slower.
+--   - Apply order is ascending (phase, ns, key COLLATE "C", input ordinal),
+--     decided here and nowhere else (the broker never pre-sorts): this is
+--     the global lock order inside queen.kv, and COLLATE "C" is spelled out
+--     because an extraction from jsonb does not inherit a column's collation.
+--     Phase 1 is getMany/getPrefix so multi-key reads see the call's writes.
+--   - A key is written at most once per call (kv_duplicate_key_in_call);
+--     that is what makes the order total.
+--   - Each write is ONE statement with its precondition in its WHERE,
+--     evaluated on the newest committed version of the row. Only when it did
+--     not apply does a second statement read the current live row for the
+--     verdict. That read is never stale: under READ COMMITTED it takes a
+--     fresh snapshot after the write statement, and on the ON CONFLICT arm
+--     the row is already locked by us (the arm locks before its WHERE), so
+--     it reads exactly the version that refused us. A CTE reading the row in
+--     the same statement would be WRONG: its snapshot predates a concurrent
+--     winner the ON CONFLICT arm has just seen (it would report "exists" with
+--     no row, or "version" with the very version that was expected).
+--   - With concurrent expect:0 writers exactly one applies: the ON CONFLICT
+--     arm takes the row lock before evaluating NOT kv_live_v1(...).
+--   - The version comes from queen.kv_version_seq on every write, never
+--     version + 1.
+--   - incr computes the new value inside the statement
+--     (kv_num_v1(old) + delta), never in a variable read earlier.
+-- VOLATILE (writes), PARALLEL UNSAFE, CALLED ON NULL INPUT (NULLs raise).
+CREATE OR REPLACE FUNCTION queen.kv_apply_v1(p_ops JSONB, p_tenant UUID, p_now TIMESTAMPTZ, p_in_wire BOOLEAN)
+RETURNS JSONB LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT
+AS $$
+DECLARE
+    -- Budgets (KV_CONTRACT §4 rule 5). The wire's are tighter because a wire
+    -- bundle also holds queue and partition locks for its whole duration.
+    c_max_value_bytes constant integer := 65536;
+    c_read_budget     constant bigint  := 4194304;   -- 4 MiB of value bytes per call
+    v_max_ops  integer;
+    v_max_keys integer;
+
+    v_now   timestamptz := COALESCE(p_now, now());
+    v_n     integer;
+    v_i     integer;
+    v_op    jsonb;
+    v_kind  text;
+    v_ns    text;
+    v_key   text;
+    v_keys  integer := 0;       -- keys charged to the call's key budget
+    v_writes integer := 0;     -- write ops (for the duplicate check)
+    v_num   numeric;
+    v_t     text;
+    v_bad   jsonb;
+    v_order integer[];
+    v_res   jsonb[];
+    v_elem  jsonb;
+
+    -- per-op apply state
+    v_val      jsonb;
+    v_exp      timestamptz;
+    v_expect   bigint;
+    v_delta    numeric;
+    v_min      numeric;
+    v_max      numeric;
+    v_ver      bigint;
+    v_cur_val  jsonb;
+    v_cur_ver  bigint;
+    v_reason   text;
+    v_read_used bigint := 0;   -- value bytes returned so far (read budget)
+    v_b        bigint;
+    v_detail   text;
+BEGIN
+    -- ---------------------------------------------------------------
+    -- 1. Validate everything (nothing is read or written before this
+    --    whole block has passed).
+    -- ---------------------------------------------------------------
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+            DETAIL = 'the tenant argument is required';
+    END IF;
+    IF p_in_wire IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+            DETAIL = 'p_in_wire must be true or false';
+    END IF;
+    IF jsonb_typeof(p_ops) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+            DETAIL = 'ops must be a JSON array';
+    END IF;
+
+    IF p_in_wire THEN v_max_ops := 64;  v_max_keys := 256;
+    ELSE              v_max_ops := 256; v_max_keys := 4096;
+    END IF;
+
+    v_n := jsonb_array_length(p_ops);
+    IF v_n = 0 THEN
+        RETURN '[]'::jsonb;
+    END IF;
+    IF v_n > v_max_ops THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_ops',
+            DETAIL = format('%s ops in one call, the limit is %s', v_n, v_max_ops);
+    END IF;
+
+    FOR v_i IN 0 .. v_n - 1 LOOP
+        v_op := p_ops -> v_i;
+        IF jsonb_typeof(v_op) IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                DETAIL = format('op %s is not a JSON object', v_i);
+        END IF;
+        -- The tenant is an argument, never an input: refuse it loudly rather
+        -- than ignore it, so a client that thinks it can choose learns early.
+        IF v_op ?| ARRAY['tenant', 'tenantId', '_tenant'] THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_tenant_not_an_input',
+                DETAIL = format('op %s carries a tenant field; the tenant comes from the request', v_i);
+        END IF;
+        IF jsonb_typeof(v_op -> 'op') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                DETAIL = format('op %s has no "op" string', v_i);
+        END IF;
+        v_kind := v_op ->> 'op';
+
+        -- Fields allowed per op; anything else is refused (see header).
+        CASE v_kind
+            WHEN 'get'         THEN v_bad := v_op - ARRAY['op','ns','key'];
+            WHEN 'put', 'putIfAbsent'
+                               THEN v_bad := v_op - ARRAY['op','ns','key','value','ttlSeconds','forever','expect','required'];
+            WHEN 'delete'      THEN v_bad := v_op - ARRAY['op','ns','key','expect','required'];
+            WHEN 'incr'        THEN
+                IF v_op ? 'expect' THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_expect',
+                        DETAIL = format('op %s: incr takes no expect (incr is the way out of compare-and-set loops)', v_i);
+                END IF;
+                v_bad := v_op - ARRAY['op','ns','key','delta','min','max','ttlSeconds','forever','required'];
+            WHEN 'getMany'     THEN v_bad := v_op - ARRAY['op','ns','keys'];
+            WHEN 'getPrefix'   THEN
+                IF p_in_wire THEN
+                    -- an unbounded scan must not run while the wire holds
+                    -- queue and partition locks
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_get_prefix_not_allowed_in_transaction',
+                        DETAIL = format('op %s: getPrefix is not allowed in a transaction bundle', v_i);
+                END IF;
+                v_bad := v_op - ARRAY['op','ns','prefix','after','limit','keysOnly'];
+            ELSE
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_unknown_op',
+                    DETAIL = format('op %s: unknown op %s', v_i, quote_literal(v_kind));
+        END CASE;
+        IF v_bad <> '{}'::jsonb THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                DETAIL = format('op %s (%s): unknown field(s) %s', v_i, v_kind,
+                                (SELECT string_agg(quote_ident(k), ', ') FROM jsonb_object_keys(v_bad) AS k));
+        END IF;
+
+        IF jsonb_typeof(v_op -> 'ns') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_namespace',
+                DETAIL = format('op %s: ns must be a string', v_i);
+        END IF;
+        v_ns := v_op ->> 'ns';
+
+        IF v_kind IN ('get', 'put', 'putIfAbsent', 'delete', 'incr') THEN
+            IF jsonb_typeof(v_op -> 'key') IS DISTINCT FROM 'string' THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_key',
+                    DETAIL = format('op %s: key must be a string', v_i);
+            END IF;
+            PERFORM queen.kv_check_names_v1(v_ns, v_op ->> 'key');
+            v_keys := v_keys + 1;
+        END IF;
+
+        -- required: put, putIfAbsent, delete, incr
+        IF v_op ? 'required' AND jsonb_typeof(v_op -> 'required') IS DISTINCT FROM 'boolean' THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                DETAIL = format('op %s: required must be a boolean', v_i);
+        END IF;
+
+        -- expect: put, putIfAbsent, delete (incr refused above)
+        IF v_op ? 'expect' THEN
+            v_t := jsonb_typeof(v_op -> 'expect');
+            IF v_t IS DISTINCT FROM 'number' THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_expect',
+                    DETAIL = format('op %s: expect must be an integer >= 0', v_i);
+            END IF;
+            v_num := (v_op -> 'expect')::numeric;
+            IF v_num < 0 OR v_num <> trunc(v_num) OR v_num > 9223372036854775807 THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_expect',
+                    DETAIL = format('op %s: expect must be an integer >= 0, got %s', v_i, v_num);
+            END IF;
+            IF v_kind = 'putIfAbsent' AND v_num <> 0 THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_expect',
+                    DETAIL = format('op %s: putIfAbsent is put with expect 0; expect %s contradicts it', v_i, v_num);
+            END IF;
+        END IF;
+
+        IF v_kind IN ('put', 'putIfAbsent', 'incr') THEN
+            -- Expiry is mandatory: exactly one of ttlSeconds and forever:true.
+            -- A default would make "I forgot" mean "keep forever".
+            IF v_op ? 'forever' AND jsonb_typeof(v_op -> 'forever') IS DISTINCT FROM 'boolean' THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                    DETAIL = format('op %s: forever must be a boolean', v_i);
+            END IF;
+            IF (v_op ? 'ttlSeconds') = (v_op @> '{"forever": true}') THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_expiry_not_specified',
+                    DETAIL = format('op %s: give exactly one of ttlSeconds and forever:true', v_i);
+            END IF;
+            IF v_op ? 'ttlSeconds' THEN
+                IF jsonb_typeof(v_op -> 'ttlSeconds') IS DISTINCT FROM 'number' THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_ttl',
+                        DETAIL = format('op %s: ttlSeconds must be an integer 1..2147483647', v_i);
+                END IF;
+                v_num := (v_op -> 'ttlSeconds')::numeric;
+                IF v_num < 1 OR v_num <> trunc(v_num) OR v_num > 2147483647 THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_ttl',
+                        DETAIL = format('op %s: ttlSeconds must be an integer 1..2147483647, got %s', v_i, v_num);
+                END IF;
+            END IF;
+        END IF;
+
+        CASE v_kind
+            WHEN 'put', 'putIfAbsent' THEN
+                -- null is a legal value; an absent value is not
+                IF NOT (v_op ? 'value') THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: value is required (null is a legal value, absent is not)', v_i);
+                END IF;
+                IF octet_length((v_op -> 'value')::text) > c_max_value_bytes THEN
+                    RAISE EXCEPTION USING ERRCODE = '22001', MESSAGE = 'kv_value_too_large',
+                        DETAIL = format('op %s: value is %s bytes of JSON text, the limit is %s',
+                                        v_i, octet_length((v_op -> 'value')::text), c_max_value_bytes);
+                END IF;
+                v_writes := v_writes + 1;
+            WHEN 'delete' THEN
+                v_writes := v_writes + 1;
+            WHEN 'incr' THEN
+                IF jsonb_typeof(v_op -> 'delta') IS DISTINCT FROM 'number' THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: incr needs a numeric delta', v_i);
+                END IF;
+                IF (v_op ? 'min' AND jsonb_typeof(v_op -> 'min') IS DISTINCT FROM 'number')
+                   OR (v_op ? 'max' AND jsonb_typeof(v_op -> 'max') IS DISTINCT FROM 'number') THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: min and max must be numbers', v_i);
+                END IF;
+                IF (v_op -> 'min')::numeric > (v_op -> 'max')::numeric THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: min %s is above max %s', v_i, v_op -> 'min', v_op -> 'max');
+                END IF;
+                v_writes := v_writes + 1;
+            WHEN 'getMany' THEN
+                IF jsonb_typeof(v_op -> 'keys') IS DISTINCT FROM 'array' THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: getMany needs a keys array', v_i);
+                END IF;
+                v_keys := v_keys + jsonb_array_length(v_op -> 'keys');
+                IF v_keys > v_max_keys THEN   -- before checking thousands of names
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_keys',
+                        DETAIL = format('more than %s keys in one call (at op %s)', v_max_keys, v_i);
+                END IF;
+                FOR v_elem IN SELECT e FROM jsonb_array_elements(v_op -> 'keys') AS e LOOP
+                    IF jsonb_typeof(v_elem) IS DISTINCT FROM 'string' THEN
+                        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_key',
+                            DETAIL = format('op %s: every key of getMany must be a string', v_i);
+                    END IF;
+                    PERFORM queen.kv_check_names_v1(v_ns, v_elem #>> '{}');
+                END LOOP;
+            WHEN 'getPrefix' THEN
+                IF jsonb_typeof(v_op -> 'prefix') IS DISTINCT FROM 'string' OR v_op ->> 'prefix' = '' THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_prefix_required',
+                        DETAIL = format('op %s: getPrefix needs a non-empty prefix string', v_i);
+                END IF;
+                PERFORM queen.kv_check_names_v1(v_ns, v_op ->> 'prefix');
+                IF jsonb_typeof(v_op -> 'after') NOT IN ('string', 'null') THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: after must be a string', v_i);
+                END IF;
+                IF jsonb_typeof(v_op -> 'keysOnly') NOT IN ('boolean', 'null') THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: keysOnly must be a boolean', v_i);
+                END IF;
+                v_t := jsonb_typeof(v_op -> 'limit');
+                IF v_t IS NULL OR v_t = 'null' THEN
+                    v_keys := v_keys + 100;
+                ELSIF v_t = 'number' THEN
+                    -- clamped, never refused
+                    v_keys := v_keys + LEAST(GREATEST(trunc((v_op -> 'limit')::numeric), 1), 1000)::integer;
+                ELSE
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: limit must be a number', v_i);
+                END IF;
+            ELSE
+                NULL;   -- get: nothing else to check
+        END CASE;
+
+        IF v_keys > v_max_keys THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_keys',
+                DETAIL = format('more than %s keys in one call (at op %s)', v_max_keys, v_i);
+        END IF;
+    END LOOP;
+
+    -- A key is written at most once per call: this is what makes the lock
+    -- order total (two writes of one key would have no defined order).
+    IF v_writes > 1 THEN
+        SELECT format('namespace %s, key %s (ops %s)', e->>'ns', quote_literal(e->>'key'),
+                      string_agg((o - 1)::text, ', ' ORDER BY o))
+        INTO v_detail
+        FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS t(e, o)
+        WHERE e->>'op' IN ('put', 'putIfAbsent', 'delete', 'incr')
+        GROUP BY e->>'ns', e->>'key'
+        HAVING count(*) > 1
+        LIMIT 1;
+        IF v_detail IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_duplicate_key_in_call',
+                DETAIL = v_detail;
+        END IF;
+    END IF;
+
+    -- ---------------------------------------------------------------
+    -- 2. Apply, in ascending (phase, ns, key COLLATE "C", ordinal).
+    -- ---------------------------------------------------------------
+    IF v_n = 1 THEN
+        v_order := ARRAY[0];          -- the hot path: nothing to sort
+    ELSE
+        SELECT array_agg((t.o - 1)::integer
+                         ORDER BY CASE WHEN t.e->>'op' IN ('getMany', 'getPrefix') THEN 1 ELSE 0 END,
+                                  (t.e->>'ns') COLLATE "C",
+                                  (t.e->>'key') COLLATE "C",
+                                  t.o)
+        INTO v_order
+        FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS t(e, o);
+    END IF;
+    v_res := array_fill(NULL::jsonb, ARRAY[v_n]);
+
+    FOREACH v_i IN ARRAY v_order LOOP
+        v_op   := p_ops -> v_i;
+        v_kind := v_op ->> 'op';
+        v_ns   := v_op ->> 'ns';
+        v_key  := v_op ->> 'key';
+        v_reason := NULL;
+        v_elem := NULL;
+
+        IF v_kind IN ('put', 'putIfAbsent', 'incr') THEN
+            v_exp := CASE WHEN v_op ? 'ttlSeconds'
+                          THEN v_now + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second') END;
+        END IF;
+        v_expect := CASE WHEN v_kind = 'putIfAbsent' THEN 0 ELSE (v_op -> 'expect')::numeric::bigint END;
+
+        CASE v_kind
+        WHEN 'get' THEN
+            IF v_read_used >= c_read_budget THEN
+                v_elem := jsonb_build_object('index', v_i, 'op', 'get', 'truncated', true, 'key', v_key);
+            ELSE
+                SELECT jsonb_build_object('index', v_i, 'op', 'get', 'found', true, 'key', v_key,
+                                          'value', k.value, 'version', k.version,
+                                          'expiresAt', queen.kv_ts_v1(k.expires_at),
+                                          'updatedAt', queen.kv_ts_v1(k.updated_at)),
+                       CASE WHEN v_n > 1 THEN octet_length(k.value::text) ELSE 0 END
+                INTO v_elem, v_b
+                FROM queen.kv k
+                WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                  AND queen.kv_live_v1(k.expires_at, v_now);
+                IF v_elem IS NULL THEN
+                    v_elem := jsonb_build_object('index', v_i, 'op', 'get', 'found', false, 'key', v_key);
+                ELSE
+                    v_read_used := v_read_used + v_b;
+                END IF;
+            END IF;
+
+        WHEN 'put', 'putIfAbsent' THEN
+            v_val := v_op -> 'value';
+            v_ver := NULL;
+            IF v_expect IS NULL THEN
+                -- Unconditional upsert. A put never inherits the previous
+                -- expiry; created_at survives only a live row (writing over
+                -- an expired, unpruned row starts a new lineage).
+                INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+                VALUES (p_tenant, v_ns, v_key, v_val, nextval('queen.kv_version_seq'), v_exp, v_now, v_now)
+                ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+                   SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
+                       created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                         THEN k.created_at ELSE EXCLUDED.created_at END,
+                       updated_at = EXCLUDED.updated_at
+                RETURNING k.version INTO v_ver;
+            ELSIF v_expect = 0 THEN
+                -- Must not exist. Wins over an expired, unpruned row (new
+                -- lineage: created_at resets). The arm locks the row before
+                -- its WHERE, so of N concurrent callers exactly one applies.
+                INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+                VALUES (p_tenant, v_ns, v_key, v_val, nextval('queen.kv_version_seq'), v_exp, v_now, v_now)
+                ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+                   SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
+                       created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
+                 WHERE NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                RETURNING k.version INTO v_ver;
+                v_reason := 'exists';
+            ELSE
+                -- expect N > 0: a pure update, never creates a row.
+                UPDATE queen.kv AS k
+                   SET value = v_val, version = nextval('queen.kv_version_seq'), expires_at = v_exp, updated_at = v_now
+                 WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                   AND queen.kv_ver_v1(k.version, k.expires_at, v_now) = v_expect
+                RETURNING k.version INTO v_ver;
+                v_reason := 'version';   -- or 'absent', decided on the read below
+            END IF;
+            IF v_ver IS NOT NULL THEN
+                v_elem := jsonb_build_object('index', v_i, 'op', 'put', 'applied', true,
+                                             'key', v_key, 'value', v_val, 'version', v_ver);
+            END IF;
+
+        WHEN 'delete' THEN
+            v_ver := NULL;
+            IF v_expect IS NULL THEN
+                -- Only a live row can be deleted; an expired one is already
+                -- absent (the sweeper reclaims its space). Not applied means
+                -- absent at this statement: no second read, the verdict
+                -- "absent, null, 0" is exact as of the delete.
+                DELETE FROM queen.kv AS k
+                 WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                   AND queen.kv_live_v1(k.expires_at, v_now)
+                RETURNING k.version, k.value INTO v_ver, v_val;
+                IF v_ver IS NULL THEN
+                    v_reason := 'absent'; v_cur_val := NULL; v_cur_ver := 0;
+                END IF;
+            ELSIF v_expect = 0 THEN
+                -- "Must not exist": succeeds on nothing. FOR UPDATE takes the
+                -- live row's lock (in key order, like any write) so the
+                -- verdict holds for the rest of the caller's transaction.
+                SELECT k.version, k.value INTO v_cur_ver, v_cur_val
+                FROM queen.kv AS k
+                WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                  AND queen.kv_live_v1(k.expires_at, v_now)
+                FOR UPDATE;
+                IF v_cur_ver IS NULL THEN
+                    v_ver := 0; v_val := NULL;
+                ELSE
+                    v_reason := 'exists';
+                END IF;
+            ELSE
+                DELETE FROM queen.kv AS k
+                 WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                   AND queen.kv_ver_v1(k.version, k.expires_at, v_now) = v_expect
+                RETURNING k.version, k.value INTO v_ver, v_val;
+                v_reason := 'version';   -- or 'absent', decided on the read below
+            END IF;
+            IF v_ver IS NOT NULL THEN
+                v_elem := jsonb_build_object('index', v_i, 'op', 'delete', 'applied', true,
+                                             'key', v_key, 'value', v_val, 'version', v_ver);
+            END IF;
+
+        WHEN 'incr' THEN
+            v_delta := (v_op -> 'delta')::numeric;
+            v_min   := (v_op -> 'min')::numeric;
+            v_max   := (v_op -> 'max')::numeric;
+            v_val := NULL; v_ver := NULL;
+            IF (v_min IS NULL OR v_delta >= v_min) AND (v_max IS NULL OR v_delta <= v_max) THEN
+                -- The create branch is allowed (delta itself is within the
+                -- limits): upsert. On a live number the arm adds delta inside
+                -- the statement; a live non-number refuses (type); an expired
+                -- row counts as 0 and takes the new window (TTL applies only
+                -- when the row is created; a live counter keeps its window).
+                INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+                VALUES (p_tenant, v_ns, v_key, to_jsonb(v_delta), nextval('queen.kv_version_seq'), v_exp, v_now, v_now)
+                ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+                   SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at) + v_delta),
+                       version = EXCLUDED.version,
+                       expires_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                         THEN k.expires_at ELSE EXCLUDED.expires_at END,
+                       created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                         THEN k.created_at ELSE EXCLUDED.created_at END,
+                       updated_at = EXCLUDED.updated_at
+                 WHERE (NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at) OR jsonb_typeof(k.value) = 'number')
+                   AND (v_min IS NULL OR queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at) + v_delta >= v_min)
+                   AND (v_max IS NULL OR queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at) + v_delta <= v_max)
+                RETURNING k.value, k.version INTO v_val, v_ver;
+            ELSE
+                -- delta alone crosses a limit, so the row may not be created:
+                -- only a live number can move. Never saturates.
+                UPDATE queen.kv AS k
+                   SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, v_now) + v_delta),
+                       version = nextval('queen.kv_version_seq'), updated_at = v_now
+                 WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                   AND queen.kv_live_v1(k.expires_at, v_now) AND jsonb_typeof(k.value) = 'number'
+                   AND (v_min IS NULL OR queen.kv_num_v1(k.value, k.expires_at, v_now) + v_delta >= v_min)
+                   AND (v_max IS NULL OR queen.kv_num_v1(k.value, k.expires_at, v_now) + v_delta <= v_max)
+                RETURNING k.value, k.version INTO v_val, v_ver;
+            END IF;
+            IF v_ver IS NOT NULL THEN
+                v_elem := jsonb_build_object('index', v_i, 'op', 'incr', 'applied', true,
+                                             'key', v_key, 'value', v_val, 'version', v_ver);
+            ELSE
+                v_reason := 'limit';   -- or 'type', decided on the read below
+            END IF;
+
+        WHEN 'getMany' THEN
+            -- Rows in key order, missing in input order (each key once). A
+            -- key is served while the value bytes before it (key order) are
+            -- below what is left of the read budget: the straddling row is
+            -- included; keys after it are neither rows nor missing.
+            WITH req AS (
+                SELECT t.k COLLATE "C" AS k, min(t.o) AS o
+                FROM jsonb_array_elements_text(v_op -> 'keys') WITH ORDINALITY AS t(k, o)
+                GROUP BY 1
+            ), hit AS (
+                SELECT r.k, r.o, kv.value, kv.version, kv.expires_at, kv.updated_at,
+                       kv.version IS NOT NULL AS found,
+                       COALESCE(octet_length(kv.value::text), 0) AS b
+                FROM req r
+                LEFT JOIN queen.kv kv
+                       ON kv.tenant_id = p_tenant AND kv.namespace = v_ns AND kv.key = r.k
+                      AND queen.kv_live_v1(kv.expires_at, v_now)
+            ), acc AS (
+                SELECT h.*, COALESCE(sum(h.b) OVER (ORDER BY h.k COLLATE "C"
+                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+                FROM hit h
+            )
+            SELECT jsonb_build_object(
+                       'index', v_i, 'op', 'getMany',
+                       'rows', COALESCE(jsonb_agg(jsonb_build_object(
+                                   'key', a.k, 'value', a.value, 'version', a.version,
+                                   'expiresAt', queen.kv_ts_v1(a.expires_at),
+                                   'updatedAt', queen.kv_ts_v1(a.updated_at))
+                                   ORDER BY a.k COLLATE "C")
+                                 FILTER (WHERE a.found AND a.before < c_read_budget - v_read_used), '[]'::jsonb),
+                       'missing', COALESCE(jsonb_agg(to_jsonb(a.k) ORDER BY a.o)
+                                 FILTER (WHERE NOT a.found AND a.before < c_read_budget - v_read_used), '[]'::jsonb),
+                       'truncated', COALESCE(bool_or(a.before >= c_read_budget - v_read_used), false)),
+                   COALESCE(sum(a.b) FILTER (WHERE a.before < c_read_budget - v_read_used), 0)
+            INTO v_elem, v_b
+            FROM acc a;
+            v_read_used := v_read_used + v_b;
+
+        WHEN 'getPrefix' THEN
+            v_elem := queen.kv_page_v1(p_tenant, v_ns, v_op ->> 'prefix', v_op ->> 'after',
+                                       CASE WHEN jsonb_typeof(v_op -> 'limit') = 'number'   -- absent/null: the default
+                                            THEN LEAST(GREATEST(trunc((v_op -> 'limit')::numeric), 1), 1000)::integer END,
+                                       COALESCE((v_op ->> 'keysOnly')::boolean, false), false, false,
+                                       v_now, c_read_budget - v_read_used);
+            v_read_used := v_read_used + (v_elem ->> 'bytes')::bigint;
+            v_elem := jsonb_build_object('index', v_i, 'op', 'getPrefix') || (v_elem - 'bytes');
+        END CASE;
+
+        -- A write that did not apply: read the current live row for the
+        -- verdict (never stale, see the header), then decide the reason.
+        IF v_elem IS NULL AND v_reason IS NOT NULL THEN
+            IF v_cur_ver IS NULL OR v_kind <> 'delete' THEN
+                v_cur_val := NULL; v_cur_ver := NULL;
+                SELECT k.value, k.version INTO v_cur_val, v_cur_ver
+                FROM queen.kv AS k
+                WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                  AND queen.kv_live_v1(k.expires_at, v_now);
+            END IF;
+            IF v_cur_ver IS NULL OR v_cur_ver = 0 THEN
+                v_cur_ver := 0; v_cur_val := NULL;
+                IF v_reason = 'version' THEN v_reason := 'absent'; END IF;
+            ELSIF v_kind = 'incr' AND jsonb_typeof(v_cur_val) <> 'number' THEN
+                v_reason := 'type';
+            END IF;
+            IF (v_op -> 'required') = 'true'::jsonb THEN
+                -- Escalate: the caller reads the DETAIL, never the message.
+                -- DETAIL is capped at 4096 bytes and must stay valid JSON:
+                -- ns (<= 64 bytes) and key (<= 512 bytes, <= 3072 once every
+                -- byte is JSON-escaped) always fit, so when the whole object
+                -- is too big only the value is dropped: it becomes null and
+                -- "valueOmitted": true says so (version still identifies it).
+                v_detail := jsonb_build_object('index', v_i,
+                                               'op', CASE WHEN v_kind = 'putIfAbsent' THEN 'put' ELSE v_kind END,
+                                               'ns', v_ns, 'key', v_key, 'reason', v_reason,
+                                               'version', v_cur_ver, 'value', v_cur_val)::text;
+                IF octet_length(v_detail) > 4096 THEN
+                    v_detail := jsonb_build_object('index', v_i,
+                                                   'op', CASE WHEN v_kind = 'putIfAbsent' THEN 'put' ELSE v_kind END,
+                                                   'ns', v_ns, 'key', v_key, 'reason', v_reason,
+                                                   'version', v_cur_ver, 'value', NULL::jsonb,
+                                                   'valueOmitted', true)::text;
+                END IF;
+                RAISE EXCEPTION USING ERRCODE = '23514', MESSAGE = 'kv_precondition_failed', DETAIL = v_detail;
+            END IF;
+            v_elem := jsonb_build_object('index', v_i,
+                                         'op', CASE WHEN v_kind = 'putIfAbsent' THEN 'put' ELSE v_kind END,
+                                         'applied', false, 'reason', v_reason,
+                                         'key', v_key, 'value', v_cur_val, 'version', v_cur_ver);
+        END IF;
+        v_cur_ver := NULL; v_cur_val := NULL;
+
+        v_res[v_i + 1] := v_elem;
+    END LOOP;
+
+    -- Count guard: every input index must have its result. A hole is a bug
+    -- in this function, reported loudly instead of as a silent null.
+    IF array_position(v_res, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'kv_result_misaligned',
+            DETAIL = format('no result for op %s of %s', array_position(v_res, NULL) - 1, v_n);
+    END IF;
+    RETURN to_jsonb(v_res);
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Console reads
+-- ---------------------------------------------------------------------------
+
+-- kv_list_v1(tenant, namespace, prefix, after, limit, keys_only, include_expired) -> jsonb
+-- The getPrefix arm (kv_page_v1) with two differences: the prefix may be
+-- empty or NULL (lists the whole namespace), and expired, unswept rows may be
+-- included; every row carries expired: true|false.
+-- Result: {rows: [{key, value, version, expiresAt, updatedAt, expired}],
+--          truncated, nextAfter, bytes}; same limit clamp (1..1000, default
+-- 100) and 4 MiB value-byte budget as getPrefix. Expiry is judged at now().
+-- Raises 22023 kv_bad_request on a NULL tenant, kv_bad_namespace on a bad
+-- namespace, kv_key_too_large on a prefix over 512 bytes.
+-- STABLE (reads only), PARALLEL SAFE, CALLED ON NULL INPUT (a NULL tenant
+-- must raise, not return NULL).
+CREATE OR REPLACE FUNCTION queen.kv_list_v1(
+    p_tenant UUID, p_namespace TEXT, p_prefix TEXT, p_after TEXT, p_limit INTEGER,
+    p_keys_only BOOLEAN, p_include_expired BOOLEAN)
+RETURNS JSONB LANGUAGE plpgsql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+            DETAIL = 'the tenant argument is required';
+    END IF;
+    -- The name rules are written once, in kv_check_names_v1; 'x' stands for
+    -- "any legal key" when the prefix is empty, so only the namespace (and a
+    -- non-empty prefix's byte length) is judged.
+    PERFORM queen.kv_check_names_v1(p_namespace, COALESCE(NULLIF(p_prefix, ''), 'x'));
+    RETURN queen.kv_page_v1(p_tenant, p_namespace, COALESCE(p_prefix, ''), p_after, p_limit,
+                            COALESCE(p_keys_only, false), COALESCE(p_include_expired, false), true,
+                            now(), 4194304);
+END
+$$;
+
+-- kv_namespaces_v1(tenant) -> jsonb
+-- [{namespace, keys}] in byte order. Namespaces are registered nowhere: one
+-- exists iff a row does, and keys counts rows including expired-unswept
+-- ones (it is a console view of what occupies the table). An unknown tenant
+-- gives []. Raises 22023 kv_bad_request on a NULL tenant.
+-- STABLE, PARALLEL SAFE, CALLED ON NULL INPUT.
+CREATE OR REPLACE FUNCTION queen.kv_namespaces_v1(p_tenant UUID)
+RETURNS JSONB LANGUAGE plpgsql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+DECLARE
+    v_out jsonb;
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+            DETAIL = 'the tenant argument is required';
+    END IF;
+    SELECT COALESCE(jsonb_agg(jsonb_build_object('namespace', n.namespace, 'keys', n.keys)
+                              ORDER BY n.namespace COLLATE "C"), '[]'::jsonb)
+    INTO v_out
+    FROM (SELECT kv.namespace, count(*) AS keys
+          FROM queen.kv kv
+          WHERE kv.tenant_id = p_tenant
+          GROUP BY kv.namespace) AS n;
+    RETURN v_out;
+END
+$$;
