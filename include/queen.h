@@ -35,6 +35,18 @@ typedef struct queen_config {
     int pg_acquire_timeout_ms;
     int http_threads;
     int max_body_bytes;
+    bool sweeper;
+    int kv_expire_every_ms;
+    int kv_expire_batch;
+    int kv_expire_max_rows;
+    int partition_idle_seconds;
+    bool tenancy_header;
+    bool trusted_proxy;
+    int kv_max_ops_per_call;
+    int kv_max_keys_per_call;
+    int kv_max_value_bytes;
+    int kv_max_key_bytes;
+    bool access_log;
 } queen_config;
 
 /* What went wrong, in a shape every caller can branch on. */
@@ -53,6 +65,16 @@ typedef struct queen_error {
     char sqlstate[6]; /* "" when the error did not come from PostgreSQL */
     char reason[128]; /* opaque code: the SQL message, or an engine id */
     char detail[4400]; /* human text, or the SQL DETAIL (JSON for 23514) */
+    /* QUEEN_ERR_PRECONDITION only: the DETAIL's fields, parsed. */
+    struct {
+        int index;         /* position in the ops array */
+        char op[16];
+        char ns[80];
+        char key[520];
+        char reason[16];   /* exists | absent | version | limit | type */
+        long long version; /* 0: no live row */
+        char value[4100];  /* JSON text of the live value, "null" when none */
+    } precondition;
 } queen_error;
 
 typedef struct queen queen;
@@ -62,6 +84,102 @@ typedef struct queen queen;
  * with err filled on failure. */
 queen *queen_open(const queen_config *cfg, queen_error *err);
 void queen_close(queen *q);
+
+/* ---- Memory and results -------------------------------------------------
+ * Every function returning char * returns JSON text rendered by PostgreSQL,
+ * malloc'd: the caller free()s it. Every int-returning call returns 0 on
+ * success, or -1 with *err filled (err may be NULL). The tenant argument is
+ * a canonical lower-case uuid text; NULL means QUEEN_DEFAULT_TENANT. */
+
+/* ---- KV (sql/024_kv.sql: queen.kv_apply_v1) ------------------------------
+ * ops_json: a JSON array of ops (KV_CONTRACT.md §4). *results_json: the
+ * array of results aligned by index. in_wire applies the wire budgets.
+ * A required op that loses: -1 with category QUEEN_ERR_PRECONDITION and
+ * err->precondition filled from the SQL DETAIL. */
+int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_wire, char **results_json,
+                   queen_error *err);
+
+/* Expiry is explicit on every write: QUEEN_FOREVER or a ttl in seconds > 0. */
+#define QUEEN_FOREVER 0L
+
+/* Typed conveniences: each builds one op, calls queen_kv_apply, and returns
+ * the single result element (JSON object text, caller frees). value_json is
+ * JSON text (e.g. "42", "{\"a\":1}", "null"). expect < 0 means no expect. */
+int queen_kv_get(queen *q, const char *tenant, const char *ns, const char *key, char **result_json,
+                 queen_error *err);
+int queen_kv_put(queen *q, const char *tenant, const char *ns, const char *key, const char *value_json,
+                 long ttl_seconds, long long expect, bool required, char **result_json, queen_error *err);
+int queen_kv_put_if_absent(queen *q, const char *tenant, const char *ns, const char *key, const char *value_json,
+                           long ttl_seconds, bool required, char **result_json, queen_error *err);
+int queen_kv_delete(queen *q, const char *tenant, const char *ns, const char *key, long long expect,
+                    bool required, char **result_json, queen_error *err);
+/* min/max: NULL for none. */
+int queen_kv_incr(queen *q, const char *tenant, const char *ns, const char *key, double delta, const double *min,
+                  const double *max, long ttl_seconds, bool required, char **result_json, queen_error *err);
+int queen_kv_get_many(queen *q, const char *tenant, const char *ns, const char *const *keys, size_t nkeys,
+                      char **result_json, queen_error *err);
+/* after: NULL for the first page; limit 0 for the default (100). */
+int queen_kv_get_prefix(queen *q, const char *tenant, const char *ns, const char *prefix, const char *after,
+                        int limit, bool keys_only, char **result_json, queen_error *err);
+
+/* Console reads (queen.kv_list_v1 / kv_namespaces_v1). */
+int queen_kv_list(queen *q, const char *tenant, const char *ns, const char *prefix, const char *after, int limit,
+                  bool keys_only, bool include_expired, char **result_json, queen_error *err);
+int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_error *err);
+
+/* ---- Messages (sql/003..005; shapes in docs/sql-log.md) ------------------ */
+int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err);
+
+typedef struct queen_pop_options {
+    const char *queue;             /* required */
+    const char *partition;         /* NULL: any partition with work */
+    const char *consumer_group;    /* NULL: __QUEUE_MODE__ */
+    int batch;                     /* 0: 200 */
+    int lease_seconds;             /* 0: the queue's leaseTime */
+    bool auto_ack;
+    const char *subscription_mode; /* NULL, "new" or "all" */
+    bool wait;                     /* block until a message or timeout */
+    int timeout_ms;                /* with wait; 0: 30000 */
+} queen_pop_options;
+
+/* *body_json is the pop body, or NULL when nothing was available (HTTP 204). */
+int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char **body_json, queen_error *err);
+
+/* acks_json: an array of ack items; group: the batch-level consumerGroup or NULL. */
+int queen_ack(queen *q, const char *tenant, const char *acks_json, const char *group, char **results_json,
+              queen_error *err);
+int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int seconds, char **result_json,
+                       queen_error *err);
+int queen_configure(queen *q, const char *tenant, const char *queue, const char *options_json, char **result_json,
+                    queen_error *err);
+int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err);
+int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+
+/* ---- The transaction bundle (log_transaction_wire_v1) --------------------
+ * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the
+ * tenant is the argument, never the body). A kv-only bundle goes straight to
+ * kv_apply_v1(..., true). *result_json is always the 200 body: success true
+ * with results, or success false with reason (and failedIndex/kvReason/
+ * version/value for kv_precondition). Returns -1 only for faults where no
+ * such body applies (pool exhausted, connection lost, bad_request before
+ * SQL). */
+int queen_transaction(queen *q, const char *tenant, const char *bundle_json, char **result_json, queen_error *err);
+
+/* ---- Long-poll support ----------------------------------------------------
+ * Registers a one-shot callback fired when a push to (tenant, queue) commits
+ * (woken = true), or after timeout_ms (woken = false), or at queen_close
+ * (woken = false). Fires exactly once, from an engine thread; it must not
+ * block. Returns NULL when it cannot register (then nothing fires). */
+typedef struct queen_waiter queen_waiter;
+typedef void (*queen_wake_fn)(void *ctx, bool woken);
+queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
+                                  void *ctx);
+
+/* ---- Figures for /metrics -------------------------------------------------
+ * A JSON object of the engine's counters and gauges: pool (size, inUse,
+ * waiting, acquiredTotal, timeoutsTotal, reconnectsTotal), kv ops by op and
+ * outcome, sweeper (deletedTotal, lagMs, cycles, errors), waiters. */
+char *queen_stats_json(queen *q);
 
 /* A real database round trip. On success writes the server's version text
  * ("PostgreSQL 15.x") into version. */

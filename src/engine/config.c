@@ -52,6 +52,30 @@ static const setting settings[] = {
      "HTTP worker threads. 0: the same as the connection pool."},
     {"QUEEN_MAX_BODY_BYTES", "max-body-bytes", SET_INT, AT(max_body_bytes), "67108864", 1024, 1073741824,
      "Largest request body accepted; larger is 413."},
+    {"QUEEN_SWEEPER", "sweeper", SET_BOOL, AT(sweeper), "1", 0, 0,
+     "Run the expiry sweeper and partition maintenance in this process (safe with many brokers)."},
+    {"QUEEN_KV_EXPIRE_EVERY_MS", "kv-expire-every-ms", SET_INT, AT(kv_expire_every_ms), "1000", 10, 3600000,
+     "Sweeper cadence: one pass over all 64 shards this often. By analogy, not measured."},
+    {"QUEEN_KV_EXPIRE_BATCH", "kv-expire-batch", SET_INT, AT(kv_expire_batch), "1000", 1, 1000000,
+     "Rows deleted per kv_expire_step_v1 call. By analogy, not measured."},
+    {"QUEEN_KV_EXPIRE_MAX_ROWS", "kv-expire-max-rows", SET_INT, AT(kv_expire_max_rows), "100000", 1, 100000000,
+     "Most rows one sweeper pass deletes before yielding to the next cadence."},
+    {"QUEEN_PARTITION_IDLE_SECONDS", "partition-idle-seconds", SET_INT, AT(partition_idle_seconds), "3600", 1,
+     31536000, "An empty partition idle this long (no lease, no message) is reclaimed."},
+    {"QUEEN_TENANCY_HEADER", "tenancy-header", SET_BOOL, AT(tenancy_header), "0", 0, 0,
+     "Read the tenant from the x-queen-tenant header. Needs QUEEN_TRUSTED_PROXY=1."},
+    {"QUEEN_TRUSTED_PROXY", "trusted-proxy", SET_BOOL, AT(trusted_proxy), "0", 0, 0,
+     "Declares that a proxy in front sets x-queen-tenant and strips clients' own."},
+    {"QUEEN_KV_MAX_OPS_PER_CALL", "kv-max-ops-per-call", SET_INT, AT(kv_max_ops_per_call), "256", 1, 256,
+     "Edge guard: kv ops per call (SQL refuses more than 256 anyway)."},
+    {"QUEEN_KV_MAX_KEYS_PER_CALL", "kv-max-keys-per-call", SET_INT, AT(kv_max_keys_per_call), "1024", 1, 4096,
+     "Edge guard: keys summed over a call's ops."},
+    {"QUEEN_KV_MAX_VALUE_BYTES", "kv-max-value-bytes", SET_INT, AT(kv_max_value_bytes), "65536", 1, 65536,
+     "Edge guard: bytes of one value's raw JSON."},
+    {"QUEEN_KV_MAX_KEY_BYTES", "kv-max-key-bytes", SET_INT, AT(kv_max_key_bytes), "512", 1, 512,
+     "Edge guard: bytes of one key."},
+    {"QUEEN_ACCESS_LOG", "access-log", SET_BOOL, AT(access_log), "1", 0, 0,
+     "One line per request: method, route pattern, status, duration."},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -225,6 +249,12 @@ int queen_config_from_args(queen_config *cfg, int argc, char **argv, char *err, 
 
 int queen_config_validate(const queen_config *cfg, char *err, size_t errlen)
 {
+    if (cfg->tenancy_header && !cfg->trusted_proxy) {
+        /* Without a proxy that owns the header, any client could name any
+         * tenant: refuse to start rather than trust it. */
+        snprintf(err, errlen, "QUEEN_TENANCY_HEADER=1 needs QUEEN_TRUSTED_PROXY=1 (a proxy that sets the header)");
+        return -1;
+    }
     if (cfg->bind == NULL || cfg->bind[0] == '\0') {
         snprintf(err, errlen, "QUEEN_BIND: must not be empty");
         return -1;

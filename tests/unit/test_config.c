@@ -103,6 +103,22 @@ static void bad_flags_are_errors(void **state)
     queen_config_free(&cfg);
 }
 
+static void tenancy_needs_trusted_proxy(void **state)
+{
+    (void)state;
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_TENANCY_HEADER", "1", err, sizeof err), 0);
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "QUEEN_TRUSTED_PROXY"));
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_TRUSTED_PROXY", "true", err, sizeof err), 0);
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_TRUSTED_PROXY", "maybe", err, sizeof err), -1);
+    queen_config_free(&cfg);
+}
+
 /* The README's table is the table's own printout (scripts/readme-settings.sh
  * rewrites it); a setting added without it fails here. */
 static void readme_table_matches(void **state)
@@ -133,6 +149,7 @@ int main(void)
         cmocka_unit_test(defaults_are_documented_values), cmocka_unit_test(bad_values_name_the_setting),
         cmocka_unit_test(good_values_parse),             cmocka_unit_test(environment_then_flags),
         cmocka_unit_test(bad_flags_are_errors),            cmocka_unit_test(readme_table_matches),
+        cmocka_unit_test(tenancy_needs_trusted_proxy),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
