@@ -1,0 +1,169 @@
+-- 001_log_schema.sql: the tables of the message log, and the two pure helpers
+-- every log function shares (name check, timestamp rendering).
+--
+-- Owns: queen.queues, queen.log_partitions, queen.log_messages,
+--       queen.log_consumers, queen.log_dead_letters,
+--       queen.log_name_ok_v1, queen.log_iso_v1.
+-- May call: nothing (000 creates the schema). Never names queen.kv.
+-- Applied at every boot, statement by statement: everything here is
+-- CREATE ... IF NOT EXISTS / CREATE OR REPLACE / ADD COLUMN IF NOT EXISTS, and
+-- applying it twice leaves the catalog identical.
+--
+-- Lock order (KV_CONTRACT.md §8): queen.kv -> (timers) -> advisory ->
+-- queen.queues -> queen.log_partitions -> queen.log_consumers -> leaves
+-- (log_messages, log_dead_letters). Every function in 003-006 takes its row
+-- locks in that order; the comments there say where.
+--
+-- Identity: queues are per tenant (tenant_id, name); partitions per queue by
+-- name; a message is (partition_id, msg_offset); a cursor is
+-- (partition_id, consumer_group). Names are COLLATE "C" so every ordering (and
+-- so every lock order over them) is the same on every host.
+--
+-- Foreign keys cascade from queue to everything under it, so deleting a queue
+-- is one DELETE. Pushes lock their partition FOR NO KEY UPDATE (not FOR
+-- UPDATE) so that the FOR KEY SHARE a foreign-key check takes on it (a pop
+-- creating a cursor row) never waits behind a push.
+
+CREATE TABLE IF NOT EXISTS queen.queues (
+    id                   UUID NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY,
+    tenant_id            UUID NOT NULL,
+    name                 TEXT COLLATE "C" NOT NULL,
+    -- leaseTime: 60 when a push creates the queue, 300 when configure does.
+    lease_time           INTEGER NOT NULL DEFAULT 60 CHECK (lease_time >= 1),
+    retry_limit          INTEGER NOT NULL DEFAULT 3 CHECK (retry_limit >= 0),
+    dedup_window_seconds INTEGER NOT NULL DEFAULT 3600 CHECK (dedup_window_seconds >= 0),
+    -- 0 = keep consumed messages forever.
+    retention_seconds    INTEGER NOT NULL DEFAULT 0 CHECK (retention_seconds >= 0),
+    created_at           TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at           TIMESTAMPTZ NOT NULL DEFAULT now(),
+    UNIQUE (tenant_id, name)
+);
+
+-- One row per (queue, partition name). Its row lock (FOR NO KEY UPDATE)
+-- serialises the pushes to the partition and so allocates offsets: last_offset
+-- is the offset of the newest message, bumped once per push call.
+-- Updated by every push (last_offset, last_push_at, neither indexed: HOT).
+CREATE TABLE IF NOT EXISTS queen.log_partitions (
+    id           UUID NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY,
+    queue_id     UUID NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+    name         TEXT COLLATE "C" NOT NULL,
+    last_offset  BIGINT NOT NULL DEFAULT 0,
+    created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    last_push_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    UNIQUE (queue_id, name)
+);
+-- Storage, by analogy with queen.kv's counters (KV_CONTRACT.md §1), not
+-- measured: one row rewritten by every push. fillfactor 70 leaves room on the
+-- page for HOT updates; scale_factor 0 + threshold 500 vacuums a small,
+-- hot table on dead-tuple count instead of on a fraction of its size.
+ALTER TABLE queen.log_partitions SET (
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 500
+);
+
+-- The log. Inserted by push, read by pop, deleted only by retention (006) and
+-- by the cascade of a queue or partition delete. Never updated.
+CREATE TABLE IF NOT EXISTS queen.log_messages (
+    partition_id   UUID NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
+    msg_offset     BIGINT NOT NULL,
+    id             UUID NOT NULL DEFAULT gen_random_uuid(),
+    transaction_id TEXT COLLATE "C" NOT NULL,
+    payload        JSONB NOT NULL,
+    created_at     TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (partition_id, msg_offset)
+);
+-- The dedup probe (push) and the ack lookup (transactionId -> offset).
+CREATE INDEX IF NOT EXISTS idx_log_messages_txn
+    ON queen.log_messages (partition_id, transaction_id);
+-- Storage, by analogy, not measured: a partition empties (retention) and
+-- refills by design, and heap truncation at the end of a vacuum takes ACCESS
+-- EXCLUSIVE, which would stall every pop of every partition for its duration
+-- (the same reason queen.kv carries vacuum_truncate = off).
+ALTER TABLE queen.log_messages SET (vacuum_truncate = off);
+
+-- One cursor per (partition, consumer group).
+--   committed_offset  every offset <= it is consumed by the group.
+--   batch_end         last offset of the newest leased batch; while
+--                     committed_offset < batch_end and the lease is gone, the
+--                     range (committed_offset, batch_end] is redelivered.
+--   delivery_attempt  deliveries of that range (1 = first).
+--   lease_id/expires  the one live lease of the pair; claimable again when
+--                     NULL or expired.
+--   fail_offset/count failures counted against the queue's retryLimit for the
+--                     message at fail_offset.
+--   claimed_at        last pop: a queue-level pop prefers the least recent.
+-- The row lock is the claim: pop takes it with FOR UPDATE SKIP LOCKED.
+CREATE TABLE IF NOT EXISTS queen.log_consumers (
+    partition_id     UUID NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
+    consumer_group   TEXT COLLATE "C" NOT NULL,
+    committed_offset BIGINT NOT NULL DEFAULT 0,
+    batch_end        BIGINT NOT NULL DEFAULT 0,
+    delivery_attempt INTEGER NOT NULL DEFAULT 0,
+    lease_id         UUID,
+    lease_expires_at TIMESTAMPTZ,
+    fail_offset      BIGINT NOT NULL DEFAULT 0,
+    fail_count       INTEGER NOT NULL DEFAULT 0,
+    created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+    claimed_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (partition_id, consumer_group)
+);
+-- Lease extension and requiredLeases find a cursor by its lease id alone.
+-- It makes the pop and the releasing ack non-HOT (lease_id changes); the
+-- other acks (cursor moves inside a live lease) stay HOT.
+CREATE UNIQUE INDEX IF NOT EXISTS idx_log_consumers_lease
+    ON queen.log_consumers (lease_id) WHERE lease_id IS NOT NULL;
+-- Storage, by analogy with queen.kv (KV_CONTRACT.md §1), not measured: every
+-- pop and every ack rewrites the row. fillfactor 70 keeps room for HOT
+-- updates, and vacuum is triggered by dead-tuple count (threshold 500), not
+-- by a fraction of a table that stays small while it churns.
+ALTER TABLE queen.log_consumers SET (
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 500
+);
+
+-- Messages that failed past the queue's retryLimit. Names are copied so a
+-- dead letter outlives its partition (006 may reclaim an idle partition);
+-- it dies with its queue.
+CREATE TABLE IF NOT EXISTS queen.log_dead_letters (
+    id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id      UUID NOT NULL,
+    queue_id       UUID NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+    queue_name     TEXT COLLATE "C" NOT NULL,
+    partition_id   UUID NOT NULL,
+    partition_name TEXT COLLATE "C" NOT NULL,
+    consumer_group TEXT COLLATE "C" NOT NULL,
+    msg_offset     BIGINT NOT NULL,
+    message_id     UUID NOT NULL,
+    transaction_id TEXT COLLATE "C" NOT NULL,
+    payload        JSONB NOT NULL,
+    error          TEXT,
+    attempts       INTEGER NOT NULL,
+    created_at     TIMESTAMPTZ NOT NULL,
+    failed_at      TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+-- The cascade of a queue delete finds its dead letters through this.
+CREATE INDEX IF NOT EXISTS idx_log_dead_letters_queue
+    ON queen.log_dead_letters (queue_id);
+
+-- log_name_ok_v1(name) -> true when name is usable as a queue, partition or
+-- consumer-group name: a non-NULL string of 1..255 bytes with no control
+-- character. Total (NULL -> false), never raises.
+CREATE OR REPLACE FUNCTION queen.log_name_ok_v1(p_name TEXT)
+RETURNS BOOLEAN
+LANGUAGE sql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+    SELECT p_name IS NOT NULL
+       AND octet_length(p_name) BETWEEN 1 AND 255
+       AND p_name !~ '[[:cntrl:]]'
+$$;
+
+-- log_iso_v1(ts) -> ts as UTC ISO-8601 with microseconds and Z
+-- ('2025-01-02T03:04:05.000001Z'); NULL -> NULL. STABLE because to_char is.
+CREATE OR REPLACE FUNCTION queen.log_iso_v1(p_ts TIMESTAMPTZ)
+RETURNS TEXT
+LANGUAGE sql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+    SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;

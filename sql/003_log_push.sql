@@ -1,0 +1,223 @@
+-- 003_log_push.sql: push. Creates queues and partitions on first use, dedups
+-- per (queue, partition, transactionId) within the queue's window under the
+-- partition row lock, appends to the log, and wakes long-polling pops.
+--
+-- Owns: queen._log_push_check_v1, queen._log_push_apply_v1, queen.log_push_v1.
+-- May call: 001 (tables, log_name_ok_v1). Never names queen.kv; takes no kv
+-- lock (the wire in 005 calls kv first, then this).
+-- Locks, in the global order: queen.queues (insert of a missing queue only),
+-- queen.log_partitions (FOR NO KEY UPDATE, ascending id), then leaves
+-- (log_messages inserts).
+-- NOTIFY: pg_notify('queen_push', '<tenant uuid>:<queue name>') once per queue
+-- that received a message; delivered at commit only.
+
+-- _log_push_check_v1(items, where) -> void. Validates a push items array
+-- before anything is written. where prefixes the DETAIL ('items' or
+-- 'operations[2].items'). Raises 22023: log_bad_request (not an array, item
+-- not an object), log_bad_queue, log_bad_partition, log_bad_payload (absent;
+-- JSON null is a payload), log_bad_transaction_id.
+CREATE OR REPLACE FUNCTION queen._log_push_check_v1(p_items JSONB, p_where TEXT)
+RETURNS VOID
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_item JSONB;
+    v_i    INTEGER := 0;
+BEGIN
+    IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
+            DETAIL = format('%s must be an array', p_where);
+    END IF;
+    FOR v_item IN SELECT e FROM jsonb_array_elements(p_items) AS e LOOP
+        IF jsonb_typeof(v_item) <> 'object' THEN
+            RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s] must be an object', p_where, v_i);
+        END IF;
+        IF jsonb_typeof(v_item -> 'queue') IS DISTINCT FROM 'string'
+           OR NOT queen.log_name_ok_v1(v_item ->> 'queue') THEN
+            RAISE EXCEPTION 'log_bad_queue' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].queue must be a string of 1..255 bytes without control characters',
+                                p_where, v_i);
+        END IF;
+        IF jsonb_typeof(v_item -> 'partition') IS DISTINCT FROM 'null'
+           AND v_item ? 'partition'
+           AND (jsonb_typeof(v_item -> 'partition') <> 'string'
+                OR NOT queen.log_name_ok_v1(v_item ->> 'partition')) THEN
+            RAISE EXCEPTION 'log_bad_partition' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].partition must be a string of 1..255 bytes without control characters',
+                                p_where, v_i);
+        END IF;
+        IF NOT v_item ? 'payload' THEN
+            RAISE EXCEPTION 'log_bad_payload' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].payload is missing', p_where, v_i);
+        END IF;
+        IF v_item ? 'transactionId' AND jsonb_typeof(v_item -> 'transactionId') <> 'null'
+           AND (jsonb_typeof(v_item -> 'transactionId') <> 'string'
+                OR NOT queen.log_name_ok_v1(v_item ->> 'transactionId')) THEN
+            RAISE EXCEPTION 'log_bad_transaction_id' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].transactionId must be a string of 1..255 bytes without control characters',
+                                p_where, v_i);
+        END IF;
+        v_i := v_i + 1;
+    END LOOP;
+END
+$$;
+
+-- _log_push_apply_v1(tenant, items) -> jsonb[] of
+-- {index, message_id, transaction_id, queueName, status} in item order.
+-- items must have passed _log_push_check_v1. Status is 'queued' or
+-- 'duplicate' (message_id of the message already in the window). Creates
+-- missing queues (leaseTime 60) and partitions, locks every partition it
+-- writes FOR NO KEY UPDATE in ascending id, decides dedup under that lock,
+-- bumps last_offset once per partition, notifies 'queen_push'.
+-- Raises 40001 log_partition_vanished when a partition keeps being deleted
+-- under it (006 reclaim or a queue delete racing): retryable.
+CREATE OR REPLACE FUNCTION queen._log_push_apply_v1(p_tenant UUID, p_items JSONB)
+RETURNS JSONB[]
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_pairs   INTEGER;
+    v_locked  INTEGER;
+    v_try     INTEGER := 0;
+    v_parts   JSONB;    -- {"<queue>\u001f<partition>": {"id","next","window","queue"}}
+    v_key     TEXT;
+    v_part    JSONB;
+    v_item    JSONB;
+    v_i       INTEGER := 0;
+    v_txn     TEXT;
+    v_msg     UUID;
+    v_dup     UUID;
+    v_next    BIGINT;
+    v_out     JSONB[] := '{}';
+    v_queues  TEXT[] := '{}';
+    v_queue   TEXT;
+BEGIN
+    IF jsonb_array_length(p_items) = 0 THEN
+        RETURN v_out;
+    END IF;
+
+    SELECT count(*) INTO v_pairs FROM (
+        SELECT DISTINCT e ->> 'queue', COALESCE(e ->> 'partition', 'Default')
+        FROM jsonb_array_elements(p_items) AS e) AS s;
+
+    LOOP
+        -- Queues first (lock order), in name order; an existing queue is
+        -- only looked up, never locked.
+        INSERT INTO queen.queues (tenant_id, name)
+        SELECT p_tenant, s.q
+        FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS q
+              FROM jsonb_array_elements(p_items) AS e) AS s
+        WHERE NOT EXISTS (SELECT 1 FROM queen.queues q
+                          WHERE q.tenant_id = p_tenant AND q.name = s.q)
+        ORDER BY s.q
+        ON CONFLICT (tenant_id, name) DO NOTHING;
+
+        INSERT INTO queen.log_partitions (queue_id, name)
+        SELECT q.id, s.p
+        FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
+                     COALESCE(e ->> 'partition', 'Default') COLLATE "C" AS p
+              FROM jsonb_array_elements(p_items) AS e) AS s
+        JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+        WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions lp
+                          WHERE lp.queue_id = q.id AND lp.name = s.p)
+        ORDER BY q.id, s.p
+        ON CONFLICT (queue_id, name) DO NOTHING;
+
+        -- The partition locks, ascending id: they serialise pushes to a
+        -- partition and make the dedup decision and the offsets exact.
+        SELECT COALESCE(jsonb_object_agg(l.k, jsonb_build_object(
+                   'id', l.id, 'next', l.last_offset, 'window', l.w, 'queue', l.qn)), '{}'),
+               count(*)
+        INTO v_parts, v_locked
+        FROM (SELECT lp.id, lp.last_offset, q.dedup_window_seconds AS w, q.name AS qn,
+                     q.name || chr(31) || lp.name AS k
+              FROM queen.log_partitions lp
+              JOIN queen.queues q ON q.id = lp.queue_id
+              WHERE q.tenant_id = p_tenant
+                AND (q.name, lp.name) IN (
+                    SELECT (e ->> 'queue') COLLATE "C",
+                           COALESCE(e ->> 'partition', 'Default') COLLATE "C"
+                    FROM jsonb_array_elements(p_items) AS e)
+              ORDER BY lp.id
+              FOR NO KEY UPDATE OF lp) AS l;
+
+        EXIT WHEN v_locked = v_pairs;
+        v_try := v_try + 1;
+        IF v_try >= 3 THEN
+            RAISE EXCEPTION 'log_partition_vanished' USING ERRCODE = '40001',
+                DETAIL = 'a partition was deleted concurrently three times in a row; retry the call';
+        END IF;
+    END LOOP;
+
+    FOR v_item IN SELECT e FROM jsonb_array_elements(p_items) AS e LOOP
+        v_key  := (v_item ->> 'queue') || chr(31) || COALESCE(v_item ->> 'partition', 'Default');
+        v_part := v_parts -> v_key;
+        v_dup  := NULL;
+        v_msg  := gen_random_uuid();
+        IF jsonb_typeof(v_item -> 'transactionId') = 'string' THEN
+            v_txn := v_item ->> 'transactionId';
+            -- Exact dedup inside the window, under the partition lock: also
+            -- sees the rows this very call inserted (created_at = now()).
+            SELECT m.id INTO v_dup
+            FROM queen.log_messages m
+            WHERE m.partition_id = (v_part ->> 'id')::uuid
+              AND m.transaction_id = v_txn
+              AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer)
+            ORDER BY m.msg_offset DESC
+            LIMIT 1;
+        ELSE
+            v_txn := v_msg::text;
+        END IF;
+
+        IF v_dup IS NOT NULL THEN
+            v_out := array_append(v_out, jsonb_build_object(
+                'index', v_i, 'message_id', v_dup, 'transaction_id', v_txn,
+                'queueName', v_item ->> 'queue', 'status', 'duplicate'));
+        ELSE
+            v_next := (v_part ->> 'next')::bigint + 1;
+            INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at)
+            VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now());
+            v_parts := jsonb_set(v_parts, ARRAY[v_key, 'next'], to_jsonb(v_next));
+            v_parts := jsonb_set(v_parts, ARRAY[v_key, 'dirty'], 'true');
+            v_out := array_append(v_out, jsonb_build_object(
+                'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
+                'queueName', v_item ->> 'queue', 'status', 'queued'));
+        END IF;
+        v_i := v_i + 1;
+    END LOOP;
+
+    UPDATE queen.log_partitions lp
+    SET last_offset = (d.v ->> 'next')::bigint, last_push_at = now()
+    FROM jsonb_each(v_parts) AS d(k, v)
+    WHERE d.v ? 'dirty' AND lp.id = (d.v ->> 'id')::uuid;
+
+    FOR v_queue IN
+        SELECT DISTINCT d.v ->> 'queue' FROM jsonb_each(v_parts) AS d(k, v) WHERE d.v ? 'dirty'
+    LOOP
+        PERFORM pg_notify('queen_push', p_tenant::text || ':' || v_queue);
+    END LOOP;
+
+    RETURN v_out;
+END
+$$;
+
+-- log_push_v1(tenant, items) -> jsonb array, request order:
+-- [{index, message_id, transaction_id, queueName, status: queued|duplicate}].
+-- items: [{queue, partition? = "Default", payload, transactionId?}]; the
+-- transactionId defaults to the new message id. One transaction: every item
+-- lands or (on a raise) none. Raises 22023 log_bad_tenant (NULL tenant) and
+-- the refusals of _log_push_check_v1; 40001 log_partition_vanished.
+CREATE OR REPLACE FUNCTION queen.log_push_v1(p_tenant UUID, p_items JSONB)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'the tenant argument is NULL';
+    END IF;
+    PERFORM queen._log_push_check_v1(p_items, 'items');
+    RETURN to_jsonb(queen._log_push_apply_v1(p_tenant, p_items));
+END
+$$;

@@ -1,0 +1,626 @@
+-- 005_log_ack.sql: ack (cursor advance), lease extension, queue
+-- configuration / listing / deletion, and the transaction wire that commits
+-- kv ops, pushes and acks in ONE transaction.
+--
+-- Owns: queen._log_ack_check_v1, queen._log_ack_apply_v1, queen.log_ack_v1,
+--       queen.log_lease_extend_v1, queen.log_configure_v1, queen.log_queues_v1,
+--       queen.log_queue_delete_v1, queen.log_transaction_wire_v1.
+-- May call: 001, 003 (_log_push_check_v1, _log_push_apply_v1) and, from the
+-- wire only and at run time (plpgsql resolves names when it runs, so 005 may
+-- call a function that 024 creates later in the boot), queen.kv_apply_v1.
+-- Lock order (KV_CONTRACT.md §8): the wire calls kv_apply_v1 before it takes
+-- any log lock; after that: queen.queues -> queen.log_partitions (ascending
+-- id) -> queen.log_consumers (ascending partition, group) -> leaves
+-- (log_dead_letters). Nothing here takes a kv lock after a log lock.
+--
+-- The wire's failures, for the engine to map (docs/sql-log.md):
+--   22023 log_* / kv_*            -> bad_request
+--   22001 kv_*_too_large, 54000   -> payload_too_large
+--   23505 log_duplicate           -> duplicate        (DETAIL JSON)
+--   55000 log_ack_rejected        -> ack_rejected     (DETAIL JSON)
+--   23514 kv_precondition_failed  -> kv_precondition  (kv_apply_v1's DETAIL, untouched)
+--   XX000 *_result_misaligned     -> misaligned
+--   anything else                 -> db_error
+
+-- _log_ack_check_v1(acks, group, where) -> normalized acks
+-- [{i, txid, pid, grp, lease, status, error}] (i = position in acks).
+-- group: the batch-level consumer group (an item's own wins; NULL =
+-- '__QUEUE_MODE__'). Raises 22023: log_bad_request (not an array / not an
+-- object), log_bad_transaction_id, log_bad_partition_id (not a uuid),
+-- log_bad_group, log_bad_lease_id (not a uuid), log_bad_status
+-- (completed|failed).
+CREATE OR REPLACE FUNCTION queen._log_ack_check_v1(p_acks JSONB, p_group TEXT, p_where TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    c_uuid CONSTANT TEXT := '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+    v_a    JSONB;
+    v_i    INTEGER := 0;
+    v_grp  TEXT;
+    v_st   TEXT;
+    v_out  JSONB[] := '{}';
+BEGIN
+    IF p_acks IS NULL OR jsonb_typeof(p_acks) <> 'array' THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
+            DETAIL = format('%s must be an array', p_where);
+    END IF;
+    FOR v_a IN SELECT e FROM jsonb_array_elements(p_acks) AS e LOOP
+        IF jsonb_typeof(v_a) <> 'object' THEN
+            RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s] must be an object', p_where, v_i);
+        END IF;
+        IF jsonb_typeof(v_a -> 'transactionId') IS DISTINCT FROM 'string'
+           OR NOT queen.log_name_ok_v1(v_a ->> 'transactionId') THEN
+            RAISE EXCEPTION 'log_bad_transaction_id' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].transactionId must be a string of 1..255 bytes', p_where, v_i);
+        END IF;
+        IF jsonb_typeof(v_a -> 'partitionId') IS DISTINCT FROM 'string'
+           OR (v_a ->> 'partitionId') !~ c_uuid THEN
+            RAISE EXCEPTION 'log_bad_partition_id' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].partitionId must be a uuid string', p_where, v_i);
+        END IF;
+        IF jsonb_typeof(v_a -> 'consumerGroup') IS NULL OR jsonb_typeof(v_a -> 'consumerGroup') = 'null' THEN
+            v_grp := COALESCE(p_group, '__QUEUE_MODE__');
+        ELSIF jsonb_typeof(v_a -> 'consumerGroup') = 'string' THEN
+            v_grp := v_a ->> 'consumerGroup';
+        ELSE
+            v_grp := NULL;
+        END IF;
+        IF NOT queen.log_name_ok_v1(v_grp) THEN
+            RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].consumerGroup must be a string of 1..255 bytes', p_where, v_i);
+        END IF;
+        IF jsonb_typeof(v_a -> 'leaseId') IS NOT NULL AND jsonb_typeof(v_a -> 'leaseId') <> 'null'
+           AND (jsonb_typeof(v_a -> 'leaseId') <> 'string' OR (v_a ->> 'leaseId') !~ c_uuid) THEN
+            RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].leaseId must be a uuid string', p_where, v_i);
+        END IF;
+        IF jsonb_typeof(v_a -> 'status') IS NULL OR jsonb_typeof(v_a -> 'status') = 'null' THEN
+            v_st := 'completed';
+        ELSIF jsonb_typeof(v_a -> 'status') = 'string' AND (v_a ->> 'status') IN ('completed', 'failed') THEN
+            v_st := v_a ->> 'status';
+        ELSE
+            RAISE EXCEPTION 'log_bad_status' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].status must be completed or failed', p_where, v_i);
+        END IF;
+        v_out := array_append(v_out, jsonb_build_object(
+            'i', v_i,
+            'txid', v_a ->> 'transactionId',
+            'pid', lower(v_a ->> 'partitionId'),
+            'grp', v_grp,
+            'lease', lower(v_a ->> 'leaseId'),
+            'status', v_st,
+            'error', CASE jsonb_typeof(v_a -> 'error') WHEN 'string' THEN v_a ->> 'error'
+                                                       WHEN 'null' THEN NULL
+                                                       ELSE (v_a -> 'error')::text END));
+        v_i := v_i + 1;
+    END LOOP;
+    RETURN to_jsonb(v_out);
+END
+$$;
+
+-- _log_ack_apply_v1(tenant, acks, required_leases) -> jsonb[] of
+-- {index, transactionId, success, error, leaseReleased, dlq, noop}, aligned
+-- with acks (normalized by _log_ack_check_v1; index = its i).
+-- Locks the cursor rows of every ack and every required lease, ascending
+-- (partition, group), then checks the required leases (55000
+-- log_ack_rejected when one is not live for this tenant), then applies the
+-- acks in ascending (partition, group, offset). Only cursor rows are written
+-- (plus a dead letter past retryLimit). Semantics: docs/sql-log.md (Ack).
+-- Raises XX000 log_result_misaligned if a result slot stayed empty.
+CREATE OR REPLACE FUNCTION queen._log_ack_apply_v1(p_tenant UUID, p_acks JSONB, p_leases JSONB)
+RETURNS JSONB[]
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    r          RECORD;
+    v_c        queen.log_consumers%ROWTYPE;
+    v_res      JSONB[] := '{}';
+    v_n        INTEGER := jsonb_array_length(p_acks);
+    v_err      TEXT;
+    v_noop     BOOLEAN;
+    v_released BOOLEAN;
+    v_dlq      BOOLEAN;
+    v_count    INTEGER;
+    v_block_p  UUID;
+    v_block_g  TEXT;
+    v_block_o  BIGINT;
+    v_k        INTEGER := 0;
+    v_lease    TEXT;
+BEGIN
+    -- The cursor locks, in ascending (partition, group). Only rows of this
+    -- tenant; an ack naming another tenant's partition locks nothing.
+    PERFORM 1
+    FROM queen.log_consumers c
+    JOIN queen.log_partitions p ON p.id = c.partition_id
+    JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+    WHERE (c.partition_id, c.consumer_group) IN (
+              SELECT (a ->> 'pid')::uuid, (a ->> 'grp') COLLATE "C"
+              FROM jsonb_array_elements(p_acks) AS a)
+       OR c.lease_id IN (SELECT (l #>> '{}')::uuid FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l)
+    ORDER BY c.partition_id, c.consumer_group
+    FOR UPDATE OF c;
+
+    -- Required leases: live, of this tenant, and now held until commit.
+    FOR v_lease IN SELECT l #>> '{}' FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l LOOP
+        PERFORM 1
+        FROM queen.log_consumers c
+        JOIN queen.log_partitions p ON p.id = c.partition_id
+        JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+        WHERE c.lease_id = v_lease::uuid AND c.lease_expires_at > now();
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
+                DETAIL = jsonb_build_object('requiredLeaseIndex', v_k, 'leaseId', v_lease,
+                                            'error', 'lease_not_live')::text;
+        END IF;
+        v_k := v_k + 1;
+    END LOOP;
+
+    FOR r IN
+        SELECT a.i, a.txid, a.pid, a.grp, a.lease, a.status, a.error,
+               p.id AS part, p.name AS pname, q.id AS qid, q.name AS qname, q.retry_limit,
+               m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
+        FROM jsonb_to_recordset(p_acks) AS a(i INTEGER, txid TEXT, pid UUID, grp TEXT,
+                                             lease UUID, status TEXT, error TEXT)
+        LEFT JOIN (queen.log_partitions p JOIN queen.queues q
+                   ON q.id = p.queue_id AND q.tenant_id = p_tenant)
+               ON p.id = a.pid
+        LEFT JOIN queen.log_consumers c
+               ON c.partition_id = p.id AND c.consumer_group = a.grp COLLATE "C"
+        LEFT JOIN LATERAL (
+            -- transactionId -> offset: the oldest not yet consumed, else the
+            -- newest (an ack at or below the cursor is a no-op).
+            SELECT mm.msg_offset, mm.id, mm.payload, mm.created_at
+            FROM queen.log_messages mm
+            WHERE mm.partition_id = p.id AND mm.transaction_id = a.txid COLLATE "C"
+            ORDER BY (mm.msg_offset > c.committed_offset) DESC,
+                     CASE WHEN mm.msg_offset > c.committed_offset THEN mm.msg_offset
+                          ELSE -mm.msg_offset END
+            LIMIT 1) AS m ON true
+        ORDER BY a.pid, a.grp COLLATE "C", m.msg_offset NULLS FIRST, a.i
+    LOOP
+        v_err := NULL; v_noop := false; v_released := false; v_dlq := false;
+
+        IF r.part IS NOT NULL THEN
+            SELECT * INTO v_c FROM queen.log_consumers
+            WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
+        END IF;
+
+        IF r.part IS NULL THEN
+            v_err := 'partition_not_found';
+        ELSIF v_c.partition_id IS NULL OR NOT FOUND THEN
+            v_err := 'not_delivered';
+        ELSIF r.msg_offset IS NULL THEN
+            v_err := 'message_not_found';
+        ELSIF r.lease IS NOT NULL AND v_c.lease_id IS DISTINCT FROM r.lease THEN
+            v_err := 'lease_mismatch';
+        ELSIF r.lease IS NOT NULL AND v_c.lease_expires_at <= now() THEN
+            v_err := 'lease_expired';
+        ELSIF r.msg_offset <= v_c.committed_offset THEN
+            v_noop := true;
+        ELSIF r.lease IS NOT NULL AND r.msg_offset > v_c.batch_end THEN
+            v_err := 'outside_lease';
+        ELSIF v_block_p = r.part AND v_block_g = r.grp AND r.msg_offset > v_block_o THEN
+            v_err := 'after_failed';
+        ELSIF r.status = 'completed' THEN
+            v_released := v_c.lease_id IS NOT NULL AND r.msg_offset >= v_c.batch_end;
+            UPDATE queen.log_consumers
+            SET committed_offset = r.msg_offset,
+                lease_id         = CASE WHEN v_released THEN NULL ELSE lease_id END,
+                lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
+                fail_offset      = CASE WHEN fail_offset <= r.msg_offset THEN 0 ELSE fail_offset END,
+                fail_count       = CASE WHEN fail_offset <= r.msg_offset THEN 0 ELSE fail_count END
+            WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
+        ELSE
+            -- failed: one unit of retryLimit for this message.
+            v_count := CASE WHEN v_c.fail_offset = r.msg_offset THEN v_c.fail_count + 1 ELSE 1 END;
+            IF v_count > r.retry_limit THEN
+                v_dlq := true;
+                INSERT INTO queen.log_dead_letters (tenant_id, queue_id, queue_name, partition_id,
+                    partition_name, consumer_group, msg_offset, message_id, transaction_id,
+                    payload, error, attempts, created_at, failed_at)
+                VALUES (p_tenant, r.qid, r.qname, r.part, r.pname, r.grp, r.msg_offset, r.mid,
+                    r.txid, r.payload, r.error, v_count, r.mcreated, now());
+                v_released := v_c.lease_id IS NOT NULL AND r.msg_offset >= v_c.batch_end;
+                UPDATE queen.log_consumers
+                SET committed_offset = r.msg_offset,
+                    lease_id         = CASE WHEN v_released THEN NULL ELSE lease_id END,
+                    lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
+                    fail_offset = 0, fail_count = 0
+                WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
+            ELSE
+                v_released := v_c.lease_id IS NOT NULL;
+                UPDATE queen.log_consumers
+                SET committed_offset = GREATEST(committed_offset, r.msg_offset - 1),
+                    lease_id = NULL, lease_expires_at = NULL,
+                    fail_offset = r.msg_offset, fail_count = v_count
+                WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
+                v_block_p := r.part; v_block_g := r.grp; v_block_o := r.msg_offset;
+            END IF;
+        END IF;
+
+        v_res[r.i + 1] := jsonb_build_object(
+            'index', r.i, 'transactionId', r.txid, 'success', v_err IS NULL,
+            'error', v_err, 'leaseReleased', v_released, 'dlq', v_dlq, 'noop', v_noop);
+    END LOOP;
+
+    IF COALESCE(array_length(v_res, 1), 0) <> v_n OR array_position(v_res, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',
+            DETAIL = format('%s acks, %s results', v_n, COALESCE(array_length(v_res, 1), 0));
+    END IF;
+    RETURN v_res;
+END
+$$;
+
+-- log_ack_v1(tenant, acks, group) -> jsonb array in input order:
+-- [{index, transactionId, success, error, leaseReleased, dlq, noop}].
+-- acks: [{transactionId, partitionId, consumerGroup?, leaseId?,
+-- status? = completed|failed, error?}]; group: batch-level consumer group
+-- (NULL = '__QUEUE_MODE__'). A refused ack is success:false with an error
+-- code, never a raise. Raises 22023: log_bad_tenant and the refusals of
+-- _log_ack_check_v1.
+CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant UUID, p_acks JSONB, p_group TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'the tenant argument is NULL';
+    END IF;
+    IF p_group IS NOT NULL AND NOT queen.log_name_ok_v1(p_group) THEN
+        RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
+            DETAIL = 'consumerGroup must be a string of 1..255 bytes';
+    END IF;
+    RETURN to_jsonb(queen._log_ack_apply_v1(
+        p_tenant, queen._log_ack_check_v1(p_acks, p_group, 'acknowledgments'), '[]'));
+END
+$$;
+
+-- log_lease_extend_v1(tenant, lease_id, seconds) ->
+-- {leaseId, success, renewed, expiresAt}. Extends a live lease of this tenant
+-- to now + seconds (NULL = 60). An unknown, malformed, foreign or expired
+-- lease answers success:false, renewed:false, expiresAt:null. Locks one
+-- cursor row (waits for a pop holding it, which is short).
+-- Raises 22023: log_bad_tenant, log_bad_seconds (1..604800).
+CREATE OR REPLACE FUNCTION queen.log_lease_extend_v1(p_tenant UUID, p_lease_id TEXT, p_seconds INTEGER)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_secs    INTEGER := COALESCE(p_seconds, 60);
+    v_expires TIMESTAMPTZ;
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'the tenant argument is NULL';
+    END IF;
+    IF v_secs NOT BETWEEN 1 AND 604800 THEN
+        RAISE EXCEPTION 'log_bad_seconds' USING ERRCODE = '22023',
+            DETAIL = format('seconds must be 1..604800, got %s', v_secs);
+    END IF;
+    IF p_lease_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN
+        UPDATE queen.log_consumers c
+        SET lease_expires_at = now() + make_interval(secs => v_secs)
+        FROM queen.log_partitions p, queen.queues q
+        WHERE c.lease_id = p_lease_id::uuid AND c.lease_expires_at > now()
+          AND p.id = c.partition_id AND q.id = p.queue_id AND q.tenant_id = p_tenant
+        RETURNING c.lease_expires_at INTO v_expires;
+    END IF;
+    RETURN jsonb_build_object('leaseId', p_lease_id, 'success', v_expires IS NOT NULL,
+                              'renewed', v_expires IS NOT NULL,
+                              'expiresAt', queen.log_iso_v1(v_expires));
+END
+$$;
+
+-- log_configure_v1(tenant, queue, options) ->
+-- {configured: true, queue, options: {leaseTime, retryLimit,
+-- dedupWindowSeconds, retentionSeconds}} (the effective options). Creates the
+-- queue (leaseTime 300, retryLimit 3, dedupWindowSeconds 3600,
+-- retentionSeconds 0 unless given) or updates only the options given.
+-- Raises 22023: log_bad_tenant, log_bad_queue, log_bad_options (not an
+-- object, unknown name, not an integer in range; leaseTime >= 1, others >= 0).
+CREATE OR REPLACE FUNCTION queen.log_configure_v1(p_tenant UUID, p_queue TEXT, p_options JSONB)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_opts JSONB := COALESCE(p_options, '{}');
+    v_k    TEXT;
+    v_v    JSONB;
+    v_q    queen.queues%ROWTYPE;
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'the tenant argument is NULL';
+    END IF;
+    IF NOT queen.log_name_ok_v1(p_queue) THEN
+        RAISE EXCEPTION 'log_bad_queue' USING ERRCODE = '22023',
+            DETAIL = 'queue must be 1..255 bytes without control characters';
+    END IF;
+    IF jsonb_typeof(v_opts) <> 'object' THEN
+        RAISE EXCEPTION 'log_bad_options' USING ERRCODE = '22023',
+            DETAIL = 'options must be an object';
+    END IF;
+    FOR v_k, v_v IN SELECT key, value FROM jsonb_each(v_opts) LOOP
+        IF v_k NOT IN ('leaseTime', 'retryLimit', 'dedupWindowSeconds', 'retentionSeconds') THEN
+            RAISE EXCEPTION 'log_bad_options' USING ERRCODE = '22023',
+                DETAIL = format('unknown option %s', v_k);
+        END IF;
+        IF jsonb_typeof(v_v) <> 'number' OR v_v::numeric <> trunc(v_v::numeric)
+           OR v_v::numeric NOT BETWEEN (CASE WHEN v_k = 'leaseTime' THEN 1 ELSE 0 END) AND 2147483647 THEN
+            RAISE EXCEPTION 'log_bad_options' USING ERRCODE = '22023',
+                DETAIL = format('option %s must be an integer in range', v_k);
+        END IF;
+    END LOOP;
+
+    INSERT INTO queen.queues AS q (tenant_id, name, lease_time, retry_limit, dedup_window_seconds, retention_seconds)
+    VALUES (p_tenant, p_queue,
+            COALESCE((v_opts ->> 'leaseTime')::integer, 300),
+            COALESCE((v_opts ->> 'retryLimit')::integer, 3),
+            COALESCE((v_opts ->> 'dedupWindowSeconds')::integer, 3600),
+            COALESCE((v_opts ->> 'retentionSeconds')::integer, 0))
+    ON CONFLICT (tenant_id, name) DO UPDATE
+    SET lease_time           = COALESCE((v_opts ->> 'leaseTime')::integer, q.lease_time),
+        retry_limit          = COALESCE((v_opts ->> 'retryLimit')::integer, q.retry_limit),
+        dedup_window_seconds = COALESCE((v_opts ->> 'dedupWindowSeconds')::integer, q.dedup_window_seconds),
+        retention_seconds    = COALESCE((v_opts ->> 'retentionSeconds')::integer, q.retention_seconds),
+        updated_at           = now()
+    RETURNING * INTO v_q;
+
+    RETURN jsonb_build_object('configured', true, 'queue', v_q.name, 'options', jsonb_build_object(
+        'leaseTime', v_q.lease_time, 'retryLimit', v_q.retry_limit,
+        'dedupWindowSeconds', v_q.dedup_window_seconds, 'retentionSeconds', v_q.retention_seconds));
+END
+$$;
+
+-- log_queues_v1(tenant) -> {queues: [{name, partitions, messages: {total,
+-- pending, processing}}]} in byte order of name. Counts for the queue-mode
+-- group '__QUEUE_MODE__': total = stored messages; processing = messages in
+-- a live lease's batch; pending = the rest above the cursor. Reads only.
+-- Raises 22023 log_bad_tenant.
+CREATE OR REPLACE FUNCTION queen.log_queues_v1(p_tenant UUID)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'the tenant argument is NULL';
+    END IF;
+    RETURN jsonb_build_object('queues', COALESCE((
+        SELECT jsonb_agg(jsonb_build_object(
+                   'name', s.name, 'partitions', s.partitions,
+                   'messages', jsonb_build_object('total', s.total, 'pending', s.pending,
+                                                  'processing', s.processing))
+               ORDER BY s.name)
+        FROM (SELECT q.name,
+                     count(p.id) AS partitions,
+                     COALESCE(sum(pm.total), 0) AS total,
+                     COALESCE(sum(pm.pending), 0) AS pending,
+                     COALESCE(sum(pm.processing), 0) AS processing
+              FROM queen.queues q
+              LEFT JOIN queen.log_partitions p ON p.queue_id = q.id
+              LEFT JOIN LATERAL (
+                  SELECT count(*) AS total,
+                         count(*) FILTER (WHERE m.msg_offset > COALESCE(c.committed_offset, 0)
+                                            AND NOT COALESCE(c.lease_expires_at > now() AND m.msg_offset <= c.batch_end, false)) AS pending,
+                         count(*) FILTER (WHERE m.msg_offset > COALESCE(c.committed_offset, 0)
+                                            AND COALESCE(c.lease_expires_at > now() AND m.msg_offset <= c.batch_end, false)) AS processing
+                  FROM queen.log_messages m
+                  LEFT JOIN queen.log_consumers c
+                         ON c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'
+                  WHERE m.partition_id = p.id) AS pm ON true
+              WHERE q.tenant_id = p_tenant
+              GROUP BY q.id, q.name) AS s), '[]'));
+END
+$$;
+
+-- log_queue_delete_v1(tenant, queue) -> {deleted: true, queue, existed}.
+-- Deletes the queue and, by cascade, its partitions, messages, cursors and
+-- dead letters; waits for in-flight pushes/acks on it. Raises 22023
+-- log_bad_tenant, log_bad_queue.
+CREATE OR REPLACE FUNCTION queen.log_queue_delete_v1(p_tenant UUID, p_queue TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_n INTEGER;
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'the tenant argument is NULL';
+    END IF;
+    IF NOT queen.log_name_ok_v1(p_queue) THEN
+        RAISE EXCEPTION 'log_bad_queue' USING ERRCODE = '22023',
+            DETAIL = 'queue must be 1..255 bytes without control characters';
+    END IF;
+    DELETE FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', v_n > 0);
+END
+$$;
+
+-- log_transaction_wire_v1(p) -> {transactionId, success: true, results}
+-- p: {tenant (uuid string, required), operations?: [{type: ack, ...ack} |
+--     {type: push, items: [...]}], requiredLeases?: [leaseId], kv?: [kv op]}
+-- (operations may be omitted when kv is present).
+-- results: one element per push item and per ack in operations order
+-- ({type, index (flat), opIndex, [itemIndex,] ...push/ack result}), then one
+-- per kv op ({type: "kv", index (flat), opIndex (position in kv), ...kv
+-- result}). One transaction, in the lock order: tenant check on acks (read
+-- only), ALL kv ops in one kv_apply_v1(kv, tenant, now(), true), queue and
+-- partition creation, partition locks ascending, pushes, cursor locks
+-- ascending (partition, group), required leases, acks.
+-- Every failure raises (and so rolls everything back); the (SQLSTATE,
+-- message) table is in this file's header and docs/sql-log.md. A required kv
+-- loss propagates kv_apply_v1's 23514 and DETAIL untouched.
+CREATE OR REPLACE FUNCTION queen.log_transaction_wire_v1(p JSONB)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    c_uuid   CONSTANT TEXT := '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+    v_tenant UUID;
+    v_ops    JSONB;
+    v_kv     JSONB;
+    v_leases JSONB;
+    v_op     JSONB;
+    v_oi     INTEGER := 0;
+    v_flat   INTEGER := 0;
+    v_items  JSONB[] := '{}';   -- flattened push items
+    v_pmeta  JSONB[] := '{}';   -- per flattened item: {flat, opIndex, itemIndex}
+    v_acks   JSONB[] := '{}';   -- normalized acks, i = position among acks
+    v_ameta  JSONB[] := '{}';   -- per ack: {flat, opIndex}
+    v_a      JSONB;
+    v_j      INTEGER;
+    v_kvres  JSONB;
+    v_pres   JSONB[];
+    v_ares   JSONB[];
+    v_res    JSONB[];
+    v_e      JSONB;
+BEGIN
+    IF p IS NULL OR jsonb_typeof(p) <> 'object' THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
+            DETAIL = 'the bundle must be a JSON object';
+    END IF;
+    IF jsonb_typeof(p -> 'tenant') IS DISTINCT FROM 'string' OR (p ->> 'tenant') !~ c_uuid THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'tenant must be a uuid string';
+    END IF;
+    v_tenant := (p ->> 'tenant')::uuid;
+    IF NOT p ? 'operations' AND NOT p ? 'kv' THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
+            DETAIL = 'operations or kv is required';
+    END IF;
+    v_ops := COALESCE(NULLIF(p -> 'operations', 'null'), '[]');
+    v_kv := COALESCE(NULLIF(p -> 'kv', 'null'), '[]');
+    v_leases := COALESCE(NULLIF(p -> 'requiredLeases', 'null'), '[]');
+    IF jsonb_typeof(v_ops) <> 'array' THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023', DETAIL = 'operations must be an array';
+    END IF;
+    IF jsonb_typeof(v_kv) <> 'array' THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023', DETAIL = 'kv must be an array';
+    END IF;
+    IF jsonb_typeof(v_leases) <> 'array' OR EXISTS (
+           SELECT 1 FROM jsonb_array_elements(v_leases) AS l
+           WHERE jsonb_typeof(l) <> 'string' OR (l #>> '{}') !~ c_uuid) THEN
+        RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
+            DETAIL = 'requiredLeases must be an array of uuid strings';
+    END IF;
+    SELECT COALESCE(jsonb_agg(lower(l #>> '{}')), '[]') INTO v_leases
+    FROM jsonb_array_elements(v_leases) AS l;
+
+    -- Shape of every operation, before anything is read or written.
+    FOR v_op IN SELECT e FROM jsonb_array_elements(v_ops) AS e LOOP
+        IF jsonb_typeof(v_op) <> 'object' THEN
+            RAISE EXCEPTION 'log_bad_operation' USING ERRCODE = '22023',
+                DETAIL = format('operations[%s] must be an object', v_oi);
+        ELSIF v_op ->> 'type' = 'kv' THEN
+            RAISE EXCEPTION 'log_kv_in_operations' USING ERRCODE = '22023',
+                DETAIL = format('operations[%s]: kv ops go in the top-level kv array', v_oi);
+        ELSIF v_op ->> 'type' = 'push' THEN
+            PERFORM queen._log_push_check_v1(v_op -> 'items', format('operations[%s].items', v_oi));
+            v_j := 0;
+            FOR v_a IN SELECT e FROM jsonb_array_elements(v_op -> 'items') AS e LOOP
+                v_items := array_append(v_items, v_a);
+                v_pmeta := array_append(v_pmeta, jsonb_build_object('flat', v_flat, 'opIndex', v_oi, 'itemIndex', v_j));
+                v_flat := v_flat + 1; v_j := v_j + 1;
+            END LOOP;
+        ELSIF v_op ->> 'type' = 'ack' THEN
+            v_a := queen._log_ack_check_v1(jsonb_build_array(v_op - 'type'), NULL,
+                                           format('operations[%s]', v_oi)) -> 0;
+            v_acks := array_append(v_acks, jsonb_set(v_a, '{i}', to_jsonb(COALESCE(array_length(v_acks, 1), 0))));
+            v_ameta := array_append(v_ameta, jsonb_build_object('flat', v_flat, 'opIndex', v_oi));
+            v_flat := v_flat + 1;
+        ELSE
+            RAISE EXCEPTION 'log_bad_operation' USING ERRCODE = '22023',
+                DETAIL = format('operations[%s].type must be ack or push', v_oi);
+        END IF;
+        v_oi := v_oi + 1;
+    END LOOP;
+
+    -- 1. Tenant check on acks: read only, no lock.
+    FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
+        PERFORM 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
+        WHERE lp.id = (v_acks[v_j] ->> 'pid')::uuid AND q.tenant_id = v_tenant;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
+                DETAIL = jsonb_build_object('index', v_ameta[v_j] -> 'flat',
+                    'opIndex', v_ameta[v_j] -> 'opIndex',
+                    'transactionId', v_acks[v_j] -> 'txid', 'partitionId', v_acks[v_j] -> 'pid',
+                    'consumerGroup', v_acks[v_j] -> 'grp', 'error', 'partition_not_found')::text;
+        END IF;
+    END LOOP;
+
+    -- 2. All kv ops, one call, before any log lock. A required loss raises
+    --    23514 from inside kv_apply_v1 and is not caught here.
+    IF jsonb_array_length(v_kv) > 0 THEN
+        v_kvres := queen.kv_apply_v1(v_kv, v_tenant, now(), true);
+        IF v_kvres IS NULL OR jsonb_typeof(v_kvres) <> 'array'
+           OR jsonb_array_length(v_kvres) <> jsonb_array_length(v_kv) THEN
+            RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',
+                DETAIL = format('%s kv ops, kv_apply_v1 returned %s', jsonb_array_length(v_kv),
+                                COALESCE(jsonb_typeof(v_kvres), 'NULL'));
+        END IF;
+    END IF;
+
+    -- 3. Queue/partition creation, partition locks ascending, pushes.
+    IF array_length(v_items, 1) > 0 THEN
+        v_pres := queen._log_push_apply_v1(v_tenant, to_jsonb(v_items));
+        FOR v_j IN 1 .. array_length(v_items, 1) LOOP
+            IF v_pres[v_j] ->> 'status' = 'duplicate' THEN
+                RAISE EXCEPTION 'log_duplicate' USING ERRCODE = '23505',
+                    DETAIL = jsonb_build_object('index', v_pmeta[v_j] -> 'flat',
+                        'opIndex', v_pmeta[v_j] -> 'opIndex', 'itemIndex', v_pmeta[v_j] -> 'itemIndex',
+                        'queue', v_items[v_j] -> 'queue',
+                        'partition', COALESCE(v_items[v_j] ->> 'partition', 'Default'),
+                        'transactionId', v_pres[v_j] -> 'transaction_id',
+                        'messageId', v_pres[v_j] -> 'message_id')::text;
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- 4. Cursor locks ascending (partition, group), required leases, acks.
+    IF array_length(v_acks, 1) > 0 OR jsonb_array_length(v_leases) > 0 THEN
+        v_ares := queen._log_ack_apply_v1(v_tenant, to_jsonb(COALESCE(v_acks, '{}')), v_leases);
+        FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
+            IF NOT (v_ares[v_j] ->> 'success')::boolean THEN
+                RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
+                    DETAIL = jsonb_build_object('index', v_ameta[v_j] -> 'flat',
+                        'opIndex', v_ameta[v_j] -> 'opIndex',
+                        'transactionId', v_acks[v_j] -> 'txid', 'partitionId', v_acks[v_j] -> 'pid',
+                        'consumerGroup', v_acks[v_j] -> 'grp', 'error', v_ares[v_j] -> 'error')::text;
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- Results: operations order (flat index), then kv.
+    v_res := array_fill(NULL::jsonb, ARRAY[v_flat + jsonb_array_length(v_kv)]);
+    FOR v_j IN 1 .. COALESCE(array_length(v_items, 1), 0) LOOP
+        v_res[(v_pmeta[v_j] ->> 'flat')::integer + 1] :=
+            jsonb_build_object('type', 'push') || (v_pmeta[v_j] - 'flat')
+            || (v_pres[v_j] - 'index')
+            || jsonb_build_object('index', v_pmeta[v_j] -> 'flat');
+    END LOOP;
+    FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
+        v_res[(v_ameta[v_j] ->> 'flat')::integer + 1] :=
+            jsonb_build_object('type', 'ack') || (v_ameta[v_j] - 'flat')
+            || (v_ares[v_j] - 'index')
+            || jsonb_build_object('index', v_ameta[v_j] -> 'flat');
+    END LOOP;
+    v_j := 0;
+    FOR v_e IN SELECT e FROM jsonb_array_elements(COALESCE(v_kvres, '[]')) AS e LOOP
+        v_res[v_flat + v_j + 1] := v_e || jsonb_build_object('type', 'kv', 'index', v_flat + v_j, 'opIndex', v_j);
+        v_j := v_j + 1;
+    END LOOP;
+    IF array_position(v_res, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',
+            DETAIL = format('result slot %s is empty', array_position(v_res, NULL) - 1);
+    END IF;
+
+    RETURN jsonb_build_object('transactionId', gen_random_uuid(), 'success', true,
+                              'results', COALESCE(to_jsonb(v_res), '[]'));
+END
+$$;
