@@ -31,7 +31,7 @@ AS $$
           AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c
                           WHERE c.partition_id = p.id
                             AND c.lease_id IS NOT NULL AND c.lease_expires_at > p_now)
-          -- (no leg naming queen.kv here: it would fail the boot, see the header)
+          -- (no leg on the kv table here: it would fail the boot, see the header)
     )
 $$;
 

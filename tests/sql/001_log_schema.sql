@@ -1,0 +1,76 @@
+-- tests/sql/001_log_schema.sql: the log tables, their identity, storage
+-- settings and the two shared helpers (sql/001_log_schema.sql).
+-- Self-contained and rolled back; touches no shared rows.
+BEGIN;
+SELECT plan(34);
+
+SELECT has_table('queen', 'queues', 'queen.queues exists');
+SELECT has_table('queen', 'log_partitions', 'queen.log_partitions exists');
+SELECT has_table('queen', 'log_messages', 'queen.log_messages exists');
+SELECT has_table('queen', 'log_consumers', 'queen.log_consumers exists');
+SELECT has_table('queen', 'log_dead_letters', 'queen.log_dead_letters exists');
+
+SELECT col_is_pk('queen', 'log_messages', ARRAY['partition_id', 'msg_offset'], 'a message is (partition, offset)');
+SELECT col_is_pk('queen', 'log_consumers', ARRAY['partition_id', 'consumer_group'], 'a cursor is (partition, group)');
+SELECT col_is_unique('queen', 'queues', ARRAY['tenant_id', 'name'], 'queues are per tenant');
+SELECT col_is_unique('queen', 'log_partitions', ARRAY['queue_id', 'name'], 'partitions are per queue, by name');
+SELECT col_type_is('queen', 'log_messages', 'payload', 'jsonb', 'payload is jsonb');
+SELECT col_type_is('queen', 'log_messages', 'id', 'uuid', 'message ids are uuids');
+SELECT col_type_is('queen', 'log_partitions', 'id', 'uuid', 'partition ids are uuids');
+
+SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attname)
+           FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+           WHERE a.attrelid IN ('queen.queues'::regclass, 'queen.log_partitions'::regclass,
+                                'queen.log_consumers'::regclass)
+             AND a.attname IN ('name', 'consumer_group') AND c.collname = 'C'),
+          ARRAY['consumer_group', 'name', 'name'],
+          'queue, partition and group names are COLLATE "C" (one lock order on every host)');
+
+SELECT is_indexed('queen', 'log_messages', ARRAY['partition_id', 'transaction_id'],
+                  'dedup and ack lookup are indexed');
+SELECT index_is_unique('queen', 'log_consumers', 'idx_log_consumers_lease', 'a lease id names one cursor');
+
+SELECT ok('fillfactor=70' = ANY (reloptions), 'log_partitions fillfactor 70')
+FROM pg_class WHERE oid = 'queen.log_partitions'::regclass;
+SELECT ok('fillfactor=70' = ANY (reloptions), 'log_consumers fillfactor 70')
+FROM pg_class WHERE oid = 'queen.log_consumers'::regclass;
+SELECT ok('autovacuum_vacuum_scale_factor=0' = ANY (reloptions), 'log_consumers vacuums on a dead-tuple count')
+FROM pg_class WHERE oid = 'queen.log_consumers'::regclass;
+SELECT ok('vacuum_truncate=off' = ANY (reloptions) OR 'vacuum_truncate=false' = ANY (reloptions),
+          'log_messages never truncates its heap (ACCESS EXCLUSIVE would stall pops)')
+FROM pg_class WHERE oid = 'queen.log_messages'::regclass;
+
+-- Defaults of an auto-created queue.
+INSERT INTO queen.queues (tenant_id, name) VALUES (gen_random_uuid(), 't001_defaults');
+SELECT row_eq($$ SELECT lease_time, retry_limit, dedup_window_seconds, retention_seconds
+                FROM queen.queues WHERE name = 't001_defaults' $$,
+              ROW(60, 3, 3600, 0), 'auto-created queue: leaseTime 60, retryLimit 3, dedup 3600, retention 0');
+
+-- log_name_ok_v1
+SELECT ok(queen.log_name_ok_v1('orders'), 'a plain name is ok');
+SELECT ok(queen.log_name_ok_v1(repeat('é', 127)), '254 bytes of multibyte text is ok');
+SELECT ok(NOT queen.log_name_ok_v1(repeat('a', 256)), '256 bytes is refused');
+SELECT ok(NOT queen.log_name_ok_v1(''), 'the empty name is refused');
+SELECT ok(NOT queen.log_name_ok_v1(NULL), 'NULL is refused, not NULL');
+SELECT ok(NOT queen.log_name_ok_v1('a' || chr(10) || 'b'), 'a control character is refused');
+SELECT volatility_is('queen', 'log_name_ok_v1', ARRAY['text'], 'immutable', 'log_name_ok_v1 is IMMUTABLE');
+SELECT isnt_strict('queen', 'log_name_ok_v1', ARRAY['text'], 'log_name_ok_v1 is not STRICT (total)');
+
+-- log_iso_v1
+SELECT is(queen.log_iso_v1('2025-01-02 03:04:05.000001+02'), '2025-01-02T01:04:05.000001Z',
+          'UTC, microseconds, Z');
+SELECT is(queen.log_iso_v1('2025-01-02 03:04:05+00'), '2025-01-02T03:04:05.000000Z',
+          'microseconds always printed');
+SET LOCAL timezone = 'America/New_York';
+SELECT is(queen.log_iso_v1('2025-06-01 12:00:00+00'), '2025-06-01T12:00:00.000000Z',
+          'independent of the session time zone');
+SELECT is(queen.log_iso_v1(NULL), NULL, 'NULL in, NULL out');
+SELECT volatility_is('queen', 'log_iso_v1', ARRAY['timestamp with time zone'], 'stable', 'log_iso_v1 is STABLE');
+
+SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE n.nspname = 'queen' AND p.proname LIKE '%log%' AND p.prosrc ~ 'queen\.kv\M'
+             AND p.proname <> 'log_transaction_wire_v1'),
+          0, 'no log function but the wire names queen.kv');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,83 @@
+-- tests/sql/003_log_push.sql: log_push_v1 (sql/003_log_push.sql): result
+-- shape and order, auto-creation, dedup within the window, offsets, and every
+-- refusal. Own tenant per run, so concurrent files never meet; rolled back.
+BEGIN;
+SELECT plan(36);
+SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2 \gset
+
+SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
+SELECT isnt_strict('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'log_push_v1 is not STRICT (NULL tenant raises)');
+
+CREATE TEMP TABLE r1 AS SELECT queen.log_push_v1(:'t', '[
+    {"queue":"t003_a","payload":{"n":1},"transactionId":"a1"},
+    {"queue":"t003_a","payload":{"n":2},"transactionId":"a1"},
+    {"queue":"t003_a","partition":"p2","payload":null,"transactionId":"a1"},
+    {"queue":"t003_a","payload":[1,2]}]'::jsonb) AS r;
+
+SELECT is(jsonb_array_length(r), 4, 'one result per item') FROM r1;
+SELECT is((SELECT array_agg(e ->> 'index' ORDER BY o) FROM jsonb_array_elements(r) WITH ORDINALITY AS x(e, o)),
+          ARRAY['0', '1', '2', '3'], 'results in request order') FROM r1;
+SELECT is((SELECT array_agg(e ->> 'status' ORDER BY o) FROM jsonb_array_elements(r) WITH ORDINALITY AS x(e, o)),
+          ARRAY['queued', 'duplicate', 'queued', 'queued'],
+          'same transactionId in one call: the second is a duplicate; another partition is not') FROM r1;
+SELECT is(r -> 1 ->> 'message_id', r -> 0 ->> 'message_id', 'a duplicate names the message already there') FROM r1;
+SELECT is(r -> 3 ->> 'transaction_id', r -> 3 ->> 'message_id', 'transactionId defaults to the message id') FROM r1;
+SELECT ok((r -> 0 ->> 'message_id') ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+          'message ids are uuids') FROM r1;
+SELECT is(r -> 0 ->> 'queueName', 't003_a', 'queueName echoes the queue') FROM r1;
+SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(r -> 0) AS k),
+          ARRAY['index', 'message_id', 'queueName', 'status', 'transaction_id'], 'element keys') FROM r1;
+
+SELECT row_eq(format($$ SELECT lease_time, retry_limit FROM queen.queues WHERE tenant_id = %L AND name = 't003_a' $$, :'t'),
+              ROW(60, 3), 'the queue is created on first push with leaseTime 60');
+SELECT is((SELECT array_agg(p.name::text ORDER BY p.name) FROM queen.log_partitions p
+           JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t'),
+          ARRAY['Default', 'p2'], 'partitions created on first push, Default by default');
+SELECT is((SELECT array_agg(m.msg_offset ORDER BY m.msg_offset) FROM queen.log_messages m
+           JOIN queen.log_partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
+           WHERE q.tenant_id = :'t' AND p.name = 'Default'),
+          ARRAY[1, 2]::bigint[], 'a duplicate writes nothing; offsets are dense from 1');
+SELECT is((SELECT p.last_offset FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+           WHERE q.tenant_id = :'t' AND p.name = 'Default'), 2::bigint, 'last_offset is the newest offset');
+SELECT is((SELECT m.payload FROM queen.log_messages m JOIN queen.log_partitions p ON p.id = m.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND p.name = 'p2'),
+          'null'::jsonb, 'a JSON null payload is stored as JSON null');
+
+SELECT is(queen.log_push_v1(:'t', '[{"queue":"t003_a","payload":9,"transactionId":"a1"}]') -> 0 ->> 'status',
+          'duplicate', 'a later call inside the window is a duplicate');
+UPDATE queen.log_messages m SET created_at = now() - interval '2 hours'
+FROM queen.log_partitions p, queen.queues q
+WHERE p.id = m.partition_id AND q.id = p.queue_id AND q.tenant_id = :'t';
+SELECT is(queen.log_push_v1(:'t', '[{"queue":"t003_a","payload":9,"transactionId":"a1"}]') -> 0 ->> 'status',
+          'queued', 'outside the window (3600 s) the same transactionId is queued again');
+UPDATE queen.queues SET dedup_window_seconds = 0 WHERE tenant_id = :'t';
+SELECT is(queen.log_push_v1(:'t', '[{"queue":"t003_a","payload":9,"transactionId":"z"},{"queue":"t003_a","payload":9,"transactionId":"z"}]')::text ~ 'duplicate',
+          false, 'dedupWindowSeconds 0 turns dedup off');
+SELECT is(queen.log_push_v1(:'t2', '[{"queue":"t003_a","payload":1,"transactionId":"a1"}]') -> 0 ->> 'status',
+          'queued', 'another tenant''s queue of the same name is another queue');
+SELECT is(queen.log_push_v1(:'t', '[]'), '[]'::jsonb, 'an empty array answers []');
+
+-- Refusals: 22023 with an opaque message; nothing written.
+SELECT throws_ok($$ SELECT queen.log_push_v1(NULL, '[]') $$, '22023', 'log_bad_tenant', 'NULL tenant');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '{}') $$, :'t'), '22023', 'log_bad_request', 'items not an array');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, NULL) $$, :'t'), '22023', 'log_bad_request', 'items NULL');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[1]') $$, :'t'), '22023', 'log_bad_request', 'item not an object');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"payload":1}]') $$, :'t'), '22023', 'log_bad_queue', 'missing queue');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":7,"payload":1}]') $$, :'t'), '22023', 'log_bad_queue', 'queue not a string');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"","payload":1}]') $$, :'t'), '22023', 'log_bad_queue', 'empty queue');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, jsonb_build_array(jsonb_build_object('queue', repeat('q', 256), 'payload', 1))) $$, :'t'),
+                 '22023', 'log_bad_queue', 'queue over 255 bytes');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","partition":"","payload":1}]') $$, :'t'), '22023', 'log_bad_partition', 'empty partition');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","partition":3,"payload":1}]') $$, :'t'), '22023', 'log_bad_partition', 'partition not a string');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q"}]') $$, :'t'), '22023', 'log_bad_payload', 'missing payload');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","payload":1,"transactionId":5}]') $$, :'t'), '22023', 'log_bad_transaction_id', 'transactionId not a string');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","payload":1,"transactionId":""}]') $$, :'t'), '22023', 'log_bad_transaction_id', 'empty transactionId');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"t003_new","payload":1},{"queue":"q"}]') $$, :'t'),
+                 '22023', 'log_bad_payload', 'a bad second item refuses the call');
+SELECT is((SELECT count(*)::int FROM queen.queues WHERE tenant_id = :'t' AND name = 't003_new'), 0,
+          'a refused call writes nothing, not even the valid first item''s queue');
+SELECT is((SELECT count(*)::int FROM queen.queues WHERE tenant_id = :'t' AND name = 'q'), 0,
+          'no queue is created by a refused call');
+
+SELECT * FROM finish();
+ROLLBACK;
