@@ -36,6 +36,8 @@ INTEG_BIN  := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 EXAMPLE_BIN:= $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
 .PHONY: all tests test test-san run bench clean deps
+# Keep objects of the test and example programs between builds.
+.SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
 tests: all $(UNIT_BIN) $(INTEG_BIN)
 
