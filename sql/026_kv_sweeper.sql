@@ -163,6 +163,7 @@ BEGIN
     ), w AS (
         INSERT INTO queen.kv_usage AS u (tenant_id, kv_rows, kv_bytes, sampled, computed_at)
         SELECT a.tenant_id, a.kv_rows, a.kv_bytes, v_sampled, v_now FROM allt AS a
+        ORDER BY a.tenant_id   -- one lock order for concurrent measurers
         ON CONFLICT (tenant_id) DO UPDATE
            SET kv_rows = EXCLUDED.kv_rows, kv_bytes = EXCLUDED.kv_bytes,
                sampled = EXCLUDED.sampled, computed_at = EXCLUDED.computed_at
