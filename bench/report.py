@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""bench/report.py: parsing and report of bench/run.sh (stdlib only).
+
+  report.py pgbench DIR PER    -> "ops_s p50_ms p99_ms errors" from pgbench's
+                                  out.txt and per-transaction logs (-l) in DIR;
+                                  ops_s = tps * PER (ops per transaction)
+  report.py wrk FILE PER       -> same from wrk + bench/kv.lua's WRKRESULT line;
+                                  ops_s = requests/s * PER (ops per request)
+  report.py wire FILE          -> same from wire_bench's WIRERESULT (messages/s,
+                                  commit latency)
+  report.py redis CSV          -> "SCENARIO\\tops_s p50 p99 errors" per test
+  report.py render WORK OUT    -> writes the generated section of OUT between
+                                  the bench:begin / bench:end markers
+"""
+import csv
+import glob
+import os
+import re
+import sys
+
+BEGIN = "<!-- bench:begin -->"
+END = "<!-- bench:end -->"
+
+
+def pct(sorted_vals, p):
+    if not sorted_vals:
+        return 0.0
+    i = min(len(sorted_vals) - 1, int(p / 100.0 * len(sorted_vals)))
+    return sorted_vals[i]
+
+
+def fmt_out(ops, p50_ms, p99_ms, errors):
+    return "%.1f %.3f %.3f %s" % (ops, p50_ms, p99_ms, errors)
+
+
+def cmd_pgbench(d, per="1"):
+    out = open(os.path.join(d, "out.txt"), errors="replace").read()
+    m = re.search(r"^tps = ([0-9.]+)", out, re.M)
+    ops = float(m.group(1)) * int(per) if m else 0.0
+    lats, failed = [], 0
+    for f in glob.glob(os.path.join(d, "txlog*")):
+        with open(f) as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                if parts[2].isdigit():
+                    lats.append(int(parts[2]))
+                else:
+                    failed += 1
+    lats.sort()
+    errors = failed
+    m = re.search(r"number of failed transactions: (\d+)", out)
+    if m:
+        errors = max(errors, int(m.group(1)))
+    if "aborted" in out or not m or ops == 0:
+        errors = "aborted" if errors == 0 else "aborted+%d" % errors
+    print(fmt_out(ops, pct(lats, 50) / 1000.0, pct(lats, 99) / 1000.0, errors))
+
+
+def kv_line(path, tag):
+    for line in open(path, errors="replace"):
+        if line.startswith(tag + " "):
+            return dict(kv.split("=", 1) for kv in line.split()[1:])
+    return None
+
+
+def cmd_wrk(path, per):
+    r = kv_line(path, "WRKRESULT")
+    if r is None:
+        print(fmt_out(0, 0, 0, "no_result"))
+        return
+    secs = int(r["duration_us"]) / 1e6
+    ops = int(r["requests"]) / secs * int(per) if secs > 0 else 0
+    errs = sum(int(r[k]) for k in ("err_connect", "err_read", "err_write", "err_status", "err_timeout"))
+    print(fmt_out(ops, int(r["p50_us"]) / 1000.0, int(r["p99_us"]) / 1000.0, errs))
+
+
+def cmd_wire(path):
+    r = kv_line(path, "WIRERESULT")
+    if r is None:
+        print(fmt_out(0, 0, 0, "no_result"))
+        return
+    errs = r["errors"]
+    if r.get("drained") == "1":
+        errs = errs + "+drained"
+    print(fmt_out(float(r["msgs_per_s"]), int(r["commit_p50_us"]) / 1000.0,
+                  int(r["commit_p99_us"]) / 1000.0, errs))
+
+
+def cmd_redis(path):
+    try:
+        rows = list(csv.DictReader(open(path)))
+    except OSError:
+        rows = []
+    for r in rows:
+        name = r.get("test", "?").split()[0]
+        print("%s\t%s" % (name, fmt_out(float(r.get("rps", 0)), float(r.get("p50_latency_ms", 0)),
+                                        float(r.get("p99_latency_ms", 0)), 0)))
+
+
+# ----------------------------------------------------------------- render
+
+def load(work):
+    meta = {}
+    for line in open(os.path.join(work, "meta.env")):
+        if "=" in line:
+            k, v = line.rstrip("\n").split("=", 1)
+            meta[k] = v
+    rows = {}
+    for line in open(os.path.join(work, "results.tsv")):
+        f = line.rstrip("\n").split("\t")
+        if len(f) < 9:
+            continue
+        sec, scen, c, ops, p50, p99, err, per, cmd = f[:9]
+        rows[(sec, scen, int(c))] = dict(ops=float(ops), p50=float(p50), p99=float(p99),
+                                         err=err, per=int(per), cmd=cmd)
+    return meta, rows
+
+
+def n(x):
+    return "{:,.0f}".format(x)
+
+
+def ms(x):
+    return "%.2f" % x
+
+
+def flag(r):
+    if r is None:
+        return ""
+    return "" if r["err"] in ("0", "") else " (errors: %s)" % r["err"]
+
+
+def cell(r):
+    if r is None:
+        return ["n/a", "", ""]
+    return [n(r["ops"]) + flag(r), ms(r["p50"]), ms(r["p99"])]
+
+
+def ratio(a, b):
+    if a is None or b is None or b["ops"] == 0:
+        return None
+    return a["ops"] / b["ops"]
+
+
+def rs(x, digits=2):
+    return "n/a" if x is None else ("%." + str(digits) + "f") % x
+
+
+def table(head, body):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in body]
+    return out
+
+
+def commands(rows, keys):
+    seen, out = set(), []
+    for k in keys:
+        r = rows.get(k)
+        if r and r["cmd"] not in seen:
+            seen.add(r["cmd"])
+            out.append("    " + r["cmd"])
+    return out
+
+
+def render(work, out_path):
+    meta, rows = load(work)
+    conc = [int(c) for c in meta.get("conc", "1 8 32 64").split()]
+    secs = meta.get("secs", "?")
+    ops = ["put", "get", "incr", "putIfAbsent", "mix"]
+    L = []
+    L.append(BEGIN)
+    L.append("")
+    L.append("## Side by side (generated by `make bench`; a rerun replaces this section)")
+    L.append("")
+    L.append("- date %s, commit `%s`, %s s per point, whole run %s s" % (
+        meta.get("date"), meta.get("commit"), secs, meta.get("elapsed_s", "?")))
+    L.append("- machine: nproc %s (%s), memory %s, PostgreSQL %s" % (
+        meta.get("nproc"), meta.get("cpu"), meta.get("mem"), meta.get("pg")))
+    L.append("- CPU busy in the 2 s before the run (other users of the machine): %s" % meta.get("busy_before", "?"))
+    L.append("- load average (1/5/15 min) at start %s, after the one-op points %s, at end %s (the later two include "
+             "the benchmark itself, about 2): the machine is shared, and every client (pgbench, wrk, redis-benchmark, wire_bench) runs on the same 2 cores "
+             "as PostgreSQL and the broker" % (meta.get("load_start"), meta.get("load_mid"), meta.get("load_end")))
+    L.append("- PostgreSQL (private cluster, `scripts/pg.sh up DIR PORT`, durable): %s; checkpoints are kept out "
+             "of the measured window (`ALTER SYSTEM` checkpoint_timeout 1h, max_wal_size 20GB) so that a "
+             "checkpoint's full-page-write burst cannot land in one side's point only" % meta.get("pg_settings"))
+    L.append("- broker: `QUEEN_ACCESS_LOG=0 QUEEN_LOG_LEVEL=warn build/queen serve`, pool and HTTP threads "
+             "at their defaults (4 per core, at least 8); %s" % (
+                 "`QUEEN_PG_POOL` not set" if "pg_pool" not in meta else "QUEEN_PG_POOL=" + meta["pg_pool"]))
+    L.append("- data: `bench/pgbench/seed.sql` (100k counters in ns `bench`, 100k small objects in ns "
+             "`bench_put`), keys uniform at random; putIfAbsent one-op = a fresh marker (key from 1e9, 1 h TTL, "
+             "the insert path); the mix's putIfAbsent hits a seeded key (verdict `exists`)")
+    L.append("- latency: p50/p99 in ms per call (pgbench: per-transaction `-l` logs; wrk: its own per-request "
+             "histogram). Short points (%s s) on 2 shared cores: expect several %% run-to-run noise." % secs)
+    if meta.get("kv_route") == "missing":
+        L.append("- **POST /api/v1/kv was not served by this build: broker, batch-through-broker and RSS "
+                 "points are missing**")
+    if "wire" in meta:
+        L.append("- **wire scenario did not run: %s**" % meta["wire"])
+    L.append("")
+
+    # ---------------- targets
+    tg = []
+    for c in (32, 64):
+        for op in ops:
+            d, b = rows.get(("direct", op, c)), rows.get(("broker", op, c))
+            x = ratio(b, d)
+            if x is not None:
+                tg.append(("broker/direct %s c=%d" % (op, c), x))
+    L.append("### Targets")
+    L.append("")
+    body = []
+    xs = [x for _, x in tg]
+    if xs:
+        worst = min(tg, key=lambda t: t[1])
+        mixr = [x for name, x in tg if name.startswith("broker/direct mix")]
+        body.append(["broker one-op >= 0.9 x direct at c=32, 64",
+                     "mix %s; all ops: min %.2f (%s), max %.2f" % (
+                         " / ".join(rs(x) for x in mixr), worst[1], worst[0].split(" ", 1)[1], max(xs)),
+                     "met" if min(xs) >= 0.9 else "missed"])
+    else:
+        body.append(["broker one-op >= 0.9 x direct at c=32, 64", "not measured", "n/a"])
+    deltas = []
+    for op in ops:
+        d, b = rows.get(("direct", op, 32)), rows.get(("broker", op, 32))
+        if d and b:
+            deltas.append((op, b["p99"] - d["p99"]))
+    if deltas:
+        body.append(["broker p99 - direct p99 <= 1 ms at c=32",
+                     ", ".join("%s %+.2f ms" % t for t in deltas),
+                     "met" if max(x for _, x in deltas) <= 1.0 else
+                     ("met for %s" % ", ".join(o for o, x in deltas if x <= 1.0) if any(x <= 1.0 for _, x in deltas)
+                      else "missed")])
+    else:
+        body.append(["broker p99 - direct p99 <= 1 ms at c=32", "not measured", "n/a"])
+    bs = []
+    for c in conc:
+        x = ratio(rows.get(("batch", "broker25", c)), rows.get(("broker", "mix", c)))
+        if x is not None:
+            bs.append((c, x))
+    if bs:
+        body.append(["25-op batches >= 4 x one-op ops/s (broker, mix)",
+                     ", ".join("c=%d %.1fx" % t for t in bs),
+                     "met" if min(x for _, x in bs) >= 4 else
+                     ("met at c=%s" % ",".join(str(c) for c, x in bs if x >= 4) if any(x >= 4 for _, x in bs)
+                      else "missed")])
+    else:
+        body.append(["25-op batches >= 4 x one-op ops/s", "not measured", "n/a"])
+    if "rss_256_peak_kb" in meta:
+        peak = int(meta["rss_256_peak_kb"]) / 1024.0
+        hwm = int(meta.get("rss_hwm_kb", 0)) / 1024.0
+        body.append(["broker RSS < 32 MiB at 256 connections",
+                     "peak VmRSS %.1f MiB under wrk -c256 (%s established), VmHWM of the whole run %.1f MiB" % (
+                         peak, meta.get("rss_256_conns"), hwm),
+                     "met" if max(peak, hwm) < 32 else "missed"])
+    else:
+        body.append(["broker RSS < 32 MiB at 256 connections", "not measured", "n/a"])
+    L += table(["target", "figure (same run)", "verdict"], body)
+    L.append("")
+
+    # ---------------- one op
+    L.append("### 1+2. One op: direct `kv_apply_v1` (pgbench) vs the broker (wrk, `POST /api/v1/kv`)")
+    L.append("")
+    body = []
+    for op in ops:
+        for c in conc:
+            d, b = rows.get(("direct", op, c)), rows.get(("broker", op, c))
+            if d is None and b is None:
+                continue
+            x = ratio(b, d)
+            delta = "%+.2f" % (b["p99"] - d["p99"]) if d and b else "n/a"
+            body.append([op, c] + cell(d) + cell(b) + [rs(x), delta])
+    L += table(["op", "c", "direct ops/s", "p50 ms", "p99 ms", "broker ops/s", "p50 ms", "p99 ms",
+                "broker/direct", "p99 broker-direct ms"], body)
+    L.append("")
+    L.append("Commands (a row's `-c`; `$URL` = the private cluster, `postgresql://postgres@127.0.0.1:%s/queen`):"
+             % (meta.get("pg_port", "55460")))
+    L.append("")
+    keys = [(s, op, c) for op in ops for c in conc for s in ("direct", "broker")]
+    L += commands(rows, keys)
+    L.append("")
+
+    # ---------------- batches
+    L.append("### 3. Batches of 25 ops (the mix), ops/s counted per op")
+    L.append("")
+    body = []
+    for c in conc:
+        d, b = rows.get(("batch", "direct25", c)), rows.get(("batch", "broker25", c))
+        if d is None and b is None:
+            continue
+        body.append([c] + cell(d) + cell(b) + [
+            rs(ratio(b, d)), rs(ratio(b, rows.get(("broker", "mix", c))), 1),
+            rs(ratio(d, rows.get(("direct", "mix", c))), 1)])
+    L += table(["c", "direct ops/s", "p50 ms/call", "p99 ms/call", "broker ops/s", "p50 ms/call", "p99 ms/call",
+                "broker/direct", "batch/single broker", "batch/single direct"], body)
+    L.append("")
+    L += commands(rows, [(s, n_, c) for c in conc for s, n_ in (("batch", "direct25"), ("batch", "broker25"))])
+    L.append("")
+
+    # ---------------- raw floor
+    L.append("### 5. The price of the rules: `kv_apply_v1` vs the raw statement (both pgbench, same table)")
+    L.append("")
+    body = []
+    for raw, op in (("upsert", "put"), ("select", "get")):
+        for c in conc:
+            r, k = rows.get(("raw", raw, c)), rows.get(("direct", op, c))
+            if r is None and k is None:
+                continue
+            body.append(["%s vs %s" % (op, raw), c] + cell(r) + cell(k) + [rs(ratio(k, r))])
+    L += table(["kv_apply_v1 op vs raw", "c", "raw ops/s", "p50 ms", "p99 ms", "kv_apply_v1 ops/s", "p50 ms",
+                "p99 ms", "kv_apply_v1/raw"], body)
+    L.append("")
+    L += commands(rows, [("raw", s, c) for c in conc for s in ("upsert", "select")])
+    L.append("")
+
+    # ---------------- wire
+    L.append("### 4. The transaction wire: pop, then per message ack + push + putIfAbsent marker in one "
+             "`POST /api/v1/transaction`")
+    L.append("")
+    wire = [(k, r) for k, r in rows.items() if k[0] == "wire"]
+    if wire:
+        body = []
+        for k, r in wire:
+            extra = kv_line(os.path.join(work, "wire.result"), "WIRERESULT") or {}
+            body.append([k[2], 16, n(r["ops"]) + flag(r), ms(r["p50"]), ms(r["p99"]),
+                         "%.2f" % (int(extra.get("pop_p50_us", 0)) / 1000.0),
+                         "%.2f" % (int(extra.get("pop_p99_us", 0)) / 1000.0),
+                         extra.get("messages", "?"), extra.get("empty_pops", "?")])
+        L += table(["consumers", "partitions", "messages/s", "commit p50 ms", "commit p99 ms", "pop p50 ms",
+                    "pop p99 ms", "messages committed", "empty pops"], body)
+        L.append("")
+        L.append("Pop batch 10, lease 60 s; the queue is prefilled before the clock starts. Command:")
+        L.append("")
+        L += ["    " + r["cmd"] for _, r in wire]
+    else:
+        L.append("Not measured in this run (see above).")
+    L.append("")
+
+    # ---------------- redis
+    L.append("### 6. A KV beside the broker: redis-server (no persistence) vs the broker and direct SQL")
+    L.append("")
+    body = []
+    for rop, op in (("SET", "put"), ("GET", "get"), ("INCR", "incr")):
+        for c in conc:
+            r = rows.get(("redis", rop, c))
+            if r is None:
+                continue
+            b, d = rows.get(("broker", op, c)), rows.get(("direct", op, c))
+            body.append([rop, c] + cell(r) + [n(b["ops"]) if b else "n/a", n(d["ops"]) if d else "n/a",
+                                              rs(ratio(r, b), 1), rs(ratio(r, d), 1)])
+    L += table(["redis op", "c", "redis ops/s", "p50 ms", "p99 ms", "broker ops/s (same op)",
+                "direct ops/s", "redis/broker", "redis/direct"], body)
+    L.append("")
+    L.append("redis %s, `--save '' --appendonly no` (nothing reaches a disk: that is the price of "
+             "transactional, durable state made visible), -r 100000 random keys. Commands:" % meta.get("redis", "?"))
+    L.append("")
+    L += commands(rows, [("redis", o, c) for c in conc for o in ("SET", "GET", "INCR")])
+    L.append("")
+
+    # ---------------- rss
+    L.append("### 7. Broker memory")
+    L.append("")
+    if "rss_256_peak_kb" in meta:
+        r = rows.get(("rss", "mix", 256))
+        mb = lambda k: "%.1f MiB" % (int(meta.get(k, 0)) / 1024.0)
+        L += table(["when", "VmRSS"], [
+            ["after boot, idle (threads: %s)" % meta.get("broker_threads_boot"), mb("rss_boot_kb")],
+            ["idle after every scenario above", mb("rss_idle_after_kb")],
+            ["peak under wrk -t2 -c256 mix (%s established connections, sampled every 0.2 s)"
+             % meta.get("rss_256_conns"), mb("rss_256_peak_kb")],
+            ["VmHWM (peak of the whole run)", mb("rss_hwm_kb")],
+            ["1 s after the 256-connection load", mb("rss_after_256_kb")],
+        ])
+        if r:
+            L.append("")
+            L.append("At 256 connections the mix ran at %s ops/s, p50 %s ms, p99 %s ms%s. Command:" % (
+                n(r["ops"]), ms(r["p50"]), ms(r["p99"]), flag(r)))
+            L.append("")
+            L.append("    " + r["cmd"])
+    else:
+        L.append("Not measured in this run.")
+    L.append("")
+    L.append(END)
+
+    text = open(out_path).read() if os.path.exists(out_path) else "# Benchmarks\n\n"
+    block = "\n".join(L) + "\n"
+    if BEGIN in text and END in text:
+        pre = text[:text.index(BEGIN)]
+        post = text[text.index(END) + len(END):].lstrip("\n")
+        text = pre + block + ("\n" + post if post else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    with open(out_path, "w") as fh:
+        fh.write(text)
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    cmd = sys.argv[1]
+    if cmd == "pgbench":
+        cmd_pgbench(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "1")
+    elif cmd == "wrk":
+        cmd_wrk(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "1")
+    elif cmd == "wire":
+        cmd_wire(sys.argv[2])
+    elif cmd == "redis":
+        cmd_redis(sys.argv[2])
+    elif cmd == "render":
+        render(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# bench/run.sh: the one entry point of `make bench` (which builds first).
+#
+# Brings up its own private PostgreSQL (durable: fsync and synchronous_commit
+# on), a broker and a redis-server on 127.0.0.1, runs every scenario of
+# issue 6 for BENCH_SECS seconds per point, stops everything it started and
+# rewrites the generated section of bench/RESULTS.md (between the
+# bench:begin/bench:end markers; the rest of the file is kept).
+#
+#   1 direct   pgbench -M prepared: kv_apply_v1 one-op put, get, incr,
+#              putIfAbsent (fresh marker) and the mix 60% incr / 30% get /
+#              10% putIfAbsent over 100k keys
+#   2 broker   the same ops and mix with wrk + bench/kv.lua on POST /api/v1/kv
+#   3 batch    25 ops per call (mix), direct and through the broker, ops/s per op
+#   4 wire     bench/wire_bench.c: pop, then per message one POST
+#              /api/v1/transaction = ack + push + putIfAbsent marker, 16 partitions
+#   5 raw      plain single-row upsert and select on queen.kv in pgbench
+#   6 redis    redis-server (no persistence) + redis-benchmark SET/GET/INCR
+#   7 rss      broker VmRSS idle and under wrk -c 256 (VmHWM too)
+#
+# Environment: BUILD (build), BENCH_SECS (5), BENCH_CONC ("1 8 32 64"),
+# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss; default
+# all), BENCH_PORT_BASE (55460: PostgreSQL, +1 broker, +2 redis),
+# BENCH_NO_REPORT=1 (leave RESULTS.md alone), BENCH_PG_POOL (broker's
+# QUEEN_PG_POOL, default: the broker's own default).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+BUILD=${BUILD:-build}
+SECS=${BENCH_SECS:-5}
+CONC=${BENCH_CONC:-"1 8 32 64"}
+ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss}
+BASE=${BENCH_PORT_BASE:-55460}
+PG_PORT=$BASE
+BROKER_PORT=$((BASE + 1))
+REDIS_PORT=$((BASE + 2))
+WORK=$ROOT/$BUILD/bench
+QUEEN=$ROOT/$BUILD/queen
+TENANT=00000000-0000-0000-0000-000000000001
+T_START=$(date +%s)
+
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+say() { printf '%s bench: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+for tool in pgbench psql wrk redis-server redis-benchmark python3 cc curl; do
+  command -v "$tool" >/dev/null || die "$tool not found (make deps installs it: scripts/install-deps.sh)"
+done
+[ -x "$QUEEN" ] || die "$QUEEN not built (run: make bench)"
+
+BROKER_PID= REDIS_PID= PG_UP=
+cleanup() {
+  set +e
+  [ -n "$BROKER_PID" ] && kill "$BROKER_PID" 2>/dev/null && wait "$BROKER_PID" 2>/dev/null
+  [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
+  [ -n "$PG_UP" ] && bash "$ROOT/scripts/pg.sh" down "$WORK/pg" && rm -rf "$WORK/pg/data"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+rm -rf "$WORK"
+mkdir -p "$WORK/logs"
+RESULTS=$WORK/results.tsv
+: >"$RESULTS"
+REPORT="python3 $ROOT/bench/report.py"
+
+# row SECTION SCENARIO C OPS_S P50_MS P99_MS ERRORS OPS_PER_REQ COMMAND
+row() { local IFS=$'\t'; echo "$*" >>"$RESULTS"; }
+
+# ---------------------------------------------------------------- machine
+{
+  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src sql include bench 2>/dev/null || echo ' (+local changes)')"
+  echo "nproc=$(nproc)"
+  echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "mem=$(free -m | awk '/^Mem:/{print $2}') MiB"
+  echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+  # CPU busy (all processes, i.e. others') over the 2 s before anything starts
+  read -r _ u1 n1 s1 i1 w1 q1 sq1 st1 _ </proc/stat; sleep 2
+  read -r _ u2 n2 s2 i2 w2 q2 sq2 st2 _ </proc/stat
+  busy=$(( (u2+n2+s2+q2+sq2+st2) - (u1+n1+s1+q1+sq1+st1) )); idle=$(( (i2+w2) - (i1+w1) ))
+  echo "busy_before=$(( 100 * busy / (busy + idle + 1) ))%"
+  echo "secs=$SECS"
+  echo "pg_port=$PG_PORT"
+  [ -n "${BENCH_PG_POOL:-}" ] && echo "pg_pool=$BENCH_PG_POOL"
+  echo "conc=$CONC"
+  echo "wrk=$(wrk -v 2>&1 | head -n1 | cut -d' ' -f1-2)"
+  echo "redis=$(redis-server --version | awk '{print $3}' | sed 's/v=//')"
+} >"$WORK/meta.env"
+
+# ---------------------------------------------------------------- PostgreSQL
+say "private PostgreSQL on 127.0.0.1:$PG_PORT (durable: fsync on)"
+bash "$ROOT/scripts/pg.sh" up "$WORK/pg" "$PG_PORT"
+PG_UP=1
+URL=$(bash "$ROOT/scripts/pg.sh" url "$WORK/pg" "$PG_PORT")
+PSQL() { psql -X -q -v ON_ERROR_STOP=1 "$URL" "$@"; }
+# Keep checkpoints out of the measured window: a checkpoint's burst of
+# full-page writes would land in one side's point and not the other's.
+# Durability is unchanged (fsync, synchronous_commit and full_page_writes stay
+# on); both settings reload without a restart.
+PSQL -c "ALTER SYSTEM SET checkpoint_timeout = '1h'" -c "ALTER SYSTEM SET max_wal_size = '20GB'" \
+     -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+{
+  echo "pg=$(PSQL -Atc 'SHOW server_version')"
+  echo "pg_settings=$(PSQL -Atc "SELECT string_agg(name || '=' || setting, ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync','synchronous_commit','full_page_writes','shared_buffers','max_connections','wal_sync_method','checkpoint_timeout','max_wal_size')")"
+} >>"$WORK/meta.env"
+QUEEN_PG_URL=$URL QUEEN_LOG_LEVEL=warn "$QUEEN" schema apply
+say "seeding 100k counters (ns bench) and 100k objects (ns bench_put)"
+PSQL -f bench/pgbench/seed.sql
+
+# ---------------------------------------------------------------- broker
+BROKER=http://127.0.0.1:$BROKER_PORT
+start_broker() {
+  local env=(QUEEN_PG_URL="$URL" QUEEN_BIND=127.0.0.1 QUEEN_PORT="$BROKER_PORT"
+             QUEEN_LOG_LEVEL=warn QUEEN_ACCESS_LOG=0)
+  [ -n "${BENCH_PG_POOL:-}" ] && env+=(QUEEN_PG_POOL="$BENCH_PG_POOL")
+  env "${env[@]}" "$QUEEN" serve >>"$WORK/logs/broker.log" 2>&1 &
+  BROKER_PID=$!
+  for _ in $(seq 1 150); do
+    curl -fs "$BROKER/health" >/dev/null 2>&1 && return 0
+    kill -0 "$BROKER_PID" 2>/dev/null || { tail -n 20 "$WORK/logs/broker.log" >&2; die "broker exited"; }
+    sleep 0.2
+  done
+  die "broker did not answer /health"
+}
+say "broker on $BROKER (access log off, log level warn)"
+start_broker
+status_kb() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$BROKER_PID/status"; }
+echo "rss_boot_kb=$(status_kb VmRSS)" >>"$WORK/meta.env"
+echo "broker_threads_boot=$(status_kb Threads)" >>"$WORK/meta.env"
+
+# ---------------------------------------------------------------- helpers
+pgb() { # pgb SECTION SCENARIO C OPS_PER_REQ SCRIPT_ARGS...
+  local section=$1 scen=$2 c=$3 per=$4; shift 4
+  local j=$(( c < 2 ? 1 : 2 )) tag="$section-$scen-c$c"
+  local cmd="pgbench -n -M prepared -c $c -j $j -T $SECS -l $*"
+  ( cd "$WORK/logs" && mkdir -p "$tag" && cd "$tag" &&
+    pgbench -n -M prepared -c "$c" -j "$j" -T "$SECS" -l --log-prefix=txlog \
+      $(for a in "$@"; do case $a in bench/*) echo "$ROOT/$a";; *) echo "$a";; esac; done) "$URL" \
+      >out.txt 2>&1 ) || true
+  local r; r=$($REPORT pgbench "$WORK/logs/$tag" "$per")
+  row "$section" "$scen" "$c" $r "$per" "$cmd \$URL"
+  say "$section $scen c=$c: $r"
+}
+
+wrk_run() { # wrk_run SECTION SCENARIO C OPS_PER_REQ LUA_OP
+  local section=$1 scen=$2 c=$3 per=$4 op=$5 t=$(( $3 < 2 ? 1 : 2 )) tag="$1-$2-c$3"
+  local cmd="wrk -t$t -c$c -d${SECS}s --latency -s bench/kv.lua $BROKER -- $op"
+  wrk -t"$t" -c"$c" -d"${SECS}s" --latency -s "$ROOT/bench/kv.lua" "$BROKER" -- "$op" \
+    >"$WORK/logs/$tag.txt" 2>&1 || true
+  local r; r=$($REPORT wrk "$WORK/logs/$tag.txt" "$per")
+  row "$section" "$scen" "$c" $r "$per" "$cmd"
+  say "$section $scen c=$c: $r"
+}
+
+# probe_kv NAME BODY: 0 when POST /api/v1/kv answers 200 {"results":[...]}
+probe_kv() {
+  local code
+  code=$(curl -s -o "$WORK/logs/probe-$1.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+         --data "$2" "$BROKER/api/v1/kv" || true)
+  if [ "$code" = 200 ] && grep -q '"results"' "$WORK/logs/probe-$1.json"; then return 0; fi
+  say "probe $1: HTTP $code $(head -c 300 "$WORK/logs/probe-$1.json" 2>/dev/null)"
+  return 1
+}
+
+KV_OK=0
+if want broker || want batch || want rss; then
+  if probe_kv get '{"operations":[{"op":"get","ns":"bench","key":"k1"}]}' &&
+     probe_kv incr '{"operations":[{"op":"incr","ns":"bench","key":"k1","delta":1,"forever":true}]}' &&
+     probe_kv put '{"operations":[{"op":"put","ns":"bench_put","key":"k1","value":{"n":1,"s":"bench"},"forever":true}]}' &&
+     probe_kv pia '{"operations":[{"op":"putIfAbsent","ns":"bench","key":"k1","value":true,"forever":true}]}'; then
+    KV_OK=1
+    # warm the broker's connections and statement caches once
+    wrk -t2 -c8 -d1s -s "$ROOT/bench/kv.lua" "$BROKER" -- mix >/dev/null 2>&1 || true
+  else
+    say "POST /api/v1/kv is not served yet: broker, batch and rss scenarios skipped"
+    echo "kv_route=missing" >>"$WORK/meta.env"
+  fi
+fi
+
+# -------------------------------------------------- 1 + 2: one op, direct vs broker
+# Interleaved per (op, c) so both sides see the same table state.
+declare -A DIRECT_ARGS=(
+  [put]="-f bench/pgbench/kv_put.sql"
+  [get]="-f bench/pgbench/kv_get.sql"
+  [incr]="-f bench/pgbench/kv_incr.sql"
+  [putIfAbsent]="-f bench/pgbench/kv_pia_new.sql"
+  [mix]="-f bench/pgbench/kv_incr.sql@60 -f bench/pgbench/kv_get.sql@30 -f bench/pgbench/kv_pia.sql@10"
+)
+declare -A LUA_OP=([put]=put [get]=get [incr]=incr [putIfAbsent]=pia_new [mix]=mix)
+for op in put get incr putIfAbsent mix; do
+  want direct || { want broker && [ $KV_OK = 1 ]; } || continue
+  for c in $CONC; do
+    # shellcheck disable=SC2086
+    want direct && pgb direct "$op" "$c" 1 ${DIRECT_ARGS[$op]}
+    want broker && [ $KV_OK = 1 ] && wrk_run broker "$op" "$c" 1 "${LUA_OP[$op]}"
+  done
+done
+
+echo "load_mid=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$WORK/meta.env"
+
+# -------------------------------------------------- 3: 25-op batches
+if want batch; then
+  for c in $CONC; do
+    pgb batch direct25 "$c" 25 -f bench/pgbench/kv_batch25.sql
+    [ $KV_OK = 1 ] && wrk_run batch broker25 "$c" 25 batch25
+  done
+fi
+
+# -------------------------------------------------- 5: the raw floor
+if want raw; then
+  for c in $CONC; do
+    pgb raw upsert "$c" 1 -f bench/pgbench/raw_upsert.sql
+    pgb raw select "$c" 1 -f bench/pgbench/raw_select.sql
+  done
+fi
+
+# -------------------------------------------------- 4: the transaction wire
+if want wire; then
+  cc -std=c11 -O2 -Wall -o "$WORK/wire_bench" "$ROOT/bench/wire_bench.c" -lcurl -ljansson -lpthread
+  WIRE_CONSUMERS=${BENCH_WIRE_CONSUMERS:-16}
+  WIRE_PREFILL=${BENCH_WIRE_PREFILL:-$(( SECS * 8000 ))}
+  cmd="$BUILD/bench/wire_bench $BROKER $WIRE_CONSUMERS 16 $WIRE_PREFILL 10 $SECS wire_in"
+  if "$WORK/wire_bench" "$BROKER" "$WIRE_CONSUMERS" 16 "$WIRE_PREFILL" 10 "$SECS" wire_in \
+       >"$WORK/logs/wire.txt" 2>"$WORK/logs/wire.err"; then
+    r=$($REPORT wire "$WORK/logs/wire.txt")
+    row wire "pop+commit(ack+push+marker)" "$WIRE_CONSUMERS" $r 1 "$cmd"
+    say "wire: $r ($(grep -o 'prefill_s=[0-9.]*' "$WORK/logs/wire.txt"))"
+    cp "$WORK/logs/wire.txt" "$WORK/wire.result"
+  else
+    say "wire scenario failed or routes missing: $(head -c 300 "$WORK/logs/wire.err")"
+    echo "wire=skipped: $(head -c 200 "$WORK/logs/wire.err" | tr '\n\t' '  ')" >>"$WORK/meta.env"
+  fi
+fi
+
+# -------------------------------------------------- 7: broker RSS
+if want rss && [ $KV_OK = 1 ]; then
+  echo "rss_idle_after_kb=$(status_kb VmRSS)" >>"$WORK/meta.env"
+  ( peak=0; conns=0
+    while kill -0 "$BROKER_PID" 2>/dev/null; do
+      v=$(status_kb VmRSS); [ "${v:-0}" -gt "$peak" ] && peak=$v
+      n=$(ss -Htn state established "( sport = :$BROKER_PORT )" 2>/dev/null | wc -l); [ "$n" -gt "$conns" ] && conns=$n
+      echo "$peak $conns" >"$WORK/rss.peak"; sleep 0.2
+    done ) &
+  SAMPLER=$!
+  wrk_run rss mix 256 1 mix
+  kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null || true
+  read -r peak conns <"$WORK/rss.peak"
+  { echo "rss_256_peak_kb=$peak"; echo "rss_256_conns=$conns"
+    echo "rss_hwm_kb=$(status_kb VmHWM)"; echo "broker_threads_end=$(status_kb Threads)"
+    sleep 1; echo "rss_after_256_kb=$(status_kb VmRSS)"; } >>"$WORK/meta.env"
+fi
+
+# -------------------------------------------------- 6: redis
+if want redis; then
+  mkdir -p "$WORK/redis"
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$WORK/redis" --daemonize no --logfile "$WORK/logs/redis.log" &
+  REDIS_PID=$!
+  for _ in $(seq 1 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  for c in $CONC; do
+    n=$(( c == 1 ? 40000 : 100000 ))
+    redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$c" -n "$n" -r 100000 -t set,get,incr --csv \
+      >"$WORK/logs/redis-c$c.csv" 2>/dev/null || true
+    while IFS=$'\t' read -r scen r; do
+      # shellcheck disable=SC2086
+      row redis "$scen" "$c" $r 1 "redis-benchmark -p \$REDIS_PORT -c $c -n $n -r 100000 -t set,get,incr --csv"
+    done < <($REPORT redis "$WORK/logs/redis-c$c.csv")
+    say "redis c=$c done"
+  done
+  kill "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null || true; REDIS_PID=
+fi
+
+echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$WORK/meta.env"
+echo "elapsed_s=$(( $(date +%s) - T_START ))" >>"$WORK/meta.env"
+if [ "${BENCH_NO_REPORT:-0}" != 1 ]; then
+  $REPORT render "$WORK" "$ROOT/bench/RESULTS.md"
+  say "bench/RESULTS.md updated ($(( $(date +%s) - T_START )) s)"
+else
+  $REPORT render "$WORK" "$WORK/RESULTS.md"
+  say "report in $WORK/RESULTS.md ($(( $(date +%s) - T_START )) s)"
+fi
