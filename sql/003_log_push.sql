@@ -132,13 +132,11 @@ BEGIN
         INTO v_parts, v_locked
         FROM (SELECT lp.id, lp.last_offset, q.dedup_window_seconds AS w, q.name AS qn,
                      q.name || chr(31) || lp.name AS k
-              FROM queen.log_partitions lp
-              JOIN queen.queues q ON q.id = lp.queue_id
-              WHERE q.tenant_id = p_tenant
-                AND (q.name, lp.name) IN (
-                    SELECT (e ->> 'queue') COLLATE "C",
-                           COALESCE(e ->> 'partition', 'Default') COLLATE "C"
-                    FROM jsonb_array_elements(p_items) AS e)
+              FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
+                           COALESCE(e ->> 'partition', 'Default') COLLATE "C" AS pn
+                    FROM jsonb_array_elements(p_items) AS e) AS s
+              JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+              JOIN queen.log_partitions lp ON lp.queue_id = q.id AND lp.name = s.pn
               ORDER BY lp.id
               FOR NO KEY UPDATE OF lp) AS l;
 

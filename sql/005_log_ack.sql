@@ -128,19 +128,28 @@ DECLARE
     v_block_o  BIGINT;
     v_k        INTEGER := 0;
     v_lease    TEXT;
+    v_key      RECORD;
 BEGIN
     -- The cursor locks, in ascending (partition, group). Only rows of this
-    -- tenant; an ack naming another tenant's partition locks nothing.
-    PERFORM 1
-    FROM queen.log_consumers c
-    JOIN queen.log_partitions p ON p.id = c.partition_id
-    JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
-    WHERE (c.partition_id, c.consumer_group) IN (
-              SELECT (a ->> 'pid')::uuid, (a ->> 'grp') COLLATE "C"
-              FROM jsonb_array_elements(p_acks) AS a)
-       OR c.lease_id IN (SELECT (l #>> '{}')::uuid FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l)
-    ORDER BY c.partition_id, c.consumer_group
-    FOR UPDATE OF c;
+    -- tenant; an ack naming another tenant's partition locks nothing. Keys
+    -- first (primary-key and lease-index lookups), then one lock per key in
+    -- order, so no plan can scan the table or lock out of order.
+    FOR v_key IN
+        SELECT k.pid, k.grp
+        FROM (SELECT (a ->> 'pid')::uuid AS pid, (a ->> 'grp') COLLATE "C" AS grp
+              FROM jsonb_array_elements(p_acks) AS a
+              UNION
+              SELECT lc.partition_id, lc.consumer_group
+              FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l
+              JOIN queen.log_consumers lc ON lc.lease_id = (l #>> '{}')::uuid) AS k
+        JOIN queen.log_partitions p ON p.id = k.pid
+        JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+        ORDER BY k.pid, k.grp
+    LOOP
+        PERFORM 1 FROM queen.log_consumers
+        WHERE partition_id = v_key.pid AND consumer_group = v_key.grp
+        FOR UPDATE;
+    END LOOP;
 
     -- Required leases: live, of this tenant, and now held until commit.
     FOR v_lease IN SELECT l #>> '{}' FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l LOOP
