@@ -1,7 +1,17 @@
 /* queen.h: the embedded broker (libqueen).
  *
  * An application links libqueen and gets, in-process, every capability the
- * HTTP broker gives over the wire, through the same SQL functions. */
+ * HTTP broker gives over the wire, through the same SQL functions.
+ * docs/embedding.md shows how to link it and a minimal program.
+ *
+ * Threads: one queen handle is shared by any number of threads; every call
+ * is thread-safe. queen_open starts two engine threads (the notifier, which
+ * LISTENs for pushes and fires long-poll waiters, and, when cfg.sweeper, the
+ * sweeper). queen_close may be called while other threads are inside calls:
+ * it refuses new calls (QUEEN_ERR_UNAVAILABLE, reason "closing"), ends
+ * waiting pops and fires waiters (woken = false), waits for the calls in
+ * flight to return, then frees everything. No call may start after
+ * queen_close returned (the handle is gone). */
 #ifndef QUEEN_H
 #define QUEEN_H
 
@@ -79,10 +89,27 @@ typedef struct queen_error {
 
 typedef struct queen queen;
 
-/* Opens the engine on cfg (copied): a connection pool to cfg->pg_url.
- * Does not apply the schema (see queen_schema_apply in the broker). NULL
- * with err filled on failure. */
+/* ---- Configuration and schema (the same table the broker uses) -----------
+ * Start from queen_config_defaults(), then queen_config_from_env() and/or
+ * queen_config_set() (by QUEEN_* name or flag name); queen_config_free()
+ * releases the strings set. Each returns 0, or -1 with a message naming the
+ * setting in err. queen_schema_apply() applies sql/ (compiled in) to
+ * cfg->pg_url, idempotently: call it once before queen_open in a program
+ * that owns its database (the broker does it at boot). */
+void queen_config_defaults(queen_config *cfg);
+int queen_config_from_env(queen_config *cfg, char *err, size_t errlen);
+int queen_config_set(queen_config *cfg, const char *name, const char *value, char *err, size_t errlen);
+void queen_config_free(queen_config *cfg);
+int queen_schema_apply(const queen_config *cfg, char *err, size_t errlen);
+
+/* Opens the engine on cfg (copied; cfg may be freed after): a connection
+ * pool of cfg->pg_pool connections to cfg->pg_url, the notifier thread and,
+ * when cfg->sweeper, the sweeper thread. A zero in a numeric setting whose
+ * minimum is 1 takes its default. Does not apply the schema. NULL with err
+ * filled (QUEEN_ERR_UNAVAILABLE when the database cannot be reached). Safe
+ * to call from several threads at once (handles share nothing). */
 queen *queen_open(const queen_config *cfg, queen_error *err);
+/* See "Threads" above. NULL is allowed. */
 void queen_close(queen *q);
 
 /* ---- Memory and results -------------------------------------------------
@@ -102,9 +129,14 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
 /* Expiry is explicit on every write: QUEEN_FOREVER or a ttl in seconds > 0. */
 #define QUEEN_FOREVER 0L
 
-/* Typed conveniences: each builds one op, calls queen_kv_apply, and returns
- * the single result element (JSON object text, caller frees). value_json is
- * JSON text (e.g. "42", "{\"a\":1}", "null"). expect < 0 means no expect. */
+/* Typed conveniences: each builds one op (jansson), sends it to
+ * kv_apply_v1 in one prepared call, and returns the single result element
+ * (JSON object text, caller frees). value_json is JSON text (e.g. "42",
+ * "{\"a\":1}", "null"; required on puts), placed into the op by PostgreSQL
+ * so numbers stay exact. expect < 0 means no expect. Refused before SQL
+ * (QUEEN_ERR_BAD_REQUEST): NULL or non-UTF-8 names, ttl_seconds < 0, a
+ * non-finite delta/min/max. A required op that loses: -1 with
+ * QUEEN_ERR_PRECONDITION and err->precondition filled. */
 int queen_kv_get(queen *q, const char *tenant, const char *ns, const char *key, char **result_json,
                  queen_error *err);
 int queen_kv_put(queen *q, const char *tenant, const char *ns, const char *key, const char *value_json,
@@ -122,7 +154,10 @@ int queen_kv_get_many(queen *q, const char *tenant, const char *ns, const char *
 int queen_kv_get_prefix(queen *q, const char *tenant, const char *ns, const char *prefix, const char *after,
                         int limit, bool keys_only, char **result_json, queen_error *err);
 
-/* Console reads (queen.kv_list_v1 / kv_namespaces_v1). */
+/* Console reads (queen.kv_list_v1 / kv_namespaces_v1). list: prefix NULL or
+ * "" lists the namespace, limit 0 the default (100); the result is
+ * {rows, truncated, nextAfter, bytes}. namespaces: the route's body,
+ * {"namespaces":[{"namespace","keys"}]} in byte order. */
 int queen_kv_list(queen *q, const char *tenant, const char *ns, const char *prefix, const char *after, int limit,
                   bool keys_only, bool include_expired, char **result_json, queen_error *err);
 int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_error *err);
@@ -142,7 +177,10 @@ typedef struct queen_pop_options {
     int timeout_ms;                /* with wait; 0: 30000 */
 } queen_pop_options;
 
-/* *body_json is the pop body, or NULL when nothing was available (HTTP 204). */
+/* *body_json is the pop body, or NULL when nothing was available (HTTP 204).
+ * With wait: blocks the calling thread (holding no database connection)
+ * until a message is popped or timeout_ms passed; a push to the queue wakes
+ * it within milliseconds. queen_close ends the wait (0, NULL body). */
 int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char **body_json, queen_error *err);
 
 /* acks_json: an array of ack items; group: the batch-level consumerGroup or NULL. */
@@ -158,27 +196,62 @@ int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **r
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the
  * tenant is the argument, never the body). A kv-only bundle goes straight to
- * kv_apply_v1(..., true). *result_json is always the 200 body: success true
- * with results, or success false with reason (and failedIndex/kvReason/
- * version/value for kv_precondition). Returns -1 only for faults where no
- * such body applies (pool exhausted, connection lost, bad_request before
- * SQL). */
+ * kv_apply_v1(..., true). On 0, *result_json is the 200 body: success true
+ * with results, or {"transactionId","success":false,"reason","error",
+ * "results":[]} with reason bad_request | duplicate | ack_rejected |
+ * kv_precondition | payload_too_large | misaligned | db_error (plus
+ * failedIndex/kvReason/version/value for kv_precondition, "detail", and
+ * "retryable":true where the same bundle may succeed later); nothing was
+ * written. Returns -1 only where no such body applies:
+ *   QUEEN_ERR_BAD_REQUEST   refused before SQL (400): reason bad_body,
+ *     tenant_not_an_input, log_kv_in_operations, log_bad_request,
+ *     log_bad_tenant, kv_bad_request, kv_tenant_not_an_input,
+ *     kv_get_prefix_not_allowed_in_transaction, kv_too_many_ops (> 64),
+ *     kv_too_many_keys (> 256);
+ *   QUEEN_ERR_UNAVAILABLE   pool exhausted, closing, or the connection died
+ *     during the call: then the outcome is UNKNOWN (it may have committed);
+ *     retry the same bundle, with a required putIfAbsent marker to make the
+ *     retry safe. */
 int queen_transaction(queen *q, const char *tenant, const char *bundle_json, char **result_json, queen_error *err);
 
 /* ---- Long-poll support ----------------------------------------------------
- * Registers a one-shot callback fired when a push to (tenant, queue) commits
- * (woken = true), or after timeout_ms (woken = false), or at queen_close
- * (woken = false). Fires exactly once, from an engine thread; it must not
- * block. Returns NULL when it cannot register (then nothing fires). */
+ * Registers a one-shot callback, for callers that cannot block a thread per
+ * waiting client (the HTTP edge suspends the connection and resumes it from
+ * fn). It fires exactly once:
+ *   woken = true   re-check now: a push to (tenant, queue) committed, or the
+ *                  engine re-established its LISTEN connection (pushes may
+ *                  have gone unheard), or 1 s passed since registration (a
+ *                  message can become available without a push: an expired
+ *                  or released lease; and a push that committed between the
+ *                  caller's empty pop and this registration is caught).
+ *   woken = false  timeout_ms passed, or queen_close ran.
+ * So the caller's loop is: pop; empty -> register with the time left;
+ * on woken pop again; on not woken (or no time left) answer "nothing".
+ * fn runs on the engine's notifier thread with no engine lock held: it may
+ * call queen_wait_for_push again and may resume an MHD connection, but must
+ * not block (no queen_pop from inside it: every other waiter waits for it).
+ * Callable from any thread. The returned handle is an opaque token that
+ * says "registered"; the engine frees it after fn returned, so never
+ * dereference it. NULL when it cannot register (closing, or queue NULL or
+ * longer than 255 bytes): then fn is never called. */
 typedef struct queen_waiter queen_waiter;
 typedef void (*queen_wake_fn)(void *ctx, bool woken);
 queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
                                   void *ctx);
 
 /* ---- Figures for /metrics -------------------------------------------------
- * A JSON object of the engine's counters and gauges: pool (size, inUse,
- * waiting, acquiredTotal, timeoutsTotal, reconnectsTotal), kv ops by op and
- * outcome, sweeper (deletedTotal, lagMs, cycles, errors), waiters. */
+ * A JSON object of the engine's counters and gauges (malloc'd, caller
+ * frees; NULL when closing). Never touches the database. Shape:
+ *  "pool": {size, inUse, waiting, acquiredTotal, timeoutsTotal, reconnectsTotal}
+ *  "kv": {"ops": {"get"|"put"|"putIfAbsent"|"delete"|"incr"|"getMany"|
+ *          "getPrefix": {"applied"|"notApplied"|"found"|"missing"|"ok"|
+ *          "precondition"|"error": n}}   (typed conveniences, per op)
+ *         "batch": {ok, precondition, error}}  (queen_kv_apply, per call)
+ *  "transactions": {success, failed, refused, unavailable}
+ *  "pops": {total, empty, waits}
+ *  "sweeper": {enabled, deletedTotal, lagMs, cycles, errors,
+ *              partitionsReclaimedTotal, retentionDeletedTotal, usageMeasures, lastCycleMs}
+ *  "notifier": {connected, reconnects, notifies}, "waiters": n */
 char *queen_stats_json(queen *q);
 
 /* A real database round trip. On success writes the server's version text

@@ -2,6 +2,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,13 +31,21 @@ static void ignore_notice(void *arg, const char *message)
 }
 
 /* statement_timeout travels in the startup packet so it holds from the first
- * statement, and a timed-out statement is cancelled by the server itself. */
+ * statement, and a timed-out statement is cancelled by the server itself.
+ * connect_timeout and TCP keepalives come BEFORE dbname so a value in the
+ * user's conninfo wins (libpq keeps the last value of a repeated keyword);
+ * without them a black-holed server would hang acquire in connect() for the
+ * kernel's minutes, past the bounded wait the pool promises. */
 static PGconn *connect_one(const queen_pool *pool, char *err, size_t errlen)
 {
     char options[64];
     snprintf(options, sizeof options, "-c statement_timeout=%d", pool->statement_timeout_ms);
-    const char *keys[] = {"dbname", "options", "application_name", NULL};
-    const char *vals[] = {pool->conninfo, options, "queen", NULL};
+    char connect_timeout[16];
+    int ct = (pool->acquire_timeout_ms + 999) / 1000;
+    snprintf(connect_timeout, sizeof connect_timeout, "%d", ct < 2 ? 2 : ct);
+    const char *keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                          "keepalives_count", "dbname", "options", "application_name", NULL};
+    const char *vals[] = {connect_timeout, "1", "30", "10", "3", pool->conninfo, options, "queen", NULL};
     PGconn *pg = PQconnectdbParams(keys, vals, 1);
     if (PQstatus(pg) != CONNECTION_OK) {
         snprintf(err, errlen, "connect: %s", PQerrorMessage(pg));
@@ -108,9 +117,30 @@ void queen_pool_close(queen_pool *pool)
     free(pool);
 }
 
+/* An idle pooled connection has nothing to read: the server speaks only when
+ * asked. Readable means the server said goodbye (pg_terminate_backend, a
+ * restart: a FATAL message then EOF), so the connection is dead even though
+ * libpq has not noticed yet. One poll() with a zero timeout, no round trip:
+ * the next statement goes to a live backend instead of failing. */
+static bool idle_conn_dead(PGconn *pg)
+{
+    int fd = PQsocket(pg);
+    if (fd < 0)
+        return true;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int n = poll(&pfd, 1, 0);
+    if (n <= 0)
+        return false;
+    if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return true;
+    if (!PQconsumeInput(pg))
+        return true;
+    return PQstatus(pg) != CONNECTION_OK;
+}
+
 static int ensure_connected(queen_pool *pool, queen_pool_conn *c, char *err, size_t errlen)
 {
-    if (c->pg != NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK)
+    if (c->pg != NULL && !c->broken && PQstatus(c->pg) == CONNECTION_OK && !idle_conn_dead(c->pg))
         return 0;
     if (c->pg != NULL)
         PQfinish(c->pg);

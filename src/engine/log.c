@@ -1,0 +1,193 @@
+/* log: the message half of libqueen: push, pop (with its long-poll wait),
+ * ack, lease extend, configure, queue listing and delete.
+ *
+ * Each call is one prepared statement calling one function of sql/003..005,
+ * the request JSON passed in and the body PostgreSQL rendered passed back.
+ * Must never hold a pooled connection while waiting for a push (a waiting
+ * pop costs a stack frame, not a connection), and never build SQL against a
+ * table or JSON from strings. */
+#include "log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "notify.h"
+
+#define SQL_PUSH "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text"
+#define SQL_POP                                                                                                        \
+    "SELECT queen.log_pop_v1($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::boolean, $8)::text"
+#define SQL_ACK "SELECT queen.log_ack_v1($1::uuid, $2::jsonb, $3)::text"
+#define SQL_LEASE "SELECT queen.log_lease_extend_v1($1::uuid, $2, $3::integer)::text"
+#define SQL_CONFIGURE "SELECT queen.log_configure_v1($1::uuid, $2, $3::jsonb)::text"
+#define SQL_QUEUES "SELECT queen.log_queues_v1($1::uuid)::text"
+#define SQL_DELETE "SELECT queen.log_queue_delete_v1($1::uuid, $2)::text"
+
+/* One call: enter, run, require a non-NULL result (these functions return a
+ * body or raise), leave. */
+static int call_body(queen *q, const char *name, const char *sql, int nparams, const char *const *params, char **out,
+                     queen_error *err)
+{
+    *out = NULL;
+    if (!engine_enter(q, err))
+        return -1;
+    int rc = queen_call_text(q, name, sql, nparams, params, out, err);
+    if (rc == 0 && *out == NULL) {
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "%s returned NULL", name);
+        rc = -1;
+    }
+    engine_leave(q);
+    return rc;
+}
+
+/* 0 means "the SQL default" (NULL); any other value goes to SQL, which
+ * refuses what is out of range rather than this file guessing. */
+static const char *int_or_null(char *buf, size_t len, int v)
+{
+    if (v == 0)
+        return NULL;
+    snprintf(buf, len, "%d", v);
+    return buf;
+}
+
+int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err)
+{
+    *results_json = NULL;
+    if (items_json == NULL) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_request", "items_json is NULL");
+        return -1;
+    }
+    const char *params[] = {engine_tenant(tenant), items_json};
+    return call_body(q, "queen_push", SQL_PUSH, 2, params, results_json, err);
+}
+
+/* One pop attempt; *body NULL when nothing was available. */
+static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, char **body, queen_error *err)
+{
+    char batch[16], lease[16];
+    const char *params[] = {tenant,
+                            o->queue,
+                            o->partition,
+                            o->consumer_group,
+                            int_or_null(batch, sizeof batch, o->batch),
+                            int_or_null(lease, sizeof lease, o->lease_seconds),
+                            o->auto_ack ? "true" : "false",
+                            o->subscription_mode};
+    atomic_fetch_add(&q->counters.pops, 1);
+    int rc = queen_call_text(q, "queen_pop", SQL_POP, 8, params, body, err);
+    if (rc == 0 && *body == NULL)
+        atomic_fetch_add(&q->counters.pops_empty, 1);
+    return rc;
+}
+
+/* The pop thread's side of a wait: the notifier's callback sets fired. */
+typedef struct pop_sync {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool fired, woken;
+} pop_sync;
+
+static void pop_wake(void *ctx, bool woken)
+{
+    pop_sync *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    s->fired = true;
+    s->woken = woken;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* With wait: the waiter is registered BEFORE each attempt, so a push that
+ * commits between an empty pop and the wait still wakes it (no lost
+ * wake-up). The notifier also fires it every NOTIFY_RECHECK_MS (leases
+ * that expire or are released make messages available without a push).
+ * Woken: try again. Not woken: the timeout passed (or the engine closes):
+ * nothing, *body NULL. */
+int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char **body_json, queen_error *err)
+{
+    *body_json = NULL;
+    if (opts == NULL || opts->queue == NULL) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_queue", "opts->queue is required");
+        return -1;
+    }
+    if (!engine_enter(q, err))
+        return -1;
+    tenant = engine_tenant(tenant);
+    int rc;
+    if (!opts->wait) {
+        rc = pop_once(q, tenant, opts, body_json, err);
+        engine_leave(q);
+        return rc;
+    }
+    atomic_fetch_add(&q->counters.pop_waits, 1);
+    long long deadline = engine_now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : QUEEN_POP_DEFAULT_TIMEOUT_MS);
+    pop_sync s = {.fired = false};
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    for (;;) {
+        long long left = deadline - engine_now_ms();
+        queen_waiter w;
+        s.fired = s.woken = false;
+        bool armed = left > 0 && !atomic_load(&q->closing) &&
+                     notifier_add_owned(q->notifier, &w, tenant, opts->queue, (int)left, pop_wake, &s);
+        rc = pop_once(q, tenant, opts, body_json, err);
+        if (rc != 0 || *body_json != NULL || !armed) {
+            if (armed)
+                notifier_finish(q->notifier, &w);
+            break;
+        }
+        pthread_mutex_lock(&s.mu);
+        while (!s.fired)
+            pthread_cond_wait(&s.cv, &s.mu);
+        bool woken = s.woken;
+        pthread_mutex_unlock(&s.mu);
+        notifier_finish(q->notifier, &w);
+        if (!woken)
+            break;
+    }
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
+    engine_leave(q);
+    return rc;
+}
+
+int queen_ack(queen *q, const char *tenant, const char *acks_json, const char *group, char **results_json,
+              queen_error *err)
+{
+    *results_json = NULL;
+    if (acks_json == NULL) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_request", "acks_json is NULL");
+        return -1;
+    }
+    const char *params[] = {engine_tenant(tenant), acks_json, group};
+    return call_body(q, "queen_ack", SQL_ACK, 3, params, results_json, err);
+}
+
+int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int seconds, char **result_json,
+                       queen_error *err)
+{
+    char sec[16];
+    const char *params[] = {engine_tenant(tenant), lease_id, int_or_null(sec, sizeof sec, seconds)};
+    return call_body(q, "queen_lease_extend", SQL_LEASE, 3, params, result_json, err);
+}
+
+int queen_configure(queen *q, const char *tenant, const char *queue, const char *options_json, char **result_json,
+                    queen_error *err)
+{
+    const char *params[] = {engine_tenant(tenant), queue, options_json};
+    return call_body(q, "queen_configure", SQL_CONFIGURE, 3, params, result_json, err);
+}
+
+int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err)
+{
+    const char *params[] = {engine_tenant(tenant)};
+    return call_body(q, "queen_queues", SQL_QUEUES, 1, params, result_json, err);
+}
+
+int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err)
+{
+    const char *params[] = {engine_tenant(tenant), queue};
+    return call_body(q, "queen_queue_delete", SQL_DELETE, 2, params, result_json, err);
+}

@@ -1,0 +1,553 @@
+/* notify: the notifier thread, its LISTEN connection and the waiters (see
+ * notify.h). Owns the only connection that is not from the pool. Must never
+ * call a waiter's callback while holding its mutex (a callback may register
+ * the next waiter, and the HTTP edge resumes a connection from it), never
+ * run a statement other than LISTEN, and never block on anything but poll(). */
+#include "notify.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "engine.h"
+#include "logging.h"
+
+#define NBUCKETS 1024
+#define RECONNECT_MIN_MS 200
+#define RECONNECT_MAX_MS 5000
+#define LOG_EVERY_MS 10000
+
+struct queen_notifier {
+    pthread_mutex_t mu;
+    pthread_cond_t done_cv; /* an owned waiter's callback returned */
+    pthread_t thread;
+    bool started, joined, stopping;
+    int wake_fd[2]; /* self-pipe: registration of an earlier deadline, stop */
+    char *conninfo;
+    queen_waiter *buckets[NBUCKETS];
+    queen_waiter **heap; /* min-heap on due time */
+    size_t nheap, capheap;
+    atomic_bool connected;
+    atomic_ulong reconnects, notifies;
+};
+
+/* ---- deadline heap (under mu) ------------------------------------------ */
+
+static long long due(const queen_waiter *w)
+{
+    return w->recheck_at < w->deadline ? w->recheck_at : w->deadline;
+}
+
+static void heap_swap(queen_notifier *n, size_t a, size_t b)
+{
+    queen_waiter *t = n->heap[a];
+    n->heap[a] = n->heap[b];
+    n->heap[b] = t;
+    n->heap[a]->heap_i = a;
+    n->heap[b]->heap_i = b;
+}
+
+static void heap_up(queen_notifier *n, size_t i)
+{
+    while (i > 0 && due(n->heap[(i - 1) / 2]) > due(n->heap[i])) {
+        heap_swap(n, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_down(queen_notifier *n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n->nheap && due(n->heap[l]) < due(n->heap[m]))
+            m = l;
+        if (r < n->nheap && due(n->heap[r]) < due(n->heap[m]))
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(n, i, m);
+        i = m;
+    }
+}
+
+static int heap_push(queen_notifier *n, queen_waiter *w)
+{
+    if (n->nheap == n->capheap) {
+        size_t ncap = n->capheap ? n->capheap * 2 : 64;
+        queen_waiter **h = realloc(n->heap, ncap * sizeof *h);
+        if (h == NULL)
+            return -1;
+        n->heap = h;
+        n->capheap = ncap;
+    }
+    w->heap_i = n->nheap;
+    n->heap[n->nheap++] = w;
+    heap_up(n, w->heap_i);
+    return 0;
+}
+
+static void heap_remove(queen_notifier *n, queen_waiter *w)
+{
+    size_t i = w->heap_i;
+    n->nheap--;
+    if (i != n->nheap) {
+        n->heap[i] = n->heap[n->nheap];
+        n->heap[i]->heap_i = i;
+        heap_down(n, i);
+        heap_up(n, i);
+    }
+}
+
+/* ---- buckets (under mu) ------------------------------------------------ */
+
+static unsigned key_bucket(const char *key)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h % NBUCKETS;
+}
+
+static void unlink_waiter(queen_notifier *n, queen_waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        n->buckets[w->bucket] = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->next = w->prev = NULL;
+    heap_remove(n, w);
+    w->linked = false;
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+static void poke(queen_notifier *n)
+{
+    char b = 1;
+    ssize_t r = write(n->wake_fd[1], &b, 1);
+    (void)r; /* a full pipe already holds a wake-up */
+}
+
+static bool make_key(char *key, const char *tenant, const char *queue)
+{
+    if (queue == NULL)
+        return false;
+    int len = snprintf(key, NOTIFY_KEY_MAX, "%s:%s", tenant, queue);
+    if (len < 0 || len >= NOTIFY_KEY_MAX)
+        return false;
+    /* NOTIFY payloads carry the tenant as PostgreSQL renders a uuid. */
+    for (char *p = key; *p && *p != ':'; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return true;
+}
+
+static bool add_locked(queen_notifier *n, queen_waiter *w, int timeout_ms, bool recheck)
+{
+    long long now = engine_now_ms();
+    w->deadline = now + (timeout_ms > 0 ? timeout_ms : 0);
+    w->recheck_at = recheck ? now + NOTIFY_RECHECK_MS : LLONG_MAX;
+    w->bucket = key_bucket(w->key);
+    w->done = false;
+    w->woken = false;
+    pthread_mutex_lock(&n->mu);
+    if (n->stopping || heap_push(n, w) != 0) {
+        pthread_mutex_unlock(&n->mu);
+        return false;
+    }
+    w->prev = NULL;
+    w->next = n->buckets[w->bucket];
+    if (w->next)
+        w->next->prev = w;
+    n->buckets[w->bucket] = w;
+    w->linked = true;
+    bool earliest = w->heap_i == 0;
+    pthread_mutex_unlock(&n->mu);
+    if (earliest)
+        poke(n); /* the thread may be sleeping toward a later deadline */
+    return true;
+}
+
+queen_waiter *notifier_add(queen_notifier *n, const char *tenant, const char *queue, int timeout_ms, bool recheck,
+                           queen_wake_fn fn, void *ctx)
+{
+    if (n == NULL || fn == NULL)
+        return NULL;
+    queen_waiter *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    if (!make_key(w->key, tenant, queue)) {
+        free(w);
+        return NULL;
+    }
+    w->fn = fn;
+    w->ctx = ctx;
+    w->owned = false;
+    if (!add_locked(n, w, timeout_ms, recheck)) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+bool notifier_add_owned(queen_notifier *n, queen_waiter *w, const char *tenant, const char *queue, int timeout_ms,
+                        queen_wake_fn fn, void *ctx)
+{
+    if (n == NULL || fn == NULL)
+        return false;
+    memset(w, 0, sizeof *w);
+    if (!make_key(w->key, tenant, queue))
+        return false;
+    w->fn = fn;
+    w->ctx = ctx;
+    w->owned = true;
+    return add_locked(n, w, timeout_ms, true);
+}
+
+void notifier_finish(queen_notifier *n, queen_waiter *w)
+{
+    pthread_mutex_lock(&n->mu);
+    if (w->linked) {
+        unlink_waiter(n, w);
+        w->done = true;
+    }
+    while (!w->done)
+        pthread_cond_wait(&n->done_cv, &n->mu);
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* ---- firing ------------------------------------------------------------- */
+
+/* Callbacks run here, outside mu. An owned waiter is marked done under mu
+ * afterwards (its owner may be waiting in notifier_finish); any other is
+ * freed: its handle was only a token. */
+static void fire_list(queen_notifier *n, queen_waiter *list)
+{
+    while (list) {
+        queen_waiter *w = list;
+        list = w->next;
+        w->next = NULL;
+        w->fn(w->ctx, w->woken);
+        if (w->owned) {
+            pthread_mutex_lock(&n->mu);
+            w->done = true;
+            pthread_cond_broadcast(&n->done_cv);
+            pthread_mutex_unlock(&n->mu);
+        } else {
+            free(w);
+        }
+    }
+}
+
+/* Moves w from the sets onto the fire list (under mu). */
+static void take(queen_notifier *n, queen_waiter *w, bool woken, queen_waiter **list)
+{
+    unlink_waiter(n, w);
+    w->woken = woken;
+    w->next = *list;
+    *list = w;
+}
+
+static void take_key(queen_notifier *n, const char *key, queen_waiter **list)
+{
+    queen_waiter *w = n->buckets[key_bucket(key)];
+    while (w) {
+        queen_waiter *next = w->next;
+        if (strcmp(w->key, key) == 0)
+            take(n, w, true, list);
+        w = next;
+    }
+}
+
+static void take_all(queen_notifier *n, bool woken, queen_waiter **list)
+{
+    while (n->nheap > 0)
+        take(n, n->heap[0], woken, list);
+}
+
+static void take_due(queen_notifier *n, long long now, queen_waiter **list)
+{
+    while (n->nheap > 0 && due(n->heap[0]) <= now) {
+        queen_waiter *w = n->heap[0];
+        take(n, w, w->deadline > now, list); /* before its deadline: a re-check */
+    }
+}
+
+/* ---- the connection ----------------------------------------------------- */
+
+static void ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+static PGconn *listen_connect(const char *conninfo, char *err, size_t errlen)
+{
+    const char *keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                          "keepalives_count", "dbname", "application_name", NULL};
+    const char *vals[] = {"5", "1", "30", "10", "3", conninfo, "queen_listen", NULL};
+    PGconn *pg = PQconnectdbParams(keys, vals, 1);
+    if (PQstatus(pg) != CONNECTION_OK) {
+        snprintf(err, errlen, "%s", PQerrorMessage(pg));
+        PQfinish(pg);
+        return NULL;
+    }
+    PQsetNoticeProcessor(pg, ignore_notice, NULL);
+    PGresult *res = PQexec(pg, "LISTEN " NOTIFY_CHANNEL);
+    bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok)
+        snprintf(err, errlen, "LISTEN: %s", PQresultErrorMessage(res));
+    PQclear(res);
+    if (!ok) {
+        PQfinish(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' '))
+        s[--n] = '\0';
+}
+
+bool notify_split_payload(const char *payload, char tenant[37], const char **queue)
+{
+    if (payload == NULL || strlen(payload) < 38 || payload[36] != ':')
+        return false;
+    memcpy(tenant, payload, 36);
+    tenant[36] = '\0';
+    *queue = payload + 37;
+    return true;
+}
+
+static void *notifier_main(void *arg)
+{
+    queen_notifier *n = arg;
+    PGconn *pg = NULL;
+    long long next_connect = 0, last_log = -LOG_EVERY_MS;
+    int backoff = RECONNECT_MIN_MS;
+    bool ever_connected = false;
+    char **keys = NULL;
+    size_t nkeys = 0, capkeys = 0;
+
+    for (;;) {
+        bool wake_all = false;
+        long long now = engine_now_ms();
+        if (pg == NULL && now >= next_connect) {
+            char err[512];
+            pg = listen_connect(n->conninfo, err, sizeof err);
+            if (pg != NULL) {
+                if (ever_connected)
+                    atomic_fetch_add(&n->reconnects, 1);
+                ever_connected = true;
+                atomic_store(&n->connected, true);
+                backoff = RECONNECT_MIN_MS;
+                /* Pushes committed while nobody listened were not heard. */
+                wake_all = true;
+            } else {
+                if (now - last_log >= LOG_EVERY_MS) {
+                    trim(err);
+                    log_warn("notifier: cannot LISTEN (%s); long polls re-check every %d ms meanwhile", err,
+                             NOTIFY_RECHECK_MS);
+                    last_log = now;
+                }
+                next_connect = now + backoff;
+                backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
+            }
+        }
+
+        pthread_mutex_lock(&n->mu);
+        bool stopping = n->stopping;
+        long long next_due = n->nheap > 0 ? due(n->heap[0]) : LLONG_MAX;
+        pthread_mutex_unlock(&n->mu);
+        if (stopping)
+            break;
+
+        int timeout = -1;
+        long long wake_at = next_due;
+        if (pg == NULL && next_connect < wake_at)
+            wake_at = next_connect;
+        if (wake_all)
+            wake_at = now;
+        if (wake_at != LLONG_MAX)
+            timeout = wake_at <= now ? 0 : (wake_at - now > INT_MAX ? INT_MAX : (int)(wake_at - now));
+
+        struct pollfd pfd[2] = {{.fd = n->wake_fd[0], .events = POLLIN}, {.fd = pg ? PQsocket(pg) : -1, .events = POLLIN}};
+        int pr = poll(pfd, 2, timeout);
+        if (pr < 0 && errno != EINTR) {
+            log_error("notifier: poll: %s", strerror(errno));
+            usleep(10000);
+        }
+        if (pr > 0 && (pfd[0].revents & POLLIN)) {
+            char buf[256];
+            while (read(n->wake_fd[0], buf, sizeof buf) > 0) {
+            }
+        }
+        nkeys = 0;
+        if (pg != NULL && pr > 0 && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+            if (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK) {
+                char err[512];
+                snprintf(err, sizeof err, "%s", PQerrorMessage(pg));
+                trim(err);
+                log_warn("notifier: LISTEN connection lost (%s); reconnecting", err);
+                PQfinish(pg);
+                pg = NULL;
+                atomic_store(&n->connected, false);
+                next_connect = engine_now_ms();
+                wake_all = true;
+            } else {
+                PGnotify *nt;
+                while ((nt = PQnotifies(pg)) != NULL) {
+                    atomic_fetch_add(&n->notifies, 1);
+                    char tenant[37];
+                    const char *queue;
+                    if (notify_split_payload(nt->extra, tenant, &queue)) {
+                        if (nkeys == capkeys) {
+                            size_t ncap = capkeys ? capkeys * 2 : 16;
+                            char **k = realloc(keys, ncap * sizeof *k);
+                            if (k != NULL) {
+                                keys = k;
+                                capkeys = ncap;
+                            }
+                        }
+                        if (nkeys < capkeys && (keys[nkeys] = strdup(nt->extra)) != NULL)
+                            nkeys++;
+                        else
+                            wake_all = true; /* out of memory: wake everyone rather than lose one */
+                    }
+                    PQfreemem(nt);
+                }
+            }
+        }
+
+        queen_waiter *fire = NULL;
+        pthread_mutex_lock(&n->mu);
+        if (wake_all)
+            take_all(n, true, &fire);
+        for (size_t i = 0; i < nkeys; i++)
+            take_key(n, keys[i], &fire);
+        take_due(n, engine_now_ms(), &fire);
+        pthread_mutex_unlock(&n->mu);
+        for (size_t i = 0; i < nkeys; i++)
+            free(keys[i]);
+        fire_list(n, fire);
+    }
+
+    /* Shutting down: everyone still waiting hears "not woken". */
+    queen_waiter *fire = NULL;
+    pthread_mutex_lock(&n->mu);
+    take_all(n, false, &fire);
+    pthread_mutex_unlock(&n->mu);
+    fire_list(n, fire);
+    free(keys);
+    if (pg != NULL)
+        PQfinish(pg);
+    atomic_store(&n->connected, false);
+    return NULL;
+}
+
+queen_notifier *notifier_start(const char *conninfo, char *err, size_t errlen)
+{
+    queen_notifier *n = calloc(1, sizeof *n);
+    if (n == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    n->wake_fd[0] = n->wake_fd[1] = -1;
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->done_cv, NULL);
+    n->conninfo = strdup(conninfo ? conninfo : "");
+    if (n->conninfo == NULL || pipe2(n->wake_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
+        snprintf(err, errlen, "notifier: %s", n->conninfo ? strerror(errno) : "out of memory");
+        notifier_free(n);
+        return NULL;
+    }
+    int rc = pthread_create(&n->thread, NULL, notifier_main, n);
+    if (rc != 0) {
+        snprintf(err, errlen, "notifier: pthread_create: %s", strerror(rc));
+        notifier_free(n);
+        return NULL;
+    }
+    n->started = true;
+    return n;
+}
+
+void notifier_shutdown(queen_notifier *n)
+{
+    if (n == NULL)
+        return;
+    pthread_mutex_lock(&n->mu);
+    n->stopping = true;
+    bool join = n->started && !n->joined;
+    n->joined = true;
+    pthread_mutex_unlock(&n->mu);
+    if (join) {
+        poke(n);
+        pthread_join(n->thread, NULL);
+    }
+}
+
+void notifier_free(queen_notifier *n)
+{
+    if (n == NULL)
+        return;
+    notifier_shutdown(n);
+    if (n->wake_fd[0] >= 0)
+        close(n->wake_fd[0]);
+    if (n->wake_fd[1] >= 0)
+        close(n->wake_fd[1]);
+    free(n->heap);
+    free(n->conninfo);
+    pthread_cond_destroy(&n->done_cv);
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+}
+
+size_t notifier_waiting(queen_notifier *n)
+{
+    pthread_mutex_lock(&n->mu);
+    size_t k = n->nheap;
+    pthread_mutex_unlock(&n->mu);
+    return k;
+}
+
+bool notifier_connected(queen_notifier *n)
+{
+    return atomic_load(&n->connected);
+}
+
+unsigned long notifier_reconnects(queen_notifier *n)
+{
+    return atomic_load(&n->reconnects);
+}
+
+unsigned long notifier_notifies(queen_notifier *n)
+{
+    return atomic_load(&n->notifies);
+}
+
+/* The public door (queen.h): a registration is an in-flight call only for
+ * the time it takes, so queen_close never waits on a registered waiter; it
+ * fires it instead. */
+queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
+                                  void *ctx)
+{
+    if (!engine_enter(q, NULL))
+        return NULL;
+    queen_waiter *w = notifier_add(q->notifier, engine_tenant(tenant), queue, timeout_ms, true, fn, ctx);
+    engine_leave(q);
+    return w;
+}

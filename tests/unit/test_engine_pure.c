@@ -1,0 +1,320 @@
+/* Unit tests of the engine's pure parts, no database: the SQLSTATE ->
+ * category table, the precondition DETAIL parse (exact values), the raw
+ * JSON member scanner, the transaction pre-flight and failure mapping, the
+ * failure body, uuids, the NOTIFY payload split and the sweeper's shard
+ * rotation. Table-driven where the thing under test is a table. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "notify.h"
+#include "sweeper.h"
+#include "wire.h"
+
+static void sqlstates_map_to_categories(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *state;
+        queen_error_category cat;
+    } cases[] = {
+        {"22023", QUEEN_ERR_BAD_REQUEST}, {"22P02", QUEEN_ERR_BAD_REQUEST},  {"22001", QUEEN_ERR_TOO_LARGE},
+        {"54000", QUEEN_ERR_TOO_LARGE},   {"23514", QUEEN_ERR_PRECONDITION}, {"40001", QUEEN_ERR_UNAVAILABLE},
+        {"40P01", QUEEN_ERR_UNAVAILABLE}, {"08006", QUEEN_ERR_UNAVAILABLE},  {"53300", QUEEN_ERR_UNAVAILABLE},
+        {"57014", QUEEN_ERR_UNAVAILABLE}, {"57P01", QUEEN_ERR_UNAVAILABLE},  {"58030", QUEEN_ERR_UNAVAILABLE},
+        {"42883", QUEEN_ERR_MISCONFIGURED}, {"42P01", QUEEN_ERR_MISCONFIGURED}, {"XX000", QUEEN_ERR_INTERNAL},
+        {"23505", QUEEN_ERR_INTERNAL},    {"55000", QUEEN_ERR_INTERNAL},     {"", QUEEN_ERR_UNAVAILABLE},
+        {NULL, QUEEN_ERR_UNAVAILABLE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (queen_sqlstate_category(cases[i].state) != cases[i].cat)
+            fail_msg("%s -> %d, expected %d", cases[i].state ? cases[i].state : "NULL",
+                     queen_sqlstate_category(cases[i].state), cases[i].cat);
+}
+
+static void precondition_detail_is_parsed_exactly(void **state)
+{
+    (void)state;
+    queen_error err;
+    /* As PostgreSQL renders jsonb: keys by length then bytes. */
+    queen_error_from_fields(&err, "23514", "kv_precondition_failed",
+                            "{\"ns\": \"orders\", \"op\": \"put\", \"key\": \"done:\\\"7\\\"\", \"index\": 3, "
+                            "\"value\": {\"n\": 12345678901234567890123, \"x\": 0.1, \"s\": \"}]\"}, "
+                            "\"reason\": \"exists\", \"version\": 9007199254740993}");
+    assert_int_equal(err.category, QUEEN_ERR_PRECONDITION);
+    assert_string_equal(err.sqlstate, "23514");
+    assert_string_equal(err.reason, "kv_precondition_failed");
+    assert_int_equal(err.precondition.index, 3);
+    assert_string_equal(err.precondition.op, "put");
+    assert_string_equal(err.precondition.ns, "orders");
+    assert_string_equal(err.precondition.key, "done:\"7\"");
+    assert_string_equal(err.precondition.reason, "exists");
+    assert_true(err.precondition.version == 9007199254740993LL);
+    assert_string_equal(err.precondition.value, "{\"n\": 12345678901234567890123, \"x\": 0.1, \"s\": \"}]\"}");
+
+    queen_error_from_fields(&err, "23514", "kv_precondition_failed",
+                            "{\"ns\": \"a\", \"op\": \"delete\", \"key\": \"k\", \"index\": 0, \"value\": null, "
+                            "\"reason\": \"absent\", \"version\": 0}");
+    assert_string_equal(err.precondition.value, "null");
+    assert_int_equal(err.precondition.version, 0);
+
+    /* A DETAIL that is not JSON still gives a usable error. */
+    queen_error_from_fields(&err, "23514", "kv_precondition_failed", "garbage");
+    assert_int_equal(err.category, QUEEN_ERR_PRECONDITION);
+    assert_int_equal(err.precondition.index, -1);
+    assert_string_equal(err.precondition.value, "null");
+    assert_string_equal(err.detail, "garbage");
+
+    /* Other errors leave precondition zeroed. */
+    queen_error_from_fields(&err, "22023", "kv_bad_namespace", "namespace 'X' must match");
+    assert_int_equal(err.category, QUEEN_ERR_BAD_REQUEST);
+    assert_string_equal(err.reason, "kv_bad_namespace");
+    assert_string_equal(err.precondition.op, "");
+}
+
+static void raw_member_scanner(void **state)
+{
+    (void)state;
+    size_t len;
+    const char *t = " { \"a\" : [1, {\"b\": \"]\"}], \"value\" : -1.5e3 , \"z\": \"q\\\"\" }";
+    const char *v = json_raw_member(t, "value", &len);
+    assert_non_null(v);
+    assert_int_equal(len, 6);
+    assert_memory_equal(v, "-1.5e3", 6);
+    v = json_raw_member(t, "a", &len);
+    assert_non_null(v);
+    assert_int_equal(len, strlen("[1, {\"b\": \"]\"}]"));
+    v = json_raw_member(t, "z", &len);
+    assert_non_null(v);
+    assert_memory_equal(v, "\"q\\\"\"", len);
+    assert_null(json_raw_member(t, "b", &len)); /* nested members are not top level */
+    assert_null(json_raw_member("[1,2]", "a", &len));
+    assert_null(json_raw_member("{\"a\": \"unterminated", "a", &len));
+    assert_null(json_raw_member(NULL, "a", &len));
+}
+
+static void wire_preflight_table(void **state)
+{
+    (void)state;
+    char many[8192], keys[8192];
+    int off = snprintf(many, sizeof many, "{\"kv\":[");
+    for (int i = 0; i < 65; i++)
+        off += snprintf(many + off, sizeof many - (size_t)off, "%s{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k%d\"}",
+                        i ? "," : "", i);
+    snprintf(many + off, sizeof many - (size_t)off, "]}");
+    off = snprintf(keys, sizeof keys, "{\"kv\":[{\"op\":\"getMany\",\"ns\":\"a\",\"keys\":[");
+    for (int i = 0; i < 257; i++)
+        off += snprintf(keys + off, sizeof keys - (size_t)off, "%s\"k%d\"", i ? "," : "", i);
+    snprintf(keys + off, sizeof keys - (size_t)off, "]}]}");
+
+    static const struct {
+        const char *body, *reason;
+    } refused[] = {
+        {"", "bad_body"},
+        {"{\"kv\": [", "bad_body"},
+        {"[1]", "bad_body"},
+        {"{\"a\":1,\"a\":2,\"kv\":[]}", "bad_body"}, /* duplicate keys */
+        {"{\"tenant\":\"00000000-0000-0000-0000-000000000002\",\"kv\":[{}]}", "tenant_not_an_input"},
+        {"{\"tenantId\":\"x\",\"operations\":[]}", "tenant_not_an_input"},
+        {"{}", "log_bad_request"},
+        {"{\"operations\":null}", "log_bad_request"},
+        {"{\"operations\":{}}", "log_bad_request"},
+        {"{\"operations\":[{\"type\":\"kv\",\"op\":\"get\"}]}", "log_kv_in_operations"},
+        {"{\"kv\":{}}", "kv_bad_request"},
+        {"{\"kv\":[1]}", "kv_bad_request"},
+        {"{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\",\"tenant\":\"x\"}]}", "kv_tenant_not_an_input"},
+        {"{\"kv\":[{\"op\":\"getPrefix\",\"ns\":\"a\",\"prefix\":\"k\"}]}",
+         "kv_get_prefix_not_allowed_in_transaction"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        wire_plan plan;
+        queen_error err;
+        if (wire_preflight(refused[i].body, &plan, &err) != -1)
+            fail_msg("case %zu accepted: %s", i, refused[i].body);
+        assert_int_equal(err.category, QUEEN_ERR_BAD_REQUEST);
+        if (strcmp(err.reason, refused[i].reason) != 0)
+            fail_msg("case %zu: reason %s, expected %s", i, err.reason, refused[i].reason);
+    }
+    wire_plan plan;
+    queen_error err;
+    assert_int_equal(wire_preflight(many, &plan, &err), -1);
+    assert_string_equal(err.reason, "kv_too_many_ops");
+    assert_int_equal(wire_preflight(keys, &plan, &err), -1);
+    assert_string_equal(err.reason, "kv_too_many_keys");
+
+    /* Accepted, with the plan the engine needs. */
+    assert_int_equal(wire_preflight("{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\"}]}", &plan, &err), 0);
+    assert_true(plan.kv_only);
+    assert_int_equal(plan.flat_before_kv, 0);
+    assert_int_equal(wire_preflight("{\"operations\":[],\"requiredLeases\":[],\"kv\":[{\"op\":\"get\"}]}", &plan,
+                                    &err),
+                     0);
+    assert_true(plan.kv_only);
+    assert_int_equal(wire_preflight("{\"requiredLeases\":[\"x\"],\"kv\":[{\"op\":\"get\"}]}", &plan, &err), 0);
+    assert_false(plan.kv_only);
+    assert_int_equal(wire_preflight("{\"operations\":[{\"type\":\"ack\"},{\"type\":\"push\",\"items\":[{},{}]}],"
+                                    "\"kv\":[{\"op\":\"put\",\"value\":123456789012345678901234567890}]}",
+                                    &plan, &err),
+                     0);
+    assert_false(plan.kv_only);
+    assert_int_equal(plan.flat_before_kv, 3);
+    assert_int_equal(plan.kv_ops, 1);
+    assert_int_equal(wire_preflight("{\"operations\":[]}", &plan, &err), 0);
+    assert_false(plan.kv_only);
+}
+
+static void wire_failure_reasons_follow_the_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *state, *message, *reason;
+        bool retry;
+    } cases[] = {
+        {"22023", "log_bad_queue", "bad_request", false},
+        {"22023", "kv_bad_namespace", "bad_request", false},
+        {"22P02", "invalid input syntax", "bad_request", false},
+        {"22001", "kv_value_too_large", "payload_too_large", false},
+        {"54000", "total size of jsonb array elements exceeds", "payload_too_large", false},
+        {"23505", "log_duplicate", "duplicate", false},
+        {"23505", "some_other_unique", "db_error", false},
+        {"55000", "log_ack_rejected", "ack_rejected", false},
+        {"23514", "kv_precondition_failed", "kv_precondition", false},
+        {"XX000", "log_result_misaligned", "misaligned", false},
+        {"XX000", "kv_result_misaligned", "misaligned", false},
+        {"XX000", "something else", "db_error", false},
+        {"40001", "could not serialize", "db_error", true},
+        {"40P01", "deadlock detected", "db_error", true},
+        {"57014", "canceling statement due to statement timeout", "db_error", true},
+        {"08006", "connection failure", "db_error", true},
+        {"42883", "function does not exist", "db_error", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bool retry;
+        const char *r = wire_failure_reason(cases[i].state, cases[i].message, &retry);
+        if (strcmp(r, cases[i].reason) != 0 || retry != cases[i].retry)
+            fail_msg("%s %s -> %s/%d, expected %s/%d", cases[i].state, cases[i].message, r, retry, cases[i].reason,
+                     cases[i].retry);
+    }
+}
+
+static void failure_body_carries_the_precondition_exactly(void **state)
+{
+    (void)state;
+    queen_error err;
+    queen_error_from_fields(&err, "23514", "kv_precondition_failed",
+                            "{\"ns\": \"m\", \"op\": \"put\", \"key\": \"done:1\", \"index\": 1, \"value\": "
+                            "{\"big\": 12345678901234567890123, \"x\": 0.1}, \"reason\": \"exists\", \"version\": 42}");
+    char *body = wire_failure_body("11111111-2222-4333-8444-555555555555", &err, 3);
+    assert_non_null(body);
+    assert_non_null(strstr(body, "\"value\":{\"big\": 12345678901234567890123, \"x\": 0.1}"));
+    json_t *o = json_loads(body, JSON_DECODE_INT_AS_REAL, NULL);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "transactionId")), "11111111-2222-4333-8444-555555555555");
+    assert_true(json_is_false(json_object_get(o, "success")));
+    assert_string_equal(json_string_value(json_object_get(o, "reason")), "kv_precondition");
+    assert_string_equal(json_string_value(json_object_get(o, "error")), "kv_precondition_failed");
+    assert_int_equal(json_array_size(json_object_get(o, "results")), 0);
+    assert_true(json_is_array(json_object_get(o, "results")));
+    assert_int_equal((int)json_number_value(json_object_get(o, "failedIndex")), 4);
+    assert_string_equal(json_string_value(json_object_get(o, "kvReason")), "exists");
+    assert_int_equal((int)json_number_value(json_object_get(o, "version")), 42);
+    json_decref(o);
+    free(body);
+
+    queen_error_from_fields(&err, "23505", "log_duplicate",
+                            "{\"index\": 0, \"queue\": \"q\", \"opIndex\": 0, \"itemIndex\": 0, "
+                            "\"messageId\": \"m\", \"partition\": \"Default\", \"transactionId\": \"t\"}");
+    body = wire_failure_body("11111111-2222-4333-8444-555555555555", &err, 0);
+    o = json_loads(body, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(o, "reason")), "duplicate");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "detail"), "transactionId")), "t");
+    assert_null(json_object_get(o, "retryable"));
+    json_decref(o);
+    free(body);
+
+    queen_error_from_fields(&err, "40P01", "deadlock detected", "Process 1 waits for ...");
+    body = wire_failure_body("11111111-2222-4333-8444-555555555555", &err, 0);
+    o = json_loads(body, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(o, "reason")), "db_error");
+    assert_true(json_is_true(json_object_get(o, "retryable")));
+    assert_string_equal(json_string_value(json_object_get(o, "detail")), "Process 1 waits for ...");
+    json_decref(o);
+    free(body);
+}
+
+static void uuids_are_v4_and_distinct(void **state)
+{
+    (void)state;
+    char a[37], b[37];
+    wire_uuid4(a);
+    wire_uuid4(b);
+    assert_true(wire_is_uuid(a));
+    assert_true(wire_is_uuid(b));
+    assert_string_not_equal(a, b);
+    assert_int_equal(a[14], '4');
+    assert_non_null(strchr("89ab", a[19]));
+    assert_false(wire_is_uuid("00000000-0000-0000-0000-00000000000"));
+    assert_false(wire_is_uuid("00000000x0000-0000-0000-000000000000"));
+    assert_false(wire_is_uuid(NULL));
+}
+
+static void notify_payload_split(void **state)
+{
+    (void)state;
+    char tenant[37];
+    const char *queue;
+    assert_true(notify_split_payload("00000000-0000-0000-0000-000000000001:orders:eu", tenant, &queue));
+    assert_string_equal(tenant, "00000000-0000-0000-0000-000000000001");
+    assert_string_equal(queue, "orders:eu"); /* split at the first ':' after the tenant */
+    assert_false(notify_split_payload("short:q", tenant, &queue));
+    assert_false(notify_split_payload("00000000-0000-0000-0000-000000000001:", tenant, &queue));
+    assert_false(notify_split_payload("00000000-0000-0000-0000-000000000001-q", tenant, &queue));
+    assert_false(notify_split_payload(NULL, tenant, &queue));
+}
+
+static void sweeper_rotates_over_all_shards(void **state)
+{
+    (void)state;
+    int first_group_start[SWEEP_SHARDS / SWEEP_GROUP];
+    for (unsigned long cycle = 0; cycle < SWEEP_SHARDS / SWEEP_GROUP; cycle++) {
+        short order[SWEEP_SHARDS];
+        sweeper_shard_order(cycle, order);
+        int seen[SWEEP_SHARDS] = {0};
+        for (int i = 0; i < SWEEP_SHARDS; i++) {
+            assert_true(order[i] >= 0 && order[i] < SWEEP_SHARDS);
+            seen[order[i]]++;
+        }
+        for (int i = 0; i < SWEEP_SHARDS; i++)
+            assert_int_equal(seen[i], 1); /* every shard, once */
+        first_group_start[cycle] = order[0];
+    }
+    /* Each cycle starts at a different group, so a per-cycle row cap never
+     * starves the same shards twice in a row. */
+    for (int i = 0; i < SWEEP_SHARDS / SWEEP_GROUP; i++)
+        for (int j = i + 1; j < SWEEP_SHARDS / SWEEP_GROUP; j++)
+            assert_int_not_equal(first_group_start[i], first_group_start[j]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sqlstates_map_to_categories),
+        cmocka_unit_test(precondition_detail_is_parsed_exactly),
+        cmocka_unit_test(raw_member_scanner),
+        cmocka_unit_test(wire_preflight_table),
+        cmocka_unit_test(wire_failure_reasons_follow_the_table),
+        cmocka_unit_test(failure_body_carries_the_precondition_exactly),
+        cmocka_unit_test(uuids_are_v4_and_distinct),
+        cmocka_unit_test(notify_payload_split),
+        cmocka_unit_test(sweeper_rotates_over_all_shards),
+    };
+    return cmocka_run_group_tests_name("engine_pure", tests, NULL, NULL);
+}
