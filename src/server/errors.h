@@ -1,19 +1,43 @@
-/* errors: the one function that renders every HTTP error body
- * {"error","reason","detail"}, and the category -> status table. */
+/* errors: the one door every HTTP error body goes out through
+ * ({"error","reason","detail"}), the one table mapping an error category to
+ * a status and code per route family, and the small renderers routes share
+ * (JSON values, raw JSON text passed through from PostgreSQL). */
 #ifndef QUEEN_ERRORS_H
 #define QUEEN_ERRORS_H
+
+#include <jansson.h>
 
 #include "http.h"
 
 /* Renders {"error":code,"reason":reason,"detail":detail} with status. */
 void http_error(http_response *res, unsigned status, const char *code, const char *reason, const char *detail);
 
-/* Renders an engine error: status and code from the category table; 503s
- * carry Retry-After: 1. */
-void http_engine_error(http_response *res, const queen_error *err);
+/* Renders an error of category cat for a route of family fam: status, code
+ * and Retry-After from the table; reason and detail as given. Used for the
+ * edge's own refusals. */
+void http_refuse(http_response *res, http_family fam, queen_error_category cat, const char *reason,
+                 const char *detail);
+
+/* Renders an engine (or kvguard) error for the route's family. On the KV
+ * routes a lost required op is not an error but a 200 verdict:
+ * {"ok":false,"reason":"kv_precondition","failedIndex","kvReason","version","value"}. */
+void http_engine_error(http_response *res, http_family fam, const queen_error *err);
+
+/* 400 bad_body with jansson's message, line and column in detail. */
+void http_bad_body(http_response *res, const json_error_t *jerr);
+
+/* 404 {"error":"Not Found","code":"no_such_route"}. */
+void http_not_found(http_response *res);
 
 /* Renders a JSON value (jansson) as the body. Takes the reference. */
-struct json_t;
-void http_json(http_response *res, unsigned status, struct json_t *value);
+void http_json(http_response *res, unsigned status, json_t *value);
+
+/* Takes text (malloc'd JSON, e.g. what the engine returned) as the body. */
+void http_text(http_response *res, unsigned status, char *text);
+
+/* Body = prefix + raw + suffix (raw JSON text spliced in byte for byte).
+ * Does not take raw. A failed allocation renders a 500. */
+void http_wrap(http_response *res, unsigned status, const char *prefix, const char *raw, size_t raw_len,
+               const char *suffix);
 
 #endif

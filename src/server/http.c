@@ -1,26 +1,74 @@
-/* http: libmicrohttpd daemon, body accumulation, routing, access log
- * (see http.h). Handlers do the work; this file never calls the engine. */
+/* http: libmicrohttpd daemon, body accumulation, routing, tenancy, long-poll
+ * suspend/resume, graceful stop, access log (see http.h). Handlers do the
+ * work; this file never calls the engine except to register a long-poll
+ * waiter, and never logs a raw path (keys live in paths). */
 #include "http.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "errors.h"
 #include "logging.h"
+#include "metrics.h"
+
+/* How long a stop waits for in-flight requests before closing them anyway:
+ * below the 30 s a supervisor (and our tests) give a SIGTERM before SIGKILL. */
+#define HTTP_DRAIN_MS 25000
+
+/* A long-polling request's link with its waiter. Shared by the request (one
+ * reference while it lives) and each registered waiter (one reference until
+ * it fires), so whichever lets go last frees it: a waiter may fire after the
+ * request is gone (timeout, queen_close). At most one waiter is armed at a
+ * time. Fields are guarded by srv->poll_lock. */
+struct http_poll {
+    server *srv;
+    struct MHD_Connection *conn; /* NULL once the request completed */
+    bool suspended;              /* in srv->suspended, waiting for the waiter */
+    bool fired, woken;           /* the armed waiter fired; with a push or not */
+    bool shutdown;               /* resumed by http_stop: answer now */
+    int refs;
+    http_poll *prev, *next;
+};
 
 /* Per-request state kept by MHD between calls of the access handler. */
 typedef struct request_state {
+    server *srv;
     char *body;
     size_t len, cap;
     bool too_large;
-    struct timespec started;
+    bool has_query;
+    long long started_us;
+    unsigned waits;
+    http_poll *poll;
+    const route *route; /* matched at the last dispatch: what a 499 is counted under */
 } request_state;
+
+/* The URI log callback's verdict, carried to the first access-handler call
+ * as the initial con_cls: MHD drops the '?' of an empty query string before
+ * the handler sees the URL, and the path routes must refuse even that. Only
+ * a marker, never allocated: a request may die before the handler runs. */
+static char query_marker;
+
+static long long now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+long long http_now_ms(void)
+{
+    return now_us() / 1000;
+}
 
 static int hexval(int c)
 {
@@ -32,7 +80,7 @@ static int hexval(int c)
     return -1;
 }
 
-char *http_percent_decode(const char *s, size_t len)
+char *http_percent_decode(const char *s, size_t len, size_t *out_len)
 {
     char *out = malloc(len + 1);
     if (out == NULL)
@@ -53,6 +101,8 @@ char *http_percent_decode(const char *s, size_t len)
         }
     }
     out[o] = '\0';
+    if (out_len != NULL)
+        *out_len = o;
     return out;
 }
 
@@ -62,9 +112,10 @@ void http_free_params(char **params, size_t nparams)
         free(params[i]);
 }
 
-int http_match(const char *pattern, const char *path, char **params, size_t *nparams)
+int http_match(const char *pattern, const char *path, char **params, size_t *lens, size_t *nparams)
 {
     *nparams = 0;
+    int verdict = 0;
     const char *p = pattern, *u = path;
     while (*p != '\0') {
         if (*p == ':' || *p == '*') {
@@ -74,11 +125,20 @@ int http_match(const char *pattern, const char *path, char **params, size_t *npa
             const char *end = rest ? u + strlen(u) : strchrnul(u, '/');
             if (end == u || *nparams >= HTTP_MAX_PARAMS)
                 goto nomatch;
-            char *value = http_percent_decode(u, (size_t)(end - u));
-            if (value == NULL || value[0] == '\0') {
+            size_t n = 0;
+            char *value = http_percent_decode(u, (size_t)(end - u), &n);
+            if (value == NULL) {
+                /* The shape fits; keep matching so a bad escape in a path
+                 * that is otherwise this route's answers 400, not 404. */
+                verdict = -1;
+                value = strdup("");
+            } else if (n == 0) {
                 free(value);
                 goto nomatch;
             }
+            if (value == NULL)
+                goto nomatch;
+            lens[*nparams] = n;
             params[(*nparams)++] = value;
             u = end;
             continue;
@@ -89,11 +149,167 @@ int http_match(const char *pattern, const char *path, char **params, size_t *npa
         u++;
     }
     if (*u == '\0')
-        return 1;
+        return verdict < 0 ? -1 : 1;
 nomatch:
     http_free_params(params, *nparams);
     *nparams = 0;
     return 0;
+}
+
+typedef struct arg_lookup {
+    const char *name;
+    const char *value;
+    bool found;
+} arg_lookup;
+
+/* MHD_lookup_connection_value cannot tell "?wait" from absent; iterate. */
+static enum MHD_Result find_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    arg_lookup *a = cls;
+    if (strcmp(key, a->name) == 0) {
+        a->value = value ? value : "";
+        a->found = true;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+const char *http_query_arg(const http_request *req, const char *name, char *buf, size_t buflen, bool *bad)
+{
+    arg_lookup a = {.name = name};
+    MHD_get_connection_values(req->mhd, MHD_GET_ARGUMENT_KIND, find_arg, &a);
+    if (!a.found)
+        return NULL;
+    /* The unescape callback keeps arguments as sent (see keep_escaped), so
+     * they are decoded here, once, like path captures. */
+    size_t n = 0;
+    char *v = http_percent_decode(a.value, strlen(a.value), &n);
+    if (v == NULL || n + 1 > buflen) {
+        free(v);
+        *bad = true;
+        return NULL;
+    }
+    memcpy(buf, v, n + 1);
+    free(v);
+    return buf;
+}
+
+/* ---- Long polls --------------------------------------------------------- */
+
+static void poll_resume_locked(server *srv, http_poll *p)
+{
+    p->suspended = false;
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        srv->suspended = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+    atomic_fetch_sub(&srv->nsuspended, 1);
+    MHD_resume_connection(p->conn);
+}
+
+/* The waiter's callback, on an engine thread, outside the engine's locks:
+ * record the verdict and resume the request if it is suspended (its handler
+ * re-runs the attempt; nothing is popped here). */
+static void poll_wake(void *ctx, bool woken)
+{
+    http_poll *p = ctx;
+    server *srv = p->srv;
+    pthread_mutex_lock(&srv->poll_lock);
+    p->fired = true;
+    p->woken = woken;
+    if (p->suspended)
+        poll_resume_locked(srv, p);
+    bool last = --p->refs == 0;
+    pthread_mutex_unlock(&srv->poll_lock);
+    if (last)
+        free(p);
+}
+
+bool http_poll_arm(server *srv, const http_request *req, const char *queue, int timeout_ms)
+{
+    request_state *st = req->internal;
+    if (timeout_ms <= 0 || atomic_load(&srv->stopping))
+        return false;
+    http_poll *p = st->poll;
+    if (p == NULL) {
+        p = calloc(1, sizeof *p);
+        if (p == NULL)
+            return false;
+        p->srv = srv;
+        p->conn = req->mhd;
+        p->refs = 1; /* the request's */
+        st->poll = p;
+    }
+    pthread_mutex_lock(&srv->poll_lock);
+    p->fired = p->woken = false;
+    p->refs++; /* the waiter's, taken before it can fire */
+    pthread_mutex_unlock(&srv->poll_lock);
+    /* Never call the engine holding poll_lock: its callback takes it. */
+    if (queen_wait_for_push(srv->engine, req->tenant, queue, timeout_ms, poll_wake, p) == NULL) {
+        pthread_mutex_lock(&srv->poll_lock);
+        p->refs--; /* the request still holds one */
+        pthread_mutex_unlock(&srv->poll_lock);
+        return false;
+    }
+    return true;
+}
+
+http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_response *res)
+{
+    request_state *st = req->internal;
+    http_poll *p = st->poll;
+    if (p == NULL)
+        return HTTP_POLL_DONE;
+    pthread_mutex_lock(&srv->poll_lock);
+    if (atomic_load(&srv->stopping)) {
+        pthread_mutex_unlock(&srv->poll_lock);
+        return HTTP_POLL_DONE;
+    }
+    if (p->fired) { /* during the attempt: no suspension, no lost wake-up */
+        bool woken = p->woken;
+        pthread_mutex_unlock(&srv->poll_lock);
+        return woken ? HTTP_POLL_RETRY : HTTP_POLL_DONE;
+    }
+    /* Suspended under the lock the callback takes, so a resume can only
+     * follow this suspend (MHD_resume_connection is undefined otherwise). */
+    p->suspended = true;
+    p->prev = NULL;
+    p->next = srv->suspended;
+    if (p->next != NULL)
+        p->next->prev = p;
+    srv->suspended = p;
+    atomic_fetch_add(&srv->nsuspended, 1);
+    MHD_suspend_connection(req->mhd);
+    pthread_mutex_unlock(&srv->poll_lock);
+    st->waits++;
+    res->suspended = true;
+    return HTTP_POLL_SUSPENDED;
+}
+
+/* A resumed long poll whose client hung up while it was suspended (MHD does
+ * not watch suspended sockets): no pop for nobody, no message leased to a
+ * closed socket. */
+static bool peer_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci == NULL)
+        return false;
+    char b;
+    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* ---- Request lifecycle ----------------------------------------------------- */
+
+static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *con)
+{
+    (void)cls;
+    (void)con;
+    return strchr(uri, '?') != NULL ? &query_marker : NULL;
 }
 
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -103,22 +319,35 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
     (void)connection;
     (void)toe;
     request_state *st = *con_cls;
-    if (st != NULL) {
-        free(st->body);
-        free(st);
-        *con_cls = NULL;
+    *con_cls = NULL;
+    if (st == NULL || (void *)st == &query_marker)
+        return;
+    if (st->poll != NULL) {
+        server *srv = st->srv;
+        pthread_mutex_lock(&srv->poll_lock);
+        st->poll->conn = NULL;
+        bool last = --st->poll->refs == 0;
+        pthread_mutex_unlock(&srv->poll_lock);
+        if (last)
+            free(st->poll);
     }
+    atomic_fetch_sub(&st->srv->inflight, 1);
+    free(st->body);
+    free(st);
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *connection, http_response *res)
+static enum MHD_Result send_response(server *srv, struct MHD_Connection *connection, http_response *res)
 {
     size_t len = res->body ? strlen(res->body) : 0;
     struct MHD_Response *r = MHD_create_response_from_buffer(len, res->body ? res->body : (void *)"",
                                                              res->body ? MHD_RESPMEM_MUST_FREE
                                                                        : MHD_RESPMEM_PERSISTENT);
-    res->body = NULL; /* MHD owns it now */
-    if (r == NULL)
+    if (r == NULL) {
+        free(res->body);
+        res->body = NULL;
         return MHD_NO;
+    }
+    res->body = NULL; /* MHD owns it now */
     if (len > 0 || res->content_type != NULL)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 res->content_type ? res->content_type : "application/json");
@@ -129,82 +358,102 @@ static enum MHD_Result send_response(struct MHD_Connection *connection, http_res
         snprintf(ra, sizeof ra, "%d", res->retry_after);
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
+    /* While stopping, a keep-alive client must not send its next request
+     * here: close after this answer. */
+    if (atomic_load(&srv->stopping))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(connection, res->status, r);
     MHD_destroy_response(r);
     return ok;
 }
 
-static double elapsed_ms(const struct timespec *since)
+/* Counts and logs one finished request: the pattern, never the path. */
+static void account(server *srv, const char *method, const route *r, unsigned status, const request_state *st)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - since->tv_sec) * 1e3 + (double)(now.tv_nsec - since->tv_nsec) / 1e6;
-}
-
-static enum MHD_Result count_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    (void)kind;
-    (void)key;
-    (void)value;
-    (*(int *)cls)++;
-    return MHD_YES;
+    double seconds = (double)(now_us() - st->started_us) / 1e6;
+    metrics_record(r, status, seconds);
+    if (srv->cfg->access_log)
+        log_info("http %s %s %u %.2fms", method, r ? r->pattern : "(unmatched)", status, seconds * 1e3);
 }
 
 static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, const char *method,
                                 const char *url, request_state *st)
 {
     http_response res = {.status = 500};
-    const char *pattern = "(none)";
+    char *params[HTTP_MAX_PARAMS];
+    size_t lens[HTTP_MAX_PARAMS];
+    size_t nparams = 0;
+    const route *found = NULL;
+    bool path_matched = false, bad_path = false;
+    for (size_t i = 0; i < http_route_count; i++) {
+        int m = http_match(http_routes[i].pattern, url, params, lens, &nparams);
+        if (m == 0)
+            continue;
+        path_matched = true;
+        if (strcmp(http_routes[i].method, method) == 0) {
+            found = &http_routes[i];
+            bad_path = m < 0;
+            break;
+        }
+        http_free_params(params, nparams);
+        nparams = 0;
+    }
+    http_family family = found ? found->family : FAMILY_OPS;
+    st->route = found;
+    char tenant[TENANT_LEN + 1];
     if (st->too_large) {
         char detail[96];
         snprintf(detail, sizeof detail, "the body exceeds %d bytes (QUEEN_MAX_BODY_BYTES)", srv->cfg->max_body_bytes);
-        http_error(&res, 413, "payload_too_large", "body_too_large", detail);
+        http_refuse(&res, family, QUEEN_ERR_TOO_LARGE, "body_too_large", detail);
+    } else if (found == NULL) {
+        if (path_matched)
+            http_error(&res, 405, "method_not_allowed", "method_not_allowed", "this path does not take that method");
+        else
+            http_not_found(&res);
+    } else if (bad_path) {
+        http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, family == FAMILY_KV ? "kv_bad_key" : "bad_path",
+                    "a percent-escape in the path is malformed or encodes a NUL byte");
+    } else if (family != FAMILY_OPS && srv->cfg->tenancy_header &&
+               tenant_parse(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, TENANT_HEADER), tenant) != 0) {
+        http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant",
+                    "x-queen-tenant must be empty or a canonical uuid (8-4-4-4-12 hex)");
     } else {
-        char *params[HTTP_MAX_PARAMS];
-        size_t nparams = 0;
-        const route *found = NULL;
-        bool path_matched = false;
-        for (size_t i = 0; i < http_route_count; i++) {
-            if (http_match(http_routes[i].pattern, url, params, &nparams)) {
-                path_matched = true;
-                if (strcmp(http_routes[i].method, method) == 0) {
-                    found = &http_routes[i];
-                    break;
-                }
-                http_free_params(params, nparams);
-            }
+        if (family == FAMILY_OPS || !srv->cfg->tenancy_header)
+            memcpy(tenant, QUEEN_DEFAULT_TENANT, sizeof tenant);
+        bool no_wait = atomic_load(&srv->stopping);
+        if (st->poll != NULL) {
+            pthread_mutex_lock(&srv->poll_lock);
+            no_wait = no_wait || st->poll->shutdown || (st->poll->fired && !st->poll->woken);
+            pthread_mutex_unlock(&srv->poll_lock);
         }
-        if (found == NULL) {
-            json_t *body = json_pack("{s:s, s:s}", "error", "Not Found", "code", "no_such_route");
-            http_json(&res, path_matched ? 405 : 404, body);
-            if (path_matched) {
-                free(res.body);
-                res.body = NULL;
-                http_error(&res, 405, "method_not_allowed", "method_not_allowed", method);
-            }
-        } else {
-            pattern = found->pattern;
-            int nargs = 0;
-            MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, count_arg, &nargs);
-            http_request req = {
-                .method = method,
-                .path = url,
-                .has_query = nargs > 0,
-                .body = st->body ? st->body : "",
-                .body_len = st->len,
-                .nparams = nparams,
-                .tenant = QUEEN_DEFAULT_TENANT,
-                .mhd = connection,
-            };
-            for (size_t i = 0; i < nparams; i++)
-                req.params[i] = params[i];
-            found->handler(srv, &req, &res);
-            http_free_params(params, nparams);
+        http_request req = {
+            .method = method,
+            .path = url,
+            .pattern = found->pattern,
+            .family = family,
+            .has_query = st->has_query,
+            .body = st->body ? st->body : "",
+            .body_len = st->len,
+            .nparams = nparams,
+            .tenant = tenant,
+            .started_ms = st->started_us / 1000,
+            .waits = st->waits,
+            .no_wait = no_wait,
+            .mhd = connection,
+            .internal = st,
+        };
+        for (size_t i = 0; i < nparams; i++) {
+            req.params[i] = params[i];
+            req.params_len[i] = lens[i];
         }
+        found->handler(srv, &req, &res);
     }
+    http_free_params(params, nparams);
+    if (res.suspended) /* answered (and accounted) when the handler runs again */
+        return MHD_YES;
     unsigned status = res.status;
-    enum MHD_Result ok = send_response(connection, &res);
-    log_info("http %s %s %u %.2fms", method, pattern, status, elapsed_ms(&st->started));
+    enum MHD_Result ok = send_response(srv, connection, &res);
+    account(srv, method, found, status, st);
     return ok;
 }
 
@@ -215,11 +464,15 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
     (void)version;
     server *srv = cls;
     request_state *st = *con_cls;
-    if (st == NULL) {
+    if (st == NULL || (void *)st == &query_marker) {
+        bool has_query = st != NULL;
         st = calloc(1, sizeof *st);
         if (st == NULL)
             return MHD_NO;
-        clock_gettime(CLOCK_MONOTONIC, &st->started);
+        st->srv = srv;
+        st->has_query = has_query;
+        st->started_us = now_us();
+        atomic_fetch_add(&srv->inflight, 1);
         *con_cls = st;
         return MHD_YES;
     }
@@ -248,6 +501,11 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         st->body[st->len] = '\0';
         return MHD_YES;
     }
+    if (st->poll != NULL && peer_gone(connection)) {
+        /* 499: nginx's figure for "the client closed the request". */
+        account(srv, method, st->route, 499, st);
+        return MHD_NO;
+    }
     return dispatch(srv, connection, method, url, st);
 }
 
@@ -270,15 +528,23 @@ int http_start(server *srv)
         log_error("QUEEN_BIND: '%s' is not an IPv4 address", srv->cfg->bind);
         return -1;
     }
+    pthread_mutex_init(&srv->poll_lock, NULL);
+    srv->suspended = NULL;
+    atomic_store(&srv->nsuspended, 0);
+    atomic_store(&srv->stopping, false);
+    atomic_store(&srv->inflight, 0);
+    metrics_init();
+    /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC, which quiesce needs. */
     srv->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                                        MHD_USE_ERROR_LOG,
                                    0, NULL, NULL, access_handler, srv, MHD_OPTION_THREAD_POOL_SIZE, threads,
                                    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-                                   request_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
-                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-                                   (unsigned)1, MHD_OPTION_END);
+                                   request_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
+                                   MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+                                   (unsigned)120, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         log_error("http: cannot listen on %s:%d", srv->cfg->bind, srv->cfg->port);
+        pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
     log_info("http: listening on %s:%d with %u threads", srv->cfg->bind, srv->cfg->port, threads);
@@ -289,9 +555,38 @@ void http_stop(server *srv)
 {
     if (srv->daemon == NULL)
         return;
-    /* Stop accepting first; MHD_stop_daemon then waits for the worker
-     * threads, which finish the requests they are serving. */
-    MHD_quiesce_daemon(srv->daemon);
+    /* 1. No new connections; keep-alive ones get "Connection: close". */
+    pthread_mutex_lock(&srv->poll_lock);
+    atomic_store(&srv->stopping, true);
+    pthread_mutex_unlock(&srv->poll_lock);
+    MHD_socket listen_fd = MHD_quiesce_daemon(srv->daemon);
+
+    /* 2. Every suspended long poll answers 204 now. New ones cannot suspend
+     * (http_poll_suspend checks stopping under the same lock). */
+    pthread_mutex_lock(&srv->poll_lock);
+    int resumed = 0;
+    while (srv->suspended != NULL) {
+        srv->suspended->shutdown = true;
+        poll_resume_locked(srv, srv->suspended);
+        resumed++;
+    }
+    pthread_mutex_unlock(&srv->poll_lock);
+
+    /* 3. Let in-flight requests finish and their answers go out. MHD's stop
+     * would close connections whose answer is not yet written. */
+    long long deadline = http_now_ms() + HTTP_DRAIN_MS;
+    while (atomic_load(&srv->inflight) > 0 && http_now_ms() < deadline) {
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    int left = atomic_load(&srv->inflight);
+    if (left > 0)
+        log_warn("http: %d request(s) still in flight after %d ms; closing them", left, HTTP_DRAIN_MS);
+    log_info("http: drained (%d long poll(s) answered at stop)", resumed);
+
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    if (listen_fd != MHD_INVALID_SOCKET)
+        close(listen_fd);
+    pthread_mutex_destroy(&srv->poll_lock);
 }

@@ -1,30 +1,50 @@
 /* http: the HTTP edge's plumbing on libmicrohttpd. Accumulates bodies under
- * the cap, matches the static route table, calls one handler, sends what it
- * rendered, writes the access log line. Knows no SQL. */
+ * the cap, matches the static route table, resolves the tenant, calls one
+ * handler, sends what it rendered, counts it and writes the access log line.
+ * Long polls leave the worker thread (suspend/resume). Knows no SQL. */
 #ifndef QUEEN_HTTP_H
 #define QUEEN_HTTP_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include <microhttpd.h>
 
 #include "queen.h"
+#include "tenancy.h"
 
 #define HTTP_MAX_PARAMS 4
 
 typedef struct server server;
+typedef struct http_poll http_poll;
+
+/* Which error vocabulary a route speaks (errors.c maps category -> status
+ * and code per family), and whether it is tenant-scoped. */
+typedef enum http_family {
+    FAMILY_OPS, /* /health, /metrics: no tenant, generic codes */
+    FAMILY_LOG, /* messages and the transaction: generic codes */
+    FAMILY_KV,  /* the KV routes: kv_* codes of HTTP_API.md */
+} http_family;
 
 typedef struct http_request {
     const char *method;
-    const char *path;            /* raw, still percent-encoded */
-    bool has_query;              /* any ?... present */
+    const char *path;            /* raw, still percent-encoded: never log it */
+    const char *pattern;         /* the matched route pattern: what logs and metrics say */
+    http_family family;
+    bool has_query;              /* the URI carried a '?' */
     const char *body;            /* NUL-terminated; may hold NULs before body_len */
     size_t body_len;
     const char *params[HTTP_MAX_PARAMS]; /* path captures, percent-decoded once */
+    size_t params_len[HTTP_MAX_PARAMS];
     size_t nparams;
     const char *tenant;          /* canonical lower-case uuid */
+    long long started_ms;        /* monotonic ms when the request arrived */
+    unsigned waits;              /* how many times this request was suspended so far */
+    bool no_wait;                /* answer now: stopping, or a wait could not be registered */
     struct MHD_Connection *mhd;
+    void *internal;              /* http.c's request state */
 } http_request;
 
 typedef struct http_response {
@@ -33,6 +53,7 @@ typedef struct http_response {
     const char *content_type;    /* default application/json */
     char etag[48];               /* sent as ETag when non-empty */
     int retry_after;             /* seconds; sent when > 0 */
+    bool suspended;              /* set by http_poll_suspend: nothing to send yet */
 } http_response;
 
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);
@@ -41,27 +62,72 @@ typedef struct route {
     const char *method;
     const char *pattern;         /* ":name" captures one segment, "*name" the rest */
     route_handler handler;
+    http_family family;
 } route;
 
 struct server {
     queen *engine;
     const queen_config *cfg;
     struct MHD_Daemon *daemon;
+    /* Long polls: the suspended requests, so a stop can resume them. */
+    pthread_mutex_t poll_lock;
+    http_poll *suspended;
+    atomic_int nsuspended;
+    atomic_bool stopping;
+    atomic_int inflight;         /* requests between their first byte and their completion */
 };
 
 /* Starts the daemon on cfg->bind:cfg->port. Returns 0 or -1 (logged). */
 int http_start(server *srv);
-/* Stops accepting, lets in-flight requests finish, then stops the daemon. */
+/* Graceful stop: stops accepting, answers every suspended long poll (204),
+ * waits (bounded) for in-flight requests to complete, then stops the daemon.
+ * The engine is still open throughout; the caller closes it after. */
 void http_stop(server *srv);
 
 /* Route matching, exposed for unit tests: 1 on match with captures decoded
- * into params (malloc'd; free with http_free_params), else 0. */
-int http_match(const char *pattern, const char *path, char **params, size_t *nparams);
+ * into params (malloc'd; free with http_free_params) and their lengths, 0 on
+ * no match, -1 when the path has the route's shape but a capture holds a bad
+ * escape or an encoded NUL (a 400, not a 404). */
+int http_match(const char *pattern, const char *path, char **params, size_t *lens, size_t *nparams);
 void http_free_params(char **params, size_t nparams);
 
-/* Decodes %XX exactly once into a new string; NULL on a bad escape or an
- * encoded NUL (a key can never hold one). */
-char *http_percent_decode(const char *s, size_t len);
+/* Decodes %XX exactly once into a new string (length in *out_len when not
+ * NULL); NULL on a bad escape or an encoded NUL (a key can never hold one). */
+char *http_percent_decode(const char *s, size_t len, size_t *out_len);
+
+/* A query argument of the request, percent-decoded once into buf; NULL when
+ * absent. *bad is set when it is present but malformed or too long. */
+const char *http_query_arg(const http_request *req, const char *name, char *buf, size_t buflen, bool *bad);
+
+/* Long polls, without pinning a worker thread per waiting client:
+ *
+ *   for (;;) {
+ *       armed = http_poll_arm(...);         // BEFORE the attempt: a push that
+ *       attempt; answer if it found work;   // commits in between still wakes it
+ *       if (!armed) answer "nothing";
+ *       switch (http_poll_suspend(...)) { SUSPENDED: return; RETRY: continue; DONE: answer "nothing"; }
+ *   }
+ *
+ * A suspended request is resumed when the waiter fires (a push to
+ * (req->tenant, queue) committed, the engine's periodic recheck, or the
+ * timeout) or when the broker stops; its handler then runs again with
+ * req->waits + 1, and req->no_wait set when it must answer now (stop,
+ * timeout). */
+typedef enum http_poll_verdict {
+    HTTP_POLL_SUSPENDED, /* res->suspended is set: return without answering */
+    HTTP_POLL_RETRY,     /* a push arrived during the attempt: attempt again */
+    HTTP_POLL_DONE,      /* timed out or stopping: answer "nothing" now */
+} http_poll_verdict;
+
+/* Registers a waiter for timeout_ms; false when the request cannot wait
+ * (stopping, timeout_ms <= 0, the engine refused). */
+bool http_poll_arm(server *srv, const http_request *req, const char *queue, int timeout_ms);
+
+/* After an empty attempt with an armed waiter: suspends, or says why not. */
+http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_response *res);
+
+/* Monotonic milliseconds. */
+long long http_now_ms(void);
 
 /* The one route table (routes.c). */
 extern const route http_routes[];

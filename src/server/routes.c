@@ -1,8 +1,30 @@
-/* routes: the one static route table. Method, pattern, handler. */
+/* routes: the one static route table. Method, pattern, handler, family (the
+ * error vocabulary, and whether the route is tenant-scoped). First match of
+ * path and method wins; a path that matches under another method is 405. */
 #include "routes.h"
 
 const route http_routes[] = {
-    {"GET", "/health", route_health},
+    {"GET", "/health", route_health, FAMILY_OPS},
+    {"GET", "/metrics", route_metrics_json, FAMILY_OPS},
+    {"GET", "/metrics/prometheus", route_metrics_prometheus, FAMILY_OPS},
+
+    {"POST", "/api/v1/kv", route_kv_batch, FAMILY_KV},
+    {"GET", "/api/v1/kv/:ns/*key", route_kv_get, FAMILY_KV},
+    {"PUT", "/api/v1/kv/:ns/*key", route_kv_put, FAMILY_KV},
+    {"DELETE", "/api/v1/kv/:ns/*key", route_kv_delete, FAMILY_KV},
+    {"GET", "/api/v1/resources/kv/namespaces", route_kv_namespaces, FAMILY_KV},
+    {"POST", "/api/v1/resources/kv/list", route_kv_list, FAMILY_KV},
+
+    {"POST", "/api/v1/push", route_push, FAMILY_LOG},
+    {"GET", "/api/v1/pop/queue/:queue", route_pop, FAMILY_LOG},
+    {"GET", "/api/v1/pop/queue/:queue/partition/:partition", route_pop, FAMILY_LOG},
+    {"POST", "/api/v1/ack", route_ack, FAMILY_LOG},
+    {"POST", "/api/v1/ack/batch", route_ack_batch, FAMILY_LOG},
+    {"POST", "/api/v1/lease/:leaseId/extend", route_lease_extend, FAMILY_LOG},
+    {"POST", "/api/v1/configure", route_configure, FAMILY_LOG},
+    {"GET", "/api/v1/resources/queues", route_queues, FAMILY_LOG},
+    {"DELETE", "/api/v1/resources/queues/:queue", route_queue_delete, FAMILY_LOG},
+    {"POST", "/api/v1/transaction", route_transaction, FAMILY_LOG},
 };
 
 const size_t http_route_count = sizeof http_routes / sizeof http_routes[0];

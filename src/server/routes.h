@@ -1,9 +1,34 @@
-/* routes: every handler of the HTTP edge, one prototype per route. */
+/* routes: every handler of the HTTP edge, one prototype per route. The table
+ * that binds them to methods and patterns is routes.c. */
 #ifndef QUEEN_ROUTES_H
 #define QUEEN_ROUTES_H
 
 #include "http.h"
 
+/* routes_ops.c */
 void route_health(server *srv, const http_request *req, http_response *res);
+void route_metrics_json(server *srv, const http_request *req, http_response *res);
+void route_metrics_prometheus(server *srv, const http_request *req, http_response *res);
+
+/* routes_kv.c */
+void route_kv_batch(server *srv, const http_request *req, http_response *res);
+void route_kv_get(server *srv, const http_request *req, http_response *res);
+void route_kv_put(server *srv, const http_request *req, http_response *res);
+void route_kv_delete(server *srv, const http_request *req, http_response *res);
+void route_kv_namespaces(server *srv, const http_request *req, http_response *res);
+void route_kv_list(server *srv, const http_request *req, http_response *res);
+
+/* routes_log.c */
+void route_push(server *srv, const http_request *req, http_response *res);
+void route_pop(server *srv, const http_request *req, http_response *res);
+void route_ack(server *srv, const http_request *req, http_response *res);
+void route_ack_batch(server *srv, const http_request *req, http_response *res);
+void route_lease_extend(server *srv, const http_request *req, http_response *res);
+void route_configure(server *srv, const http_request *req, http_response *res);
+void route_queues(server *srv, const http_request *req, http_response *res);
+void route_queue_delete(server *srv, const http_request *req, http_response *res);
+
+/* routes_txn.c */
+void route_transaction(server *srv, const http_request *req, http_response *res);
 
 #endif

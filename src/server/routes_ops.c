@@ -1,10 +1,12 @@
-/* routes_ops: operational routes (/health). Parse, call one engine
- * function, render. */
+/* routes_ops: operational routes (/health, /metrics, /metrics/prometheus).
+ * Parse, call one engine function, render. Never calls libpq. */
 #include "routes.h"
 
 #include <jansson.h>
+#include <string.h>
 
 #include "errors.h"
+#include "metrics.h"
 
 void route_health(server *srv, const http_request *req, http_response *res)
 {
@@ -19,4 +21,21 @@ void route_health(server *srv, const http_request *req, http_response *res)
     http_json(res, 503, json_pack("{s:s, s:s, s:s, s:s}", "status", "unhealthy", "database", "disconnected",
                                   "version", QUEEN_VERSION, "error", err.detail));
     res->retry_after = 1;
+}
+
+void route_metrics_json(server *srv, const http_request *req, http_response *res)
+{
+    (void)req;
+    http_text(res, 200, metrics_json(srv));
+    if (res->body == NULL)
+        http_refuse(res, FAMILY_OPS, QUEEN_ERR_INTERNAL, "out_of_memory", "");
+}
+
+void route_metrics_prometheus(server *srv, const http_request *req, http_response *res)
+{
+    (void)req;
+    http_text(res, 200, metrics_prometheus(srv));
+    if (res->body == NULL)
+        http_refuse(res, FAMILY_OPS, QUEEN_ERR_INTERNAL, "out_of_memory", "");
+    res->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }

@@ -1,0 +1,20 @@
+/* metrics: the HTTP edge's own figures (requests by route pattern and
+ * status, latency histograms, long polls waiting) plus the engine's
+ * (queen_stats_json), rendered as JSON (/metrics) or Prometheus text
+ * (/metrics/prometheus). Labels are route patterns, never raw paths. */
+#ifndef QUEEN_METRICS_H
+#define QUEEN_METRICS_H
+
+#include "http.h"
+
+/* Zeroes every figure (http_start calls it). */
+void metrics_init(void);
+
+/* Counts one answered request; r NULL for an unmatched path. Lock-free. */
+void metrics_record(const route *r, unsigned status, double seconds);
+
+/* The renderings; malloc'd text (caller frees), NULL when out of memory. */
+char *metrics_json(server *srv);
+char *metrics_prometheus(server *srv);
+
+#endif

@@ -1,0 +1,283 @@
+/* routes_log: the message routes of HTTP_API.md: push, pop (with its long
+ * poll), ack, ack batch, lease extend, configure, queue listing and delete.
+ * Each handler parses, calls one engine function and renders the body
+ * PostgreSQL rendered. Never calls libpq; never re-renders a payload (items
+ * and acks travel as the client's raw JSON, see rawjson.h); SQL judges the
+ * items' shapes (22023 -> 400). */
+#include "routes.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "body.h"
+#include "errors.h"
+
+static void refuse(http_response *res, const char *reason, const char *detail)
+{
+    http_refuse(res, FAMILY_LOG, QUEEN_ERR_BAD_REQUEST, reason, detail);
+}
+
+/* Renders the engine's answer (rc 0: text as the body with status) or its
+ * error. Takes text. */
+static void answer(http_response *res, int rc, unsigned status, char *text, const queen_error *err)
+{
+    if (rc == 0)
+        http_text(res, status, text);
+    else
+        http_engine_error(res, FAMILY_LOG, err);
+}
+
+/* The raw text of member `name` of the body, which must be of JSON type
+ * `kind` ('[' or '{'); NULL (res filled) when absent or of another type. */
+static char *member_text(const http_request *req, const json_t *body, const char *name, char kind,
+                         http_response *res)
+{
+    const json_t *v = json_object_get(body, name);
+    rawjson_span raw;
+    if (v == NULL || (kind == '[' ? !json_is_array(v) : !json_is_object(v)) ||
+        !rawjson_member(rawjson_trim(body_span(req)), name, &raw)) {
+        char detail[96];
+        snprintf(detail, sizeof detail, "%s must be a JSON %s", name, kind == '[' ? "array" : "object");
+        refuse(res, "log_bad_request", detail);
+        return NULL;
+    }
+    char *text = span_dup(raw);
+    if (text == NULL)
+        http_refuse(res, FAMILY_LOG, QUEEN_ERR_INTERNAL, "out_of_memory", "");
+    return text;
+}
+
+/* A body that must be a JSON object; NULL (res filled) otherwise. */
+static json_t *object_body(const http_request *req, http_response *res, bool allow_empty)
+{
+    json_t *body = body_parse(req, res, allow_empty);
+    if (body != NULL && !json_is_object(body) && !(allow_empty && json_is_null(body))) {
+        refuse(res, "log_bad_request", "the body must be a JSON object");
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+void route_push(server *srv, const http_request *req, http_response *res)
+{
+    json_t *body = object_body(req, res, false);
+    char *items = body ? member_text(req, body, "items", '[', res) : NULL;
+    json_decref(body);
+    if (items == NULL)
+        return;
+    char *results = NULL;
+    queen_error err = {0};
+    int rc = queen_push(srv->engine, req->tenant, items, &results, &err);
+    answer(res, rc, 201, results, &err);
+    free(items);
+}
+
+/* ---- pop ------------------------------------------------------------------- */
+
+typedef struct pop_args {
+    queen_pop_options o;
+    bool wait;
+    int timeout_ms;
+    char group[512], mode[32];
+} pop_args;
+
+/* An integer query argument in [min, max]; absent leaves *out alone. */
+static bool int_arg(const http_request *req, const char *name, long min, long max, int *out, http_response *res,
+                    const char *reason)
+{
+    char buf[32], detail[96];
+    bool bad = false;
+    const char *v = http_query_arg(req, name, buf, sizeof buf, &bad);
+    if (v == NULL && !bad)
+        return true;
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (bad || *v == '\0' || *end != '\0' || n < min || n > max) {
+        snprintf(detail, sizeof detail, "%s must be an integer in %ld..%ld", name, min, max);
+        refuse(res, reason, detail);
+        return false;
+    }
+    *out = (int)n;
+    return true;
+}
+
+static bool bool_arg(const http_request *req, const char *name, bool *out, http_response *res)
+{
+    char buf[8], detail[96];
+    bool bad = false;
+    const char *v = http_query_arg(req, name, buf, sizeof buf, &bad);
+    if (v == NULL && !bad)
+        return true;
+    if (!bad && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)) {
+        *out = v[0] == 't' || v[0] == '1';
+        return true;
+    }
+    snprintf(detail, sizeof detail, "%s must be true or false", name);
+    refuse(res, "log_bad_request", detail);
+    return false;
+}
+
+static bool str_arg(const http_request *req, const char *name, char *buf, size_t len, const char **out,
+                    http_response *res, const char *reason)
+{
+    bool bad = false;
+    const char *v = http_query_arg(req, name, buf, len, &bad);
+    if (bad) {
+        char detail[96];
+        snprintf(detail, sizeof detail, "%s is malformed or too long", name);
+        refuse(res, reason, detail);
+        return false;
+    }
+    if (v != NULL)
+        *out = v;
+    return true;
+}
+
+/* Query arguments of HTTP_API.md's pop. 0 means "default" to the engine, so
+ * an explicit 0 for batch or leaseSeconds is refused here, as SQL would. */
+static bool pop_parse(const http_request *req, http_response *res, pop_args *a)
+{
+    a->o.queue = req->params[0];
+    a->o.partition = req->nparams > 1 ? req->params[1] : NULL;
+    a->timeout_ms = 30000;
+    return int_arg(req, "batch", 1, INT_MAX, &a->o.batch, res, "log_bad_batch") &&
+           int_arg(req, "leaseSeconds", 1, INT_MAX, &a->o.lease_seconds, res, "log_bad_lease_seconds") &&
+           int_arg(req, "timeout", 0, INT_MAX, &a->timeout_ms, res, "log_bad_request") &&
+           bool_arg(req, "wait", &a->wait, res) && bool_arg(req, "autoAck", &a->o.auto_ack, res) &&
+           str_arg(req, "consumerGroup", a->group, sizeof a->group, &a->o.consumer_group, res, "log_bad_group") &&
+           str_arg(req, "subscriptionMode", a->mode, sizeof a->mode, &a->o.subscription_mode, res,
+                   "log_bad_subscription_mode");
+}
+
+/* One attempt never waits in the engine (that would pin this worker thread):
+ * the long poll is http.c's suspend/resume, armed before each attempt so a
+ * push that commits in between still wakes it. */
+void route_pop(server *srv, const http_request *req, http_response *res)
+{
+    pop_args a = {0};
+    if (!pop_parse(req, res, &a))
+        return;
+    if (req->waits > 0 && req->no_wait) { /* resumed at its timeout or by a stop */
+        res->status = 204;
+        return;
+    }
+    for (;;) {
+        long long left = a.timeout_ms - (http_now_ms() - req->started_ms);
+        bool armed = a.wait && !req->no_wait && left > 0 &&
+                     http_poll_arm(srv, req, a.o.queue, left > INT_MAX ? INT_MAX : (int)left);
+        char *body = NULL;
+        queen_error err = {0};
+        if (queen_pop(srv->engine, req->tenant, &a.o, &body, &err) != 0) {
+            http_engine_error(res, FAMILY_LOG, &err);
+            return;
+        }
+        if (body != NULL) {
+            http_text(res, 200, body);
+            return;
+        }
+        if (!armed || http_poll_suspend(srv, req, res) != HTTP_POLL_RETRY) {
+            if (!res->suspended)
+                res->status = 204;
+            return;
+        }
+    }
+}
+
+/* ---- ack, lease, configure, queues --------------------------------------- */
+
+void route_ack(server *srv, const http_request *req, http_response *res)
+{
+    json_t *body = object_body(req, res, false);
+    if (body == NULL)
+        return;
+    json_decref(body);
+    /* log_ack_v1 takes an array; the single ack is its one element. */
+    char *acks = span_wrap("[", rawjson_trim(body_span(req)), "]"), *results = NULL;
+    if (acks == NULL) {
+        http_refuse(res, FAMILY_LOG, QUEEN_ERR_INTERNAL, "out_of_memory", "");
+        return;
+    }
+    queen_error err = {0};
+    int rc = queen_ack(srv->engine, req->tenant, acks, NULL, &results, &err);
+    answer(res, rc, 200, results, &err);
+    free(acks);
+}
+
+void route_ack_batch(server *srv, const http_request *req, http_response *res)
+{
+    json_t *body = object_body(req, res, false);
+    if (body == NULL)
+        return;
+    bool bad = false;
+    const char *group = body_string(body, "consumerGroup", res, FAMILY_LOG, &bad);
+    char *acks = bad ? NULL : member_text(req, body, "acknowledgments", '[', res);
+    if (acks != NULL) {
+        char *results = NULL;
+        queen_error err = {0};
+        int rc = queen_ack(srv->engine, req->tenant, acks, group, &results, &err);
+        answer(res, rc, 200, results, &err);
+    }
+    free(acks);
+    json_decref(body);
+}
+
+void route_lease_extend(server *srv, const http_request *req, http_response *res)
+{
+    json_t *body = object_body(req, res, true);
+    if (body == NULL)
+        return;
+    const json_t *seconds = json_object_get(body, "seconds");
+    long long secs = 0; /* the engine's "default" (60) */
+    if (seconds != NULL && !json_is_null(seconds) && !body_int(seconds, 1, INT_MAX, &secs)) {
+        refuse(res, "log_bad_seconds", "seconds must be an integer >= 1");
+    } else {
+        char *result = NULL;
+        queen_error err = {0};
+        int rc = queen_lease_extend(srv->engine, req->tenant, req->params[0], (int)secs, &result, &err);
+        answer(res, rc, 200, result, &err);
+    }
+    json_decref(body);
+}
+
+void route_configure(server *srv, const http_request *req, http_response *res)
+{
+    json_t *body = object_body(req, res, false);
+    if (body == NULL)
+        return;
+    bool bad = false;
+    const char *queue = body_string(body, "queue", res, FAMILY_LOG, &bad);
+    char *options = NULL;
+    if (!bad && queue == NULL)
+        refuse(res, "log_bad_queue", "queue is required");
+    else if (!bad && json_object_get(body, "options") == NULL)
+        options = strdup("{}");
+    else if (!bad)
+        options = member_text(req, body, "options", '{', res);
+    if (options != NULL) {
+        char *result = NULL;
+        queen_error err = {0};
+        int rc = queen_configure(srv->engine, req->tenant, queue, options, &result, &err);
+        answer(res, rc, 200, result, &err);
+    }
+    free(options);
+    json_decref(body);
+}
+
+void route_queues(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err = {0};
+    int rc = queen_queues(srv->engine, req->tenant, &result, &err);
+    answer(res, rc, 200, result, &err);
+}
+
+void route_queue_delete(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err = {0};
+    int rc = queen_queue_delete(srv->engine, req->tenant, req->params[0], &result, &err);
+    answer(res, rc, 200, result, &err);
+}

@@ -1,0 +1,185 @@
+/* Unit tests of the HTTP edge's routing pieces: the route matcher, percent-
+ * decoding exactly once, the route table, and the tenant header parser
+ * (src/server/http.c, routes.c, tenancy.c). No daemon, no database. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "tenancy.h"
+
+/* Table-driven: pattern, path, expected verdict, captures. */
+static void match_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pattern, *path;
+        int verdict;
+        const char *p0, *p1;
+    } cases[] = {
+        {"/health", "/health", 1, NULL, NULL},
+        {"/health", "/health/", 0, NULL, NULL},
+        {"/health", "/healthz", 0, NULL, NULL},
+        {"/api/v1/kv", "/api/v1/kv/", 0, NULL, NULL},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/k", 1, "ns", "k"},
+        /* the rest of the path is the key, slashes included */
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/a/b/c", 1, "ns", "a/b/c"},
+        /* %2F is a slash inside the key; decoded once: %252F stays %2F */
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/a%2Fb", 1, "ns", "a/b"},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/a%252Fb", 1, "ns", "a%2Fb"},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/%E2%82%AC", 1, "ns", "\xE2\x82\xAC"},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/a//b", 1, "ns", "a//b"},
+        /* a :param never spans a slash, even an encoded one decoded later */
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/n%2Fs/k", 1, "n/s", "k"},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/", 0, NULL, NULL},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns", 0, NULL, NULL},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv//k", 0, NULL, NULL},
+        /* the route's shape with a broken capture: 400, not 404 */
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/a%00b", -1, NULL, NULL},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/a%zz", -1, NULL, NULL},
+        {"/api/v1/kv/:ns/*key", "/api/v1/kv/ns/a%2", -1, NULL, NULL},
+        {"/api/v1/pop/queue/:queue", "/api/v1/pop/queue/q", 1, "q", NULL},
+        {"/api/v1/pop/queue/:queue", "/api/v1/pop/queue/q/partition/p", 0, NULL, NULL},
+        {"/api/v1/pop/queue/:queue/partition/:partition", "/api/v1/pop/queue/q/partition/p", 1, "q", "p"},
+        {"/api/v1/lease/:leaseId/extend", "/api/v1/lease/abc/extend", 1, "abc", NULL},
+        {"/api/v1/lease/:leaseId/extend", "/api/v1/lease//extend", 0, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *params[HTTP_MAX_PARAMS];
+        size_t lens[HTTP_MAX_PARAMS], n = 99;
+        int v = http_match(cases[i].pattern, cases[i].path, params, lens, &n);
+        if (v != cases[i].verdict)
+            fail_msg("case %zu: %s on %s: got %d, want %d", i, cases[i].pattern, cases[i].path, v, cases[i].verdict);
+        if (v == 1 && cases[i].p0 == NULL) {
+            assert_int_equal(n, 0);
+        } else if (v == 1) {
+            assert_string_equal(params[0], cases[i].p0);
+            assert_int_equal(lens[0], strlen(cases[i].p0));
+            if (cases[i].p1) {
+                assert_int_equal(n, 2);
+                assert_string_equal(params[1], cases[i].p1);
+            }
+        } else if (v == 0) {
+            assert_int_equal(n, 0);
+        }
+        http_free_params(params, n);
+    }
+}
+
+static void percent_decode_once(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    char *s = http_percent_decode("a%41%2f%2F%25", 13, &n);
+    assert_string_equal(s, "aA//%");
+    assert_int_equal(n, 5);
+    free(s);
+    s = http_percent_decode("%2541", 5, &n); /* once: %25 -> %, then "41" stays */
+    assert_string_equal(s, "%41");
+    free(s);
+    s = http_percent_decode("a+b", 3, &n); /* '+' is not a space in a path */
+    assert_string_equal(s, "a+b");
+    free(s);
+    assert_null(http_percent_decode("%00", 3, &n)); /* a key can never hold a NUL */
+    assert_null(http_percent_decode("%", 1, &n));
+    assert_null(http_percent_decode("%4", 2, &n));
+    assert_null(http_percent_decode("%G1", 3, &n));
+    s = http_percent_decode("", 0, &n);
+    assert_string_equal(s, "");
+    free(s);
+}
+
+/* The table is the contract: every HTTP_API.md route is in it, once. */
+static void route_table_covers_the_api(void **state)
+{
+    (void)state;
+    static const char *const expected[][2] = {
+        {"GET", "/health"},
+        {"GET", "/metrics"},
+        {"GET", "/metrics/prometheus"},
+        {"POST", "/api/v1/kv"},
+        {"GET", "/api/v1/kv/:ns/*key"},
+        {"PUT", "/api/v1/kv/:ns/*key"},
+        {"DELETE", "/api/v1/kv/:ns/*key"},
+        {"GET", "/api/v1/resources/kv/namespaces"},
+        {"POST", "/api/v1/resources/kv/list"},
+        {"POST", "/api/v1/push"},
+        {"GET", "/api/v1/pop/queue/:queue"},
+        {"GET", "/api/v1/pop/queue/:queue/partition/:partition"},
+        {"POST", "/api/v1/ack"},
+        {"POST", "/api/v1/ack/batch"},
+        {"POST", "/api/v1/lease/:leaseId/extend"},
+        {"POST", "/api/v1/configure"},
+        {"GET", "/api/v1/resources/queues"},
+        {"DELETE", "/api/v1/resources/queues/:queue"},
+        {"POST", "/api/v1/transaction"},
+    };
+    size_t n = sizeof expected / sizeof expected[0];
+    assert_int_equal(http_route_count, n);
+    for (size_t i = 0; i < n; i++) {
+        size_t found = 0;
+        for (size_t r = 0; r < http_route_count; r++)
+            if (strcmp(http_routes[r].method, expected[i][0]) == 0 &&
+                strcmp(http_routes[r].pattern, expected[i][1]) == 0)
+                found++;
+        if (found != 1)
+            fail_msg("%s %s is in the table %zu times", expected[i][0], expected[i][1], found);
+    }
+    /* Families: the KV routes speak kv_* codes; only /health and /metrics
+     * are not tenant-scoped. */
+    for (size_t r = 0; r < http_route_count; r++) {
+        bool kv = strstr(http_routes[r].pattern, "/kv") != NULL;
+        bool ops = http_routes[r].pattern[1] != 'a';
+        assert_int_equal(http_routes[r].family, kv ? FAMILY_KV : ops ? FAMILY_OPS : FAMILY_LOG);
+    }
+}
+
+static void tenant_header(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *header;
+        const char *want; /* NULL: refused */
+    } cases[] = {
+        {NULL, QUEEN_DEFAULT_TENANT},
+        {"", QUEEN_DEFAULT_TENANT},
+        {"5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"},
+        {"5F0C1A2B-3C4D-4E5F-8A9B-0C1D2E3F4A5B", "5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"},
+        {"{5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b}", NULL},
+        {"5f0c1a2b3c4d4e5f8a9b0c1d2e3f4a5b", NULL},
+        {"5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5", NULL},
+        {"5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b0", NULL},
+        {"5f0c1a2b-3c4d-4e5f-8a9b_0c1d2e3f4a5b", NULL},
+        {"5g0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", NULL},
+        {" 5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5", NULL},
+        {"tenant-a", NULL},
+        {"00000000-0000-0000-0000-000000000001", QUEEN_DEFAULT_TENANT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[TENANT_LEN + 1];
+        int rc = tenant_parse(cases[i].header, out);
+        if (cases[i].want == NULL) {
+            if (rc != -1)
+                fail_msg("case %zu: '%s' accepted", i, cases[i].header);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_string_equal(out, cases[i].want);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(match_table),
+        cmocka_unit_test(percent_decode_once),
+        cmocka_unit_test(route_table_covers_the_api),
+        cmocka_unit_test(tenant_header),
+    };
+    return cmocka_run_group_tests_name("http_routing", tests, NULL, NULL);
+}
