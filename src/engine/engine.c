@@ -150,6 +150,20 @@ const char *engine_tenant(const char *tenant)
     return tenant && *tenant ? tenant : QUEEN_DEFAULT_TENANT;
 }
 
+void engine_one_line(char *s)
+{
+    size_t n = 0;
+    for (char *p = s; *p; p++) {
+        char c = (*p == '\n' || *p == '\t' || *p == '\r') ? ' ' : *p;
+        if (c == ' ' && n > 0 && s[n - 1] == ' ')
+            continue; /* "unexpectedly\n\tThis" reads as one space */
+        s[n++] = c;
+    }
+    while (n > 0 && s[n - 1] == ' ')
+        n--;
+    s[n] = '\0';
+}
+
 long long engine_now_ms(void)
 {
     struct timespec ts;
@@ -358,13 +372,11 @@ void queen_error_from_result(queen_error *err, const PGresult *res)
     const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
     const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
     if (state == NULL) {
-        /* libpq's own failure (no server error): its message is the detail,
-         * trimmed of the trailing newline so log lines stay single. */
+        /* libpq's own failure (no server error): its message, on one
+         * line, is the detail. */
         char text[512];
         snprintf(text, sizeof text, "%s", PQresultErrorMessage(res));
-        size_t n = strlen(text);
-        while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
-            text[--n] = '\0';
+        engine_one_line(text);
         queen_error_from_fields(err, NULL, "db_unavailable", text[0] ? text : "connection lost");
         return;
     }

@@ -90,6 +90,10 @@ const char *engine_tenant(const char *tenant);
  * numbers into doubles). */
 const char *json_raw_member(const char *text, const char *name, size_t *len);
 
+/* Makes a libpq message one line: inner newlines and tabs become spaces,
+ * trailing whitespace goes (log lines and error details stay single). */
+void engine_one_line(char *s);
+
 /* Milliseconds on the monotonic clock. */
 long long engine_now_ms(void);
 

@@ -316,13 +316,6 @@ static PGconn *listen_connect(const char *conninfo, char *err, size_t errlen)
     return pg;
 }
 
-static void trim(char *s)
-{
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' '))
-        s[--n] = '\0';
-}
-
 bool notify_split_payload(const char *payload, char tenant[37], const char **queue)
 {
     if (payload == NULL || strlen(payload) < 38 || payload[36] != ':')
@@ -359,7 +352,7 @@ static void *notifier_main(void *arg)
                 wake_all = true;
             } else {
                 if (now - last_log >= LOG_EVERY_MS) {
-                    trim(err);
+                    engine_one_line(err);
                     log_warn("notifier: cannot LISTEN (%s); long polls re-check every %d ms meanwhile", err,
                              NOTIFY_RECHECK_MS);
                     last_log = now;
@@ -401,7 +394,7 @@ static void *notifier_main(void *arg)
             if (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK) {
                 char err[512];
                 snprintf(err, sizeof err, "%s", PQerrorMessage(pg));
-                trim(err);
+                engine_one_line(err);
                 log_warn("notifier: LISTEN connection lost (%s); reconnecting", err);
                 PQfinish(pg);
                 pg = NULL;

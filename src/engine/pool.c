@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine.h"
 #include "logging.h"
 
 struct queen_pool {
@@ -49,10 +50,8 @@ static PGconn *connect_one(const queen_pool *pool, char *err, size_t errlen)
     PGconn *pg = PQconnectdbParams(keys, vals, 1);
     if (PQstatus(pg) != CONNECTION_OK) {
         snprintf(err, errlen, "connect: %s", PQerrorMessage(pg));
-        /* libpq messages end in a newline; keep log lines single. */
-        size_t n = strlen(err);
-        while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
-            err[--n] = '\0';
+        /* libpq messages span lines; keep log lines and details single. */
+        engine_one_line(err);
         PQfinish(pg);
         return NULL;
     }

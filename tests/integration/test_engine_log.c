@@ -1,0 +1,410 @@
+/* libqueen messages through the library itself (no HTTP): push/pop/ack,
+ * the long-poll pop woken by a push from another thread (well before its
+ * timeout) and timing out when nothing comes, lease extend, configure /
+ * queues / delete, queen_wait_for_push (woken, timeout, other tenant), and
+ * the notifier surviving the loss of its LISTEN connection. Queue names and
+ * tenants are unique per run. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pgtest.h"
+#include "queen.h"
+#include "wire.h"
+
+static queen *open_engine(void)
+{
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    if (queen_config_set(&cfg, "QUEEN_PG_URL", pgtest_url(), err, sizeof err) != 0)
+        fail_msg("%s", err);
+    cfg.pg_pool = 4;
+    cfg.sweeper = false;
+    queen_error e = {0};
+    queen *q = queen_open(&cfg, &e);
+    queen_config_free(&cfg);
+    if (q == NULL)
+        fail_msg("queen_open: %s %s", e.reason, e.detail);
+    return q;
+}
+
+static json_t *take_json(char *text)
+{
+    assert_non_null(text);
+    json_error_t je;
+    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
+    if (v == NULL)
+        fail_msg("not JSON (%s): %s", je.text, text);
+    free(text);
+    return v;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+static void must(int rc, const queen_error *e)
+{
+    if (rc != 0)
+        fail_msg("call failed: %s %s %s", e->sqlstate, e->reason, e->detail);
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void push_one(queen *q, const char *tenant, const char *queue, const char *txid)
+{
+    json_t *items = json_pack("[{s:s, s:{s:s}, s:s}]", "queue", queue, "payload", "txid", txid, "transactionId", txid);
+    char *text = json_dumps(items, JSON_COMPACT);
+    json_decref(items);
+    char *out;
+    queen_error e = {0};
+    must(queen_push(q, tenant, text, &out, &e), &e);
+    json_t *r = take_json(out);
+    assert_string_equal(jstr(json_array_get(r, 0), "status"), "queued");
+    json_decref(r);
+    free(text);
+}
+
+static void push_pop_ack(void **state)
+{
+    (void)state;
+    queen *q = open_engine();
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-basic-");
+    queen_error e = {0};
+    char *out;
+    must(queen_configure(q, tenant, queue, "{\"leaseTime\": 30, \"retryLimit\": 2}", &out, &e), &e);
+    json_t *r = take_json(out);
+    assert_true(json_is_true(json_object_get(r, "configured")));
+    json_decref(r);
+
+    push_one(q, tenant, queue, "t1");
+    push_one(q, tenant, queue, "t2");
+    /* A duplicate outside the wire is a per-item status, not an error. */
+    must(queen_push(q, tenant, "[{\"queue\":\"x\",\"payload\":1,\"transactionId\":\"d\"},"
+                               "{\"queue\":\"x\",\"payload\":2,\"transactionId\":\"d\"}]",
+                    &out, &e),
+         &e);
+    r = take_json(out);
+    assert_string_equal(jstr(json_array_get(r, 1), "status"), "duplicate");
+    json_decref(r);
+
+    queen_pop_options o = {.queue = queue, .batch = 10};
+    must(queen_pop(q, tenant, &o, &out, &e), &e);
+    r = take_json(out);
+    json_t *msgs = json_object_get(r, "messages");
+    assert_int_equal(json_array_size(msgs), 2);
+    assert_string_equal(jstr(json_array_get(msgs, 0), "transactionId"), "t1");
+    char ack[512];
+    snprintf(ack, sizeof ack, "[{\"transactionId\":\"t2\",\"partitionId\":\"%s\",\"leaseId\":\"%s\"}]",
+             jstr(r, "partitionId"), jstr(r, "leaseId"));
+    json_decref(r);
+
+    /* Nothing more for the group while the lease is held. */
+    must(queen_pop(q, tenant, &o, &out, &e), &e);
+    assert_null(out);
+
+    must(queen_ack(q, tenant, ack, NULL, &out, &e), &e);
+    r = take_json(out);
+    assert_true(json_is_true(json_object_get(json_array_get(r, 0), "success")));
+    assert_true(json_is_true(json_object_get(json_array_get(r, 0), "leaseReleased")));
+    json_decref(r);
+    must(queen_pop(q, tenant, &o, &out, &e), &e);
+    assert_null(out);
+
+    must(queen_queues(q, tenant, &out, &e), &e);
+    r = take_json(out);
+    assert_int_equal(json_array_size(json_object_get(r, "queues")), 2);
+    json_decref(r);
+    must(queen_queue_delete(q, tenant, queue, &out, &e), &e);
+    r = take_json(out);
+    assert_true(json_is_true(json_object_get(r, "existed")));
+    json_decref(r);
+
+    /* Bad input is a category, not a crash. */
+    assert_int_equal(queen_pop(q, tenant, &(queen_pop_options){.queue = queue, .batch = -1}, &out, &e), -1);
+    assert_int_equal(e.category, QUEEN_ERR_BAD_REQUEST);
+    assert_string_equal(e.reason, "log_bad_batch");
+    assert_int_equal(queen_push(q, tenant, "[{\"payload\":1}]", &out, &e), -1);
+    assert_int_equal(e.category, QUEEN_ERR_BAD_REQUEST);
+    free(queue);
+    queen_close(q);
+}
+
+typedef struct pop_arg {
+    queen *q;
+    const char *tenant, *queue;
+    int timeout_ms;
+    long long took_ms;
+    int rc;
+    char *body;
+} pop_arg;
+
+static void *waiting_pop(void *p)
+{
+    pop_arg *a = p;
+    queen_pop_options o = {.queue = a->queue, .wait = true, .timeout_ms = a->timeout_ms};
+    queen_error e = {0};
+    long long t0 = now_ms();
+    a->rc = queen_pop(a->q, a->tenant, &o, &a->body, &e);
+    a->took_ms = now_ms() - t0;
+    return NULL;
+}
+
+static void long_poll_is_woken_by_a_push(void **state)
+{
+    (void)state;
+    queen *q = open_engine();
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-poll-");
+    /* The queue must exist for the pop to wait on it meaningfully. */
+    queen_error e = {0};
+    char *out;
+    must(queen_configure(q, tenant, queue, "{}", &out, &e), &e);
+    free(out);
+
+    long long worst = 0;
+    for (int round = 0; round < 3; round++) {
+        pop_arg a = {.q = q, .tenant = tenant, .queue = queue, .timeout_ms = 10000};
+        pthread_t th;
+        pthread_create(&th, NULL, waiting_pop, &a);
+        usleep(300 * 1000);
+        long long pushed_at = now_ms();
+        char txid[16];
+        snprintf(txid, sizeof txid, "r%d", round);
+        push_one(q, tenant, queue, txid);
+        pthread_join(th, NULL);
+        assert_int_equal(a.rc, 0);
+        assert_non_null(a.body);
+        json_t *r = take_json(a.body);
+        assert_string_equal(jstr(json_array_get(json_object_get(r, "messages"), 0), "transactionId"), txid);
+        char ack[512];
+        snprintf(ack, sizeof ack, "[{\"transactionId\":\"%s\",\"partitionId\":\"%s\"}]", txid,
+                 jstr(r, "partitionId"));
+        json_decref(r);
+        must(queen_ack(q, tenant, ack, NULL, &out, &e), &e);
+        free(out);
+        long long after_push = now_ms() - pushed_at;
+        if (after_push > worst)
+            worst = after_push;
+        /* Well before the 10 s timeout, and faster than the 1 s re-check:
+         * the NOTIFY woke it. */
+        if (a.took_ms > 2000 || after_push > 900)
+            fail_msg("round %d: pop took %lld ms, %lld ms after the push", round, a.took_ms, after_push);
+    }
+    print_message("# long-poll wake-up: worst %lld ms from push to popped\n", worst);
+
+    /* Nothing comes: the pop returns empty after its timeout, not before. */
+    pop_arg a = {.q = q, .tenant = tenant, .queue = queue, .timeout_ms = 600};
+    waiting_pop(&a);
+    assert_int_equal(a.rc, 0);
+    assert_null(a.body);
+    assert_true(a.took_ms >= 590 && a.took_ms < 2500);
+    free(queue);
+    queen_close(q);
+}
+
+static void lease_extend(void **state)
+{
+    (void)state;
+    queen *q = open_engine();
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-lease-");
+    push_one(q, tenant, queue, "l1");
+    queen_error e = {0};
+    char *out;
+    must(queen_pop(q, tenant, &(queen_pop_options){.queue = queue, .lease_seconds = 5}, &out, &e), &e);
+    json_t *r = take_json(out);
+    char lease[64];
+    snprintf(lease, sizeof lease, "%s", jstr(r, "leaseId"));
+    json_decref(r);
+    must(queen_lease_extend(q, tenant, lease, 120, &out, &e), &e);
+    r = take_json(out);
+    assert_true(json_is_true(json_object_get(r, "success")));
+    assert_true(json_is_true(json_object_get(r, "renewed")));
+    assert_non_null(jstr(r, "expiresAt"));
+    json_decref(r);
+    /* Another tenant cannot extend it. */
+    char other[37];
+    wire_uuid4(other);
+    must(queen_lease_extend(q, other, lease, 120, &out, &e), &e);
+    r = take_json(out);
+    assert_false(json_is_true(json_object_get(r, "success")));
+    json_decref(r);
+    free(queue);
+    queen_close(q);
+}
+
+typedef struct wake_rec {
+    atomic_int calls;
+    atomic_int woken;
+    atomic_llong at;
+} wake_rec;
+
+static void on_wake(void *ctx, bool woken)
+{
+    wake_rec *w = ctx;
+    atomic_store(&w->woken, woken);
+    atomic_store(&w->at, now_ms());
+    atomic_fetch_add(&w->calls, 1);
+}
+
+static void wait_calls(wake_rec *w, int want, int within_ms)
+{
+    long long until = now_ms() + within_ms;
+    while (atomic_load(&w->calls) < want && now_ms() < until)
+        usleep(5000);
+}
+
+static void wait_for_push_fires_exactly_once(void **state)
+{
+    (void)state;
+    queen *q = open_engine();
+    char tenant[37], other[37];
+    wire_uuid4(tenant);
+    wire_uuid4(other);
+    char *queue = pgtest_unique("q-wait-");
+
+    /* Woken by a push. */
+    wake_rec a = {0};
+    assert_non_null(queen_wait_for_push(q, tenant, queue, 5000, on_wake, &a));
+    usleep(100 * 1000);
+    long long pushed = now_ms();
+    push_one(q, tenant, queue, "w1");
+    wait_calls(&a, 1, 3000);
+    assert_int_equal(atomic_load(&a.calls), 1);
+    assert_true(atomic_load(&a.woken));
+    assert_true(atomic_load(&a.at) - pushed < 900);
+
+    /* A push for another tenant's queue of the same name does not wake it:
+     * it ends on its timeout, not woken. */
+    wake_rec b = {0};
+    assert_non_null(queen_wait_for_push(q, tenant, queue, 500, on_wake, &b));
+    push_one(q, other, queue, "w2");
+    wait_calls(&b, 1, 3000);
+    assert_int_equal(atomic_load(&b.calls), 1);
+    assert_false(atomic_load(&b.woken));
+
+    /* Many at once, each fired exactly once. */
+    enum { N = 50 };
+    wake_rec many[N];
+    memset(many, 0, sizeof many);
+    for (int i = 0; i < N; i++)
+        assert_non_null(queen_wait_for_push(q, tenant, queue, 4000, on_wake, &many[i]));
+    push_one(q, tenant, queue, "w3");
+    for (int i = 0; i < N; i++)
+        wait_calls(&many[i], 1, 3000);
+    usleep(200 * 1000);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(atomic_load(&many[i].calls), 1);
+        assert_true(atomic_load(&many[i].woken));
+    }
+
+    /* queen_close fires what is still waiting, not woken. */
+    wake_rec c = {0};
+    assert_non_null(queen_wait_for_push(q, tenant, queue, 60000, on_wake, &c));
+    assert_null(queen_wait_for_push(q, tenant, NULL, 1000, on_wake, &c)); /* no queue: refused, never fires */
+    char *stats = queen_stats_json(q);
+    json_t *s = take_json(stats);
+    assert_true(json_number_value(json_object_get(s, "waiters")) >= 1);
+    json_decref(s);
+    long long t0 = now_ms();
+    queen_close(q);
+    assert_true(now_ms() - t0 < 2000);
+    assert_int_equal(atomic_load(&c.calls), 1);
+    assert_false(atomic_load(&c.woken));
+    free(queue);
+}
+
+static void notifier_survives_losing_its_connection(void **state)
+{
+    (void)state;
+    queen *q = open_engine();
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-relisten-");
+    queen_error e = {0};
+    char *out;
+    must(queen_configure(q, tenant, queue, "{}", &out, &e), &e);
+    free(out);
+    /* Wait for the notifier's first connection, then kill it. */
+    PGconn *admin = pgtest_connect();
+    long long until = now_ms() + 5000;
+    char *n = NULL;
+    while (now_ms() < until) {
+        n = pgtest_scalar(admin,
+                          "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'queen_listen' "
+                          "AND datname = current_database()",
+                          0, NULL);
+        if (n && strcmp(n, "0") != 0)
+            break;
+        free(n);
+        n = NULL;
+        usleep(20000);
+    }
+    assert_non_null(n);
+    free(n);
+    PQclear(pgtest_exec(admin,
+                        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                        "WHERE application_name = 'queen_listen' AND datname = current_database()",
+                        0, NULL));
+    /* Reconnected within a second or so... */
+    until = now_ms() + 5000;
+    bool back = false;
+    while (!back && now_ms() < until) {
+        json_t *s = take_json(queen_stats_json(q));
+        json_t *nt = json_object_get(s, "notifier");
+        back = json_is_true(json_object_get(nt, "connected")) && json_number_value(json_object_get(nt, "reconnects")) >= 1;
+        json_decref(s);
+        if (!back)
+            usleep(20000);
+    }
+    assert_true(back);
+    /* ...and a long poll is woken by a push again. */
+    pop_arg a = {.q = q, .tenant = tenant, .queue = queue, .timeout_ms = 10000};
+    pthread_t th;
+    pthread_create(&th, NULL, waiting_pop, &a);
+    usleep(200 * 1000);
+    long long pushed = now_ms();
+    push_one(q, tenant, queue, "after");
+    pthread_join(th, NULL);
+    assert_non_null(a.body);
+    free(a.body);
+    assert_true(now_ms() - pushed < 900);
+    PQfinish(admin);
+    free(queue);
+    queen_close(q);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(push_pop_ack),
+        cmocka_unit_test(long_poll_is_woken_by_a_push),
+        cmocka_unit_test(lease_extend),
+        cmocka_unit_test(wait_for_push_fires_exactly_once),
+        cmocka_unit_test(notifier_survives_losing_its_connection),
+    };
+    return cmocka_run_group_tests_name("engine_log", tests, NULL, NULL);
+}
