@@ -86,10 +86,10 @@ SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", p.provolatile::text, p.proisstrict, p.proparallel::text, l.lanname::text COLLATE "default"
       FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
       WHERE p.pronamespace = 'queen'::regnamespace
-        AND p.proname IN ('kv_live_v1', 'kv_ver_v1', 'kv_num_v1', 'kv_prefix_end_v1', 'kv_check_names_v1', 'kv_ts_v1')
+        AND p.proname IN ('kv_live_v1', 'kv_ver_v1', 'kv_num_v1', 'kv_prefix_end_v1', 'kv_check_names_v1', 'kv_ts_v1', 'kv_op_fields_v1')
       ORDER BY 1$$,
     $$VALUES ('kv_check_names_v1', 'i', false, 's', 'plpgsql'), ('kv_live_v1', 'i', false, 's', 'sql'),
-             ('kv_num_v1', 'i', false, 's', 'sql'), ('kv_prefix_end_v1', 'i', false, 's', 'sql'),
+             ('kv_num_v1', 'i', false, 's', 'sql'), ('kv_op_fields_v1', 'i', false, 's', 'sql'), ('kv_prefix_end_v1', 'i', false, 's', 'sql'),
              ('kv_ts_v1', 's', false, 's', 'sql'), ('kv_ver_v1', 'i', false, 's', 'sql')$$,
     'S16 helpers: IMMUTABLE (kv_ts_v1 STABLE), never STRICT, PARALLEL SAFE, language');
 SELECT function_returns('queen', 'kv_apply_v1', ARRAY['jsonb', 'uuid', 'timestamp with time zone', 'boolean'], 'jsonb',
