@@ -117,24 +117,20 @@ void queen_pool_close(queen_pool *pool)
 }
 
 /* An idle pooled connection has nothing to read: the server speaks only when
- * asked. Readable means the server said goodbye (pg_terminate_backend, a
- * restart: a FATAL message then EOF), so the connection is dead even though
- * libpq has not noticed yet. One poll() with a zero timeout, no round trip:
- * the next statement goes to a live backend instead of failing. */
+ * asked (pool connections never LISTEN). Readable means the server said
+ * goodbye (pg_terminate_backend, a restart, a crash of another backend: a
+ * FATAL message then EOF). libpq would only notice at the next statement,
+ * which would then fail, so such a connection is replaced now. One poll()
+ * with a zero timeout, no round trip. (Reading the message is not enough:
+ * libpq hands an unsolicited FATAL to the notice processor and keeps
+ * CONNECTION_OK until it reads the EOF behind it.) */
 static bool idle_conn_dead(PGconn *pg)
 {
     int fd = PQsocket(pg);
     if (fd < 0)
         return true;
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    int n = poll(&pfd, 1, 0);
-    if (n <= 0)
-        return false;
-    if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
-        return true;
-    if (!PQconsumeInput(pg))
-        return true;
-    return PQstatus(pg) != CONNECTION_OK;
+    return poll(&pfd, 1, 0) != 0; /* readable, hung up, or poll itself failed */
 }
 
 static int ensure_connected(queen_pool *pool, queen_pool_conn *c, char *err, size_t errlen)

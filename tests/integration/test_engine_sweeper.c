@@ -1,0 +1,146 @@
+/* The sweeper thread through libqueen: rows with a 1 s ttl are deleted from
+ * the table within a few seconds at a fast cadence while forever rows stay;
+ * the usage measurement runs; the counters say so; and queen_close stops a
+ * sweeper that is waiting for its next cycle at once (condvar, not sleep).
+ * The test reads the table directly to prove rows are gone from disk, not
+ * just hidden (reads already hide expired rows without any sweeper). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pgtest.h"
+#include "queen.h"
+#include "wire.h"
+
+static queen *open_engine(bool sweeper, int every_ms)
+{
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    if (queen_config_set(&cfg, "QUEEN_PG_URL", pgtest_url(), err, sizeof err) != 0)
+        fail_msg("%s", err);
+    cfg.pg_pool = 2;
+    cfg.sweeper = sweeper;
+    cfg.kv_expire_every_ms = every_ms;
+    cfg.kv_expire_batch = 7; /* small, so one cycle needs several steps */
+    queen_error e = {0};
+    queen *q = queen_open(&cfg, &e);
+    queen_config_free(&cfg);
+    if (q == NULL)
+        fail_msg("queen_open: %s %s", e.reason, e.detail);
+    return q;
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long long sweeper_stat(queen *q, const char *name)
+{
+    char *text = queen_stats_json(q);
+    json_t *s = json_loads(text, 0, NULL);
+    free(text);
+    json_t *v = json_object_get(json_object_get(s, "sweeper"), name);
+    long long out = json_is_true(v) ? 1 : (long long)json_number_value(v);
+    json_decref(s);
+    return out;
+}
+
+static long long rows_of(PGconn *admin, const char *tenant)
+{
+    const char *params[] = {tenant};
+    char *n = pgtest_scalar(admin, "SELECT count(*) FROM queen.kv WHERE tenant_id = $1::uuid", 1, params);
+    long long v = atoll(n);
+    free(n);
+    return v;
+}
+
+static void expired_rows_are_deleted_within_seconds(void **state)
+{
+    (void)state;
+    queen *q = open_engine(true, 100);
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *ns = pgtest_unique("sweep-");
+    queen_error e = {0};
+    char *out;
+    for (int i = 0; i < 40; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "ttl-%d", i);
+        if (queen_kv_put(q, tenant, ns, key, "1", 1, -1, false, &out, &e) != 0)
+            fail_msg("put: %s", e.detail);
+        free(out);
+    }
+    assert_int_equal(queen_kv_put(q, tenant, ns, "keep", "1", QUEEN_FOREVER, -1, false, &out, &e), 0);
+    free(out);
+    PGconn *admin = pgtest_connect();
+    assert_int_equal(rows_of(admin, tenant), 41);
+    long long t0 = now_ms(), gone_at = 0;
+    while (now_ms() - t0 < 8000) {
+        if (rows_of(admin, tenant) == 1) {
+            gone_at = now_ms() - t0;
+            break;
+        }
+        usleep(50 * 1000);
+    }
+    if (gone_at == 0)
+        fail_msg("expired rows still on disk after 8 s: %lld left", rows_of(admin, tenant) - 1);
+    print_message("# 40 rows with ttl 1 s gone from the table %lld ms after the writes\n", gone_at);
+    assert_true(gone_at < 4000);
+    assert_true(sweeper_stat(q, "enabled"));
+    assert_true(sweeper_stat(q, "deletedTotal") >= 40);
+    assert_true(sweeper_stat(q, "cycles") >= 5);
+    assert_int_equal(sweeper_stat(q, "errors"), 0);
+    assert_true(sweeper_stat(q, "usageMeasures") >= 1);
+    char *usage = pgtest_scalar(admin, "SELECT count(*) FROM queen.kv_usage", 0, NULL);
+    assert_true(atoi(usage) >= 1);
+    free(usage);
+    /* The forever row is untouched. */
+    assert_int_equal(queen_kv_get(q, tenant, ns, "keep", &out, &e), 0);
+    assert_non_null(strstr(out, "\"found\": true"));
+    free(out);
+    PQfinish(admin);
+    free(ns);
+    queen_close(q);
+}
+
+static void close_stops_a_waiting_sweeper_at_once(void **state)
+{
+    (void)state;
+    queen *q = open_engine(true, 600000); /* next cycle in ten minutes */
+    long long until = now_ms() + 5000;
+    while (sweeper_stat(q, "cycles") < 1 && now_ms() < until)
+        usleep(10 * 1000);
+    assert_int_equal(sweeper_stat(q, "cycles"), 1);
+    long long t0 = now_ms();
+    queen_close(q);
+    long long took = now_ms() - t0;
+    print_message("# queen_close with the sweeper mid-wait: %lld ms\n", took);
+    assert_true(took < 500);
+
+    /* Switched off, there is no thread and the figures say so. */
+    q = open_engine(false, 100);
+    assert_false(sweeper_stat(q, "enabled"));
+    queen_close(q);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(expired_rows_are_deleted_within_seconds),
+        cmocka_unit_test(close_stops_a_waiting_sweeper_at_once),
+    };
+    return cmocka_run_group_tests_name("engine_sweeper", tests, NULL, NULL);
+}
