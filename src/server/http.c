@@ -535,10 +535,12 @@ int http_start(server *srv)
     atomic_store(&srv->inflight, 0);
     metrics_init();
     /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC, which quiesce needs. */
+    /* MHD warns about a pool of one (its polling thread serves alone then):
+     * pass 0, which means the same without the noise. */
     srv->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                                        MHD_USE_ERROR_LOG,
-                                   0, NULL, NULL, access_handler, srv, MHD_OPTION_THREAD_POOL_SIZE, threads,
-                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
+                                   0, NULL, NULL, access_handler, srv, MHD_OPTION_THREAD_POOL_SIZE,
+                                   threads > 1 ? threads : 0U, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
                                    request_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
                                    MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
                                    (unsigned)120, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
