@@ -101,6 +101,10 @@ int queen_config_from_env(queen_config *cfg, char *err, size_t errlen);
 int queen_config_set(queen_config *cfg, const char *name, const char *value, char *err, size_t errlen);
 void queen_config_free(queen_config *cfg);
 int queen_schema_apply(const queen_config *cfg, char *err, size_t errlen);
+/* The engine logs one line per event to stderr (never keys or values);
+ * this sets the process-wide level (cfg.log_level is what the broker
+ * passes). Default: QUEEN_LOG_INFO. */
+void queen_log_set_level(queen_log_level level);
 
 /* Opens the engine on cfg (copied; cfg may be freed after): a connection
  * pool of cfg->pg_pool connections to cfg->pg_url, the notifier thread and,
