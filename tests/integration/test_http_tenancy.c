@@ -1,0 +1,274 @@
+/* Tenancy over HTTP: with QUEEN_TENANCY_HEADER=1 (and the trusted proxy it
+ * requires) the tenant is the x-queen-tenant header. Two tenants using the
+ * same namespace, key and queue never see each other; a malformed header is
+ * 400; an op or bundle carrying a tenant is 400; absent or empty is the
+ * default tenant; the header is ignored when tenancy is off; and the broker
+ * refuses to start with the header but without the trusted proxy. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "broker.h"
+#include "pgtest.h"
+
+static test_broker B;
+static char TA[37], TB[37]; /* two fresh tenants */
+static char HA[64], HB[64], HA_UPPER[64];
+
+static void random_uuid(char out[37])
+{
+    char *hex = pgtest_unique(""), *hex2 = pgtest_unique("");
+    /* 24 hex digits from two tokens, laid out 8-4-4-4-12 */
+    snprintf(out, 37, "%.8s-%.4s-4%.3s-8%.3s-%.12s", hex, hex + 8, hex2, hex2 + 3, hex2);
+    free(hex);
+    free(hex2);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    random_uuid(TA);
+    random_uuid(TB);
+    snprintf(HA, sizeof HA, "x-queen-tenant: %s", TA);
+    snprintf(HB, sizeof HB, "x-queen-tenant: %s", TB);
+    snprintf(HA_UPPER, sizeof HA_UPPER, "x-queen-tenant: %s", TA);
+    for (char *p = HA_UPPER + 16; *p; p++)
+        *p = (char)toupper((unsigned char)*p);
+    static const char *const env[] = {"QUEEN_TENANCY_HEADER=1", "QUEEN_TRUSTED_PROXY=1", NULL};
+    broker_spawn(&B, pgtest_url(), env);
+    if (!broker_wait_healthy(&B, 30000)) {
+        fprintf(stderr, "broker did not become healthy (log: %s)\n", B.log);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return broker_stop(&B) == 0 ? 0 : -1;
+}
+
+static json_t *json_of(const http_reply *r)
+{
+    json_error_t e;
+    json_t *v = json_loads(r->body, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e);
+    if (v == NULL)
+        fail_msg("not JSON (%s): %s", e.text, r->body);
+    return v;
+}
+
+static const char *str(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* One call as the tenant of header h (NULL: no header). */
+static json_t *as(const test_broker *b, const char *h, const char *method, const char *path, const char *body,
+                  long status)
+{
+    const char *headers[] = {h, NULL};
+    http_reply r = broker_http(b, method, path, body, h ? headers : NULL);
+    if (r.status != status)
+        fail_msg("%s %s as [%s]: status %ld, want %ld: %s", method, path, h ? h : "-", r.status, status, r.body);
+    json_t *v = r.len ? json_of(&r) : json_null();
+    http_reply_free(&r);
+    return v;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    char *s = NULL;
+    if (vasprintf(&s, f, ap) < 0)
+        fail_msg("out of memory");
+    va_end(ap);
+    return s;
+}
+
+static void kv_isolation(void **state)
+{
+    (void)state;
+    char *ns = pgtest_unique("tenancy");
+    char *path = fmt("/api/v1/kv/%s/shared/key", ns);
+    json_decref(as(&B, HA, "PUT", path, "{\"value\":\"from-a\",\"forever\":true}", 200));
+    json_decref(as(&B, HB, "PUT", path, "{\"value\":\"from-b\",\"forever\":true}", 200));
+
+    json_t *v = as(&B, HA, "GET", path, NULL, 200);
+    assert_string_equal(str(v, "value"), "from-a");
+    json_decref(v);
+    v = as(&B, HA_UPPER, "GET", path, NULL, 200); /* the same tenant, lower-cased */
+    assert_string_equal(str(v, "value"), "from-a");
+    json_decref(v);
+    v = as(&B, HB, "GET", path, NULL, 200);
+    assert_string_equal(str(v, "value"), "from-b");
+    json_decref(v);
+    v = as(&B, NULL, "GET", path, NULL, 200); /* no header: the default tenant, who wrote nothing */
+    assert_true(json_is_false(json_object_get(v, "found")));
+    json_decref(v);
+    v = as(&B, "x-queen-tenant;", "GET", path, NULL, 200); /* an empty header: the same */
+    assert_true(json_is_false(json_object_get(v, "found")));
+    json_decref(v);
+
+    /* B deleting its key leaves A's */
+    json_decref(as(&B, HB, "DELETE", path, NULL, 200));
+    v = as(&B, HA, "GET", path, NULL, 200);
+    assert_true(json_is_true(json_object_get(v, "found")));
+    json_decref(v);
+
+    /* the console reads are per tenant too */
+    char *list = fmt("{\"namespace\":\"%s\"}", ns);
+    v = as(&B, HB, "POST", "/api/v1/resources/kv/list", list, 200);
+    assert_int_equal(json_array_size(json_object_get(v, "rows")), 0);
+    json_decref(v);
+    v = as(&B, HA, "POST", "/api/v1/resources/kv/list", list, 200);
+    assert_int_equal(json_array_size(json_object_get(v, "rows")), 1);
+    json_decref(v);
+
+    /* and the rows carry the header's tenant, nothing else */
+    PGconn *c = pgtest_connect();
+    const char *p[] = {ns};
+    char *tenants = pgtest_scalar(c, "SELECT string_agg(tenant_id::text, ',') FROM queen.kv WHERE namespace = $1", 1,
+                                  p);
+    assert_string_equal(tenants, TA);
+    free(tenants);
+    PQfinish(c);
+    free(ns);
+    free(path);
+    free(list);
+}
+
+static void queue_isolation(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("tq");
+    char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1}]}", q);
+    json_decref(as(&B, HA, "POST", "/api/v1/push", push, 201));
+    char *pop = fmt("/api/v1/pop/queue/%s", q);
+    json_decref(as(&B, HB, "GET", pop, NULL, 204));
+    json_t *v = as(&B, HB, "GET", "/api/v1/resources/queues", NULL, 200);
+    size_t i;
+    json_t *el;
+    json_array_foreach(json_object_get(v, "queues"), i, el)
+    {
+        if (strcmp(str(el, "name"), q) == 0)
+            fail_msg("tenant B sees tenant A's queue");
+    }
+    json_decref(v);
+    v = as(&B, HA, "GET", pop, NULL, 200);
+    json_decref(v);
+    free(q);
+    free(push);
+    free(pop);
+}
+
+static void refusals(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "x-queen-tenant: nope",
+        "x-queen-tenant: {00000000-0000-0000-0000-000000000002}",
+        "x-queen-tenant: 00000000000000000000000000000002",
+        "x-queen-tenant: 00000000-0000-0000-0000-00000000000g",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *v = as(&B, bad[i], "GET", "/api/v1/kv/ns/k", NULL, 400);
+        assert_string_equal(str(v, "error"), "kv_bad_request");
+        assert_string_equal(str(v, "reason"), "bad_tenant");
+        json_decref(v);
+        v = as(&B, bad[i], "GET", "/api/v1/resources/queues", NULL, 400);
+        assert_string_equal(str(v, "error"), "bad_request");
+        json_decref(v);
+        /* operations routes are not tenant-scoped */
+        json_decref(as(&B, bad[i], "GET", "/health", NULL, 200));
+    }
+    /* a tenant in an op or a bundle is refused, whatever the header says */
+    json_t *v = as(&B, HA, "POST", "/api/v1/kv", "[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\",\"tenant\":\"x\"}]", 400);
+    assert_string_equal(str(v, "reason"), "kv_tenant_not_an_input");
+    json_decref(v);
+    char *op = fmt("[{\"op\":\"put\",\"ns\":\"a\",\"key\":\"k\",\"value\":1,\"forever\":true,\"tenantId\":\"%s\"}]",
+                   TB);
+    v = as(&B, HA, "POST", "/api/v1/kv", op, 400);
+    assert_string_equal(str(v, "reason"), "kv_tenant_not_an_input");
+    json_decref(v);
+    v = as(&B, HA, "PUT", "/api/v1/kv/a/k", "{\"value\":1,\"forever\":true,\"_tenant\":null}", 400);
+    assert_string_equal(str(v, "reason"), "kv_tenant_not_an_input");
+    json_decref(v);
+    v = as(&B, HA, "POST", "/api/v1/transaction",
+           "{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\",\"tenant\":\"x\"}]}", 400);
+    assert_string_equal(str(v, "reason"), "kv_tenant_not_an_input");
+    json_decref(v);
+    char *bundle = fmt("{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\"}],\"tenant\":\"%s\"}", TB);
+    v = as(&B, HA, "POST", "/api/v1/transaction", bundle, 400);
+    assert_string_equal(str(v, "reason"), "log_bad_tenant");
+    json_decref(v);
+    free(op);
+    free(bundle);
+}
+
+/* Off: the header means nothing, every request is the default tenant. */
+static void header_ignored_when_off(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_SWEEPER=0", NULL};
+    test_broker off;
+    broker_spawn(&off, pgtest_url(), env);
+    assert_true(broker_wait_healthy(&off, 30000));
+    char *ns = pgtest_unique("tenoff");
+    char *path = fmt("/api/v1/kv/%s/k", ns);
+    json_decref(as(&off, HA, "PUT", path, "{\"value\":1,\"forever\":true}", 200));
+    json_t *v = as(&off, "x-queen-tenant: nope", "GET", path, NULL, 200);
+    assert_true(json_is_true(json_object_get(v, "found")));
+    json_decref(v);
+    PGconn *c = pgtest_connect();
+    const char *p[] = {ns};
+    char *t = pgtest_scalar(c, "SELECT tenant_id::text FROM queen.kv WHERE namespace = $1", 1, p);
+    assert_string_equal(t, "00000000-0000-0000-0000-000000000001");
+    free(t);
+    PQfinish(c);
+    assert_int_equal(broker_stop(&off), 0);
+    free(ns);
+    free(path);
+}
+
+static void header_needs_trusted_proxy(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_TENANCY_HEADER=1", NULL};
+    test_broker b;
+    broker_spawn(&b, pgtest_url(), env);
+    int status = 0;
+    assert_int_equal(waitpid(b.pid, &status, 0), b.pid);
+    assert_true(WIFEXITED(status));
+    assert_int_not_equal(WEXITSTATUS(status), 0);
+    FILE *f = fopen(b.log, "r");
+    assert_non_null(f);
+    char buf[2048] = "";
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(buf, "QUEEN_TRUSTED_PROXY"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kv_isolation),
+        cmocka_unit_test(queue_isolation),
+        cmocka_unit_test(refusals),
+        cmocka_unit_test(header_ignored_when_off),
+        cmocka_unit_test(header_needs_trusted_proxy),
+    };
+    return cmocka_run_group_tests_name("http_tenancy", tests, setup, teardown);
+}
