@@ -1,0 +1,399 @@
+/* The broker's life around the routes: the sweeper removing expired rows
+ * within a few seconds, /metrics/prometheus and the access log naming route
+ * patterns (never a key), a long poll whose client hung up leasing nothing,
+ * and a graceful SIGTERM under load: suspended long polls answered 204,
+ * in-flight requests finished, every write acknowledged with a 200 present
+ * in the database afterwards, exit status 0. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "pgtest.h"
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    char *s = NULL;
+    if (vasprintf(&s, f, ap) < 0)
+        fail_msg("out of memory");
+    va_end(ap);
+    return s;
+}
+
+static void start(test_broker *b, const char *const *env)
+{
+    broker_spawn(b, pgtest_url(), env);
+    if (!broker_wait_healthy(b, 30000))
+        fail_msg("broker did not become healthy (log: %s)", b->log);
+}
+
+static long status_of(const test_broker *b, const char *method, const char *path, const char *body)
+{
+    http_reply r = broker_http(b, method, path, body, NULL);
+    long s = r.status;
+    http_reply_free(&r);
+    return s;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        fail_msg("cannot read %s", path);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* ---- the sweeper ----------------------------------------------------------- */
+
+static void sweeper_removes_expired_rows(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_KV_EXPIRE_EVERY_MS=200", NULL};
+    test_broker b;
+    start(&b, env);
+    char *ns = pgtest_unique("sweep");
+    char *path = fmt("/api/v1/kv/%s/short", ns), *keep = fmt("/api/v1/kv/%s/forever", ns);
+    assert_int_equal(status_of(&b, "PUT", path, "{\"value\":1,\"ttlSeconds\":1}"), 200);
+    assert_int_equal(status_of(&b, "PUT", keep, "{\"value\":1,\"forever\":true}"), 200);
+    long long put_at = now_ms();
+
+    PGconn *c = pgtest_connect();
+    const char *p[] = {ns};
+    const char *count = "SELECT count(*) FROM queen.kv WHERE namespace = $1 AND key = 'short'";
+    char *n = pgtest_scalar(c, count, 1, p);
+    assert_string_equal(n, "1");
+    free(n);
+    long long gone_at = 0;
+    while (now_ms() - put_at < 6000) {
+        n = pgtest_scalar(c, count, 1, p);
+        bool gone = strcmp(n, "0") == 0;
+        free(n);
+        if (gone) {
+            gone_at = now_ms();
+            break;
+        }
+        usleep(100 * 1000);
+    }
+    if (gone_at == 0)
+        fail_msg("the expired row was still there 6 s after a 1 s ttl");
+    assert_true(gone_at - put_at >= 900); /* not before it expired */
+    n = pgtest_scalar(c, "SELECT count(*) FROM queen.kv WHERE namespace = $1", 1, p);
+    assert_string_equal(n, "1"); /* the forever row stays */
+    free(n);
+    PQfinish(c);
+
+    http_reply r = broker_http(&b, "GET", "/metrics/prometheus", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "queen_sweeper_deleted_total "));
+    assert_null(strstr(r.body, "queen_sweeper_deleted_total 0\n"));
+    http_reply_free(&r);
+    assert_int_equal(broker_stop(&b), 0);
+    free(ns);
+    free(path);
+    free(keep);
+}
+
+/* ---- route patterns, never keys -------------------------------------------- */
+
+static void metrics_and_access_log_name_patterns(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_LOG_LEVEL=info", NULL};
+    test_broker b;
+    start(&b, env);
+    char *secret = pgtest_unique("secret-key-");
+    char *ns = pgtest_unique("logs");
+    char *path = fmt("/api/v1/kv/%s/%s", ns, secret);
+    assert_int_equal(status_of(&b, "PUT", path, "{\"value\":1,\"forever\":true}"), 200);
+    assert_int_equal(status_of(&b, "GET", path, NULL), 200);
+    char *q = fmt("%s?x=1", path);
+    assert_int_equal(status_of(&b, "GET", q, NULL), 400);
+    assert_int_equal(status_of(&b, "GET", "/nowhere/at/all", NULL), 404);
+
+    http_reply r = broker_http(&b, "GET", "/metrics/prometheus", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    char *ctype = http_reply_header(&r, "Content-Type");
+    assert_non_null(strstr(ctype, "text/plain"));
+    free(ctype);
+    static const char *const families[] = {
+        "# TYPE queen_http_requests_total counter",
+        "queen_http_requests_total{method=\"PUT\",route=\"/api/v1/kv/:ns/*key\",status=\"200\"} 1\n",
+        "queen_http_requests_total{method=\"GET\",route=\"/api/v1/kv/:ns/*key\",status=\"400\"} 1\n",
+        "# TYPE queen_http_request_duration_seconds histogram",
+        "queen_http_request_duration_seconds_bucket{method=\"GET\",route=\"/api/v1/kv/:ns/*key\",le=\"+Inf\"} 2\n",
+        "queen_http_request_duration_seconds_count{method=\"GET\",route=\"/api/v1/kv/:ns/*key\"} 2\n",
+        "# TYPE queen_pool_in_use gauge",
+        "# TYPE queen_pool_waiting gauge",
+        "queen_kv_ops_total{op=\"get\",outcome=\"found\"} 1\n",
+        "queen_kv_batches_total{outcome=\"ok\"} 1\n",
+        "# TYPE queen_sweeper_deleted_total counter",
+        "# TYPE queen_sweeper_lag_seconds gauge",
+        "queen_http_long_polls_waiting 0\n",
+    };
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (strstr(r.body, families[i]) == NULL)
+            fail_msg("/metrics/prometheus lacks: %s\n%s", families[i], r.body);
+    assert_null(strstr(r.body, secret));
+    http_reply_free(&r);
+    r = broker_http(&b, "GET", "/metrics", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, secret));
+    json_t *m = json_loads(r.body, 0, NULL);
+    assert_non_null(json_object_get(json_object_get(m, "engine"), "pool"));
+    assert_true(json_is_array(json_object_get(json_object_get(m, "http"), "requests")));
+    json_decref(m);
+    http_reply_free(&r);
+    assert_int_equal(broker_stop(&b), 0);
+
+    char *log = read_file(b.log);
+    assert_non_null(strstr(log, "http PUT /api/v1/kv/:ns/*key 200 "));
+    assert_non_null(strstr(log, "http GET /api/v1/kv/:ns/*key 400 "));
+    assert_non_null(strstr(log, "http GET (unmatched) 404 "));
+    assert_null(strstr(log, secret));
+    assert_null(strstr(log, "nowhere"));
+    free(log);
+
+    /* QUEEN_ACCESS_LOG=0: no line per request */
+    static const char *const quiet_env[] = {"QUEEN_LOG_LEVEL=info", "QUEEN_ACCESS_LOG=0", NULL};
+    test_broker quiet;
+    start(&quiet, quiet_env);
+    assert_int_equal(status_of(&quiet, "GET", path, NULL), 200);
+    assert_int_equal(broker_stop(&quiet), 0);
+    log = read_file(quiet.log);
+    assert_null(strstr(log, "http GET"));
+    free(log);
+    free(secret);
+    free(ns);
+    free(path);
+    free(q);
+}
+
+/* ---- a long poll whose client hung up ----------------------------------------- */
+
+static long long pop_attempts(const test_broker *b)
+{
+    http_reply r = broker_http(b, "GET", "/metrics", NULL, NULL);
+    json_t *m = json_loads(r.body, 0, NULL);
+    json_t *v = json_object_get(json_object_get(json_object_get(m, "engine"), "pops"), "total");
+    assert_true(json_is_integer(v));
+    long long n = json_integer_value(v);
+    json_decref(m);
+    http_reply_free(&r);
+    return n;
+}
+
+static void gone_client_leases_nothing(void **state)
+{
+    (void)state;
+    test_broker b;
+    start(&b, NULL);
+    char *q = pgtest_unique("gone");
+    char *url = fmt("%s/api/v1/pop/queue/%s?wait=true&timeout=8000", b.base, q);
+    CURL *curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 500L); /* hangs up while the poll is suspended */
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    assert_int_equal(curl_easy_perform(curl), CURLE_OPERATION_TIMEDOUT);
+    curl_easy_cleanup(curl);
+    /* the push wakes the orphaned poll, which must not even attempt a pop */
+    long long pops = pop_attempts(&b);
+    char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1}]}", q);
+    assert_int_equal(status_of(&b, "POST", "/api/v1/push", push), 201);
+    usleep(400 * 1000);
+    assert_int_equal(pop_attempts(&b), pops);
+    char *pop = fmt("/api/v1/pop/queue/%s", q);
+    assert_int_equal(status_of(&b, "GET", pop, NULL), 200);
+    assert_int_equal(broker_stop(&b), 0);
+    free(q);
+    free(url);
+    free(push);
+    free(pop);
+}
+
+/* ---- SIGTERM under load ---------------------------------------------------------- */
+
+enum { WRITERS = 6, MAX_ACKED = 100000 };
+
+typedef struct writer {
+    const test_broker *b;
+    const char *ns;
+    int id;
+    int acked;              /* keys w<id>-0 .. w<id>-(acked-1)... recorded below */
+    int *acked_keys;
+    atomic_bool *stop;
+} writer;
+
+static size_t sink(char *p, size_t s, size_t n, void *u)
+{
+    (void)p;
+    char **body = u;
+    size_t old = *body ? strlen(*body) : 0;
+    char *nb = realloc(*body, old + s * n + 1);
+    memcpy(nb + old, p, s * n);
+    nb[old + s * n] = '\0';
+    *body = nb;
+    return s * n;
+}
+
+/* PUTs until the broker stops answering, on one keep-alive connection (a
+ * fresh one after a refusal); records every key acknowledged with a 200 and
+ * applied:true. Transport errors are expected once the broker stops. */
+static void *write_loop(void *arg)
+{
+    writer *w = arg;
+    CURL *curl = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "PUT");
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, sink);
+    int failures = 0;
+    for (int i = 0; i < MAX_ACKED && failures < 20; i++) {
+        char url[256];
+        snprintf(url, sizeof url, "%s/api/v1/kv/%s/w%d-%d", w->b->base, w->ns, w->id, i);
+        char *body = NULL;
+        curl_easy_setopt(curl, CURLOPT_URL, url);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "{\"value\":1,\"forever\":true}");
+        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+        long status = 0;
+        if (curl_easy_perform(curl) == CURLE_OK)
+            curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        if (status == 200 && body && strstr(body, "\"applied\": true"))
+            w->acked_keys[w->acked++] = i;
+        else if (atomic_load(w->stop))
+            failures++;
+        free(body);
+        if (status != 200 && failures > 0)
+            usleep(20 * 1000);
+    }
+    curl_slist_free_all(h);
+    curl_easy_cleanup(curl);
+    return NULL;
+}
+
+typedef struct waiter {
+    const test_broker *b;
+    const char *path;
+    long status;
+    long long took_ms;
+} waiter;
+
+static void *wait_loop(void *arg)
+{
+    waiter *w = arg;
+    long long t0 = now_ms();
+    http_reply r = broker_http(w->b, "GET", w->path, NULL, NULL);
+    w->status = r.status;
+    w->took_ms = now_ms() - t0;
+    http_reply_free(&r);
+    return NULL;
+}
+
+static void sigterm_under_load_loses_no_acknowledged_write(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_HTTP_THREADS=4", "QUEEN_LOG_LEVEL=info", "QUEEN_ACCESS_LOG=0", NULL};
+    test_broker b;
+    start(&b, env);
+    char *ns = pgtest_unique("term");
+    char *q = pgtest_unique("termq");
+    atomic_bool stop = false;
+    writer w[WRITERS];
+    pthread_t t[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        w[i] = (writer){.b = &b, .ns = ns, .id = i, .acked_keys = malloc(sizeof(int) * MAX_ACKED), .stop = &stop};
+        pthread_create(&t[i], NULL, write_loop, &w[i]);
+    }
+    char *lp = fmt("/api/v1/pop/queue/%s?wait=true&timeout=20000", q);
+    waiter poll = {.b = &b, .path = lp};
+    pthread_t pt;
+    pthread_create(&pt, NULL, wait_loop, &poll);
+    usleep(800 * 1000);
+
+    atomic_store(&stop, true);
+    int rc = broker_stop(&b); /* SIGTERM, then wait for the exit */
+    for (int i = 0; i < WRITERS; i++)
+        pthread_join(t[i], NULL);
+    pthread_join(pt, NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(poll.status, 204);
+    assert_true(poll.took_ms < 10000);
+
+    PGconn *c = pgtest_connect();
+    const char *p[] = {ns};
+    PGresult *res = pgtest_exec(c, "SELECT key FROM queen.kv WHERE namespace = $1", 1, p);
+    int rows = PQntuples(res), acked = 0;
+    for (int i = 0; i < WRITERS; i++) {
+        for (int k = 0; k < w[i].acked; k++) {
+            char key[32];
+            snprintf(key, sizeof key, "w%d-%d", i, w[i].acked_keys[k]);
+            bool found = false;
+            for (int r = 0; r < rows && !found; r++)
+                found = strcmp(PQgetvalue(res, r, 0), key) == 0;
+            if (!found)
+                fail_msg("key %s was acknowledged with 200 but is not in the database", key);
+            acked++;
+        }
+        free(w[i].acked_keys);
+    }
+    PQclear(res);
+    PQfinish(c);
+    if (acked < WRITERS)
+        fail_msg("only %d writes were acknowledged before the stop: the load did not run", acked);
+    char *log = read_file(b.log);
+    assert_non_null(strstr(log, "received SIGTERM"));
+    assert_non_null(strstr(log, "1 long poll(s) answered at stop"));
+    assert_non_null(strstr(log, "stopped"));
+    free(log);
+    print_message("# %d writes acknowledged before SIGTERM, all present\n", acked);
+    free(ns);
+    free(q);
+    free(lp);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sweeper_removes_expired_rows),
+        cmocka_unit_test(metrics_and_access_log_name_patterns),
+        cmocka_unit_test(gone_client_leases_nothing),
+        cmocka_unit_test(sigterm_under_load_loses_no_acknowledged_write),
+    };
+    int rc = cmocka_run_group_tests_name("http_lifecycle", tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
