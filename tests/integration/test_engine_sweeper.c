@@ -3,7 +3,9 @@
  * the usage measurement runs; the counters say so; and queen_close stops a
  * sweeper that is waiting for its next cycle at once (condvar, not sleep).
  * The test reads the table directly to prove rows are gone from disk, not
- * just hidden (reads already hide expired rows without any sweeper). */
+ * just hidden (reads already hide expired rows without any sweeper). A
+ * database without the schema shows errors are counted, logged at a
+ * limited rate and never stop the thread. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -136,11 +138,67 @@ static void close_stops_a_waiting_sweeper_at_once(void **state)
     queen_close(q);
 }
 
+/* A database without the schema: every step fails (42883). The sweeper
+ * keeps cycling, counts each error, logs at most one line per 10 s, and
+ * still stops at once. stderr is captured to count the lines. */
+static void errors_are_counted_rate_limited_and_never_fatal(void **state)
+{
+    (void)state;
+    char *db;
+    char *url = pgtest_create_database("sweepbare_", &db);
+    char path[] = "/tmp/queen_sweeper_log_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    queen_config_set(&cfg, "QUEEN_PG_URL", url, err, sizeof err);
+    cfg.pg_pool = 1;
+    cfg.sweeper = true;
+    cfg.kv_expire_every_ms = 20;
+    queen_error e = {0};
+    queen *q = queen_open(&cfg, &e);
+    queen_config_free(&cfg);
+    assert_non_null(q);
+    long long until = now_ms() + 5000;
+    while (sweeper_stat(q, "errors") < 10 && now_ms() < until)
+        usleep(10 * 1000);
+    long long errors = sweeper_stat(q, "errors"), cycles = sweeper_stat(q, "cycles");
+    long long t0 = now_ms();
+    queen_close(q);
+    long long took = now_ms() - t0;
+
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    FILE *f = fdopen(fd, "r");
+    rewind(f);
+    char line[2048];
+    int lines = 0;
+    while (fgets(line, sizeof line, f))
+        lines += strstr(line, "sweeper:") != NULL;
+    fclose(f);
+    unlink(path);
+    pgtest_drop_database(db);
+    free(db);
+    free(url);
+
+    assert_true(errors >= 10);
+    assert_true(cycles >= 10); /* it kept going */
+    assert_int_equal(lines, 1);
+    assert_true(took < 500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(expired_rows_are_deleted_within_seconds),
         cmocka_unit_test(close_stops_a_waiting_sweeper_at_once),
+        cmocka_unit_test(errors_are_counted_rate_limited_and_never_fatal),
     };
     return cmocka_run_group_tests_name("engine_sweeper", tests, NULL, NULL);
 }
