@@ -1,10 +1,13 @@
 /* pool: a fixed set of libpq connections shared by threads.
  *
  * Acquire waits a bounded time for a free connection and then fails with
- * "unavailable" instead of hanging. A connection found broken is reset before
- * it is handed out again. Each connection carries statement_timeout, so a
- * stuck statement is cancelled by the server. Prepared statements are made
- * lazily, once per connection, by name. */
+ * "unavailable" instead of hanging. A connection found broken (libpq lost
+ * it, or it was left inside a transaction) or dead while idle (the server
+ * closed it: one zero-timeout poll() at acquire) is replaced before it is
+ * handed out again; connect has a timeout and TCP keepalives. Each
+ * connection carries statement_timeout, so a stuck statement is cancelled by
+ * the server. Prepared statements are made lazily, once per connection, by
+ * name; names must be string literals (the pointer is kept). */
 #ifndef QUEEN_POOL_H
 #define QUEEN_POOL_H
 

@@ -224,6 +224,10 @@ char *wire_failure_body(const char *txid, const queen_error *err, int flat_befor
         json_object_set_new(o, "failedIndex", json_integer(flat_before_kv + err->precondition.index));
         json_object_set_new(o, "kvReason", json_string(err->precondition.reason));
         json_object_set_new(o, "version", json_integer(err->precondition.version));
+        size_t olen;
+        const char *omitted = json_raw_member(err->detail, "valueOmitted", &olen);
+        if (omitted != NULL && olen == 4 && memcmp(omitted, "true", 4) == 0)
+            json_object_set_new(o, "valueOmitted", json_true()); /* the value was over the DETAIL cap */
         /* The value is spliced in as PostgreSQL rendered it (queen_error
          * keeps it byte for byte): through jansson 0.1 would come back as
          * 0.10000000000000001 and a 20-digit integer not at all. It is

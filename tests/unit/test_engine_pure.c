@@ -229,6 +229,18 @@ static void failure_body_carries_the_precondition_exactly(void **state)
     json_decref(o);
     free(body);
 
+    /* Over the DETAIL cap, SQL drops the value and says so; so does the body. */
+    queen_error_from_fields(&err, "23514", "kv_precondition_failed",
+                            "{\"ns\": \"m\", \"op\": \"put\", \"key\": \"k\", \"index\": 0, \"value\": null, "
+                            "\"reason\": \"version\", \"version\": 5, \"valueOmitted\": true}");
+    body = wire_failure_body("11111111-2222-4333-8444-555555555555", &err, 0);
+    o = json_loads(body, 0, NULL);
+    assert_true(json_is_true(json_object_get(o, "valueOmitted")));
+    assert_true(json_is_null(json_object_get(o, "value")));
+    assert_int_equal(json_integer_value(json_object_get(o, "failedIndex")), 0);
+    json_decref(o);
+    free(body);
+
     queen_error_from_fields(&err, "23505", "log_duplicate",
                             "{\"index\": 0, \"queue\": \"q\", \"opIndex\": 0, \"itemIndex\": 0, "
                             "\"messageId\": \"m\", \"partition\": \"Default\", \"transactionId\": \"t\"}");
