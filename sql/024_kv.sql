@@ -415,6 +415,9 @@ $$;
 --   - incr with min > max is kv_bad_request (nothing could ever apply).
 --   - p_tenant NULL, p_in_wire NULL or p_ops not an array: kv_bad_request.
 --     An empty array returns [].
+--   - Ops are validated in input order and the first bad op raises. Name
+--     errors come from kv_check_names_v1, so their DETAIL carries the name
+--     but not the op index; every other DETAIL starts with "op <index>".
 --
 -- Why it is written the way it is:
 --   - Validate everything first, then apply. No savepoints and no EXCEPTION
@@ -437,6 +440,8 @@ $$;
 --     the same statement would be WRONG: its snapshot predates a concurrent
 --     winner the ON CONFLICT arm has just seen (it would report "exists" with
 --     no row, or "version" with the very version that was expected).
+--     Under REPEATABLE READ or SERIALIZABLE a concurrent change makes the
+--     write itself fail with 40001, so the read cannot disagree with it.
 --   - With concurrent expect:0 writers exactly one applies: the ON CONFLICT
 --     arm takes the row lock before evaluating NOT kv_live_v1(...).
 --   - The version comes from queen.kv_version_seq on every write, never
