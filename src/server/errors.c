@@ -114,9 +114,14 @@ static void precondition_verdict(http_response *res, unsigned status, const quee
     rawjson_span v = rawjson_trim((rawjson_span){value, strlen(value)});
     if (v.len == 0 || rawjson_value_len(v) != v.len)
         value = "null";
+    /* Over the DETAIL cap SQL drops the value and says so; pass that on, as
+     * the transaction's failure body does, so null is not mistaken for it. */
+    rawjson_span omitted;
+    bool dropped = rawjson_member((rawjson_span){err->detail, strlen(err->detail)}, "valueOmitted", &omitted) &&
+                   omitted.len == 4 && memcmp(omitted.p, "true", 4) == 0;
     head[strlen(head) - 1] = '\0'; /* reopen the object to append the raw value */
     char *out = NULL;
-    int n = asprintf(&out, "%s,\"value\":%s}", head, value);
+    int n = asprintf(&out, "%s,\"value\":%s%s}", head, value, dropped ? ",\"valueOmitted\":true" : "");
     free(head);
     if (n < 0) {
         http_error(res, 500, "kv_error", "out_of_memory", "");

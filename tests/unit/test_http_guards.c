@@ -310,6 +310,14 @@ static void precondition_verdict(void **state)
     http_engine_error(&res, FAMILY_KV, &err);
     assert_non_null(strstr(res.body, "\"value\":null}"));
     free(res.body);
+    /* over SQL's DETAIL cap the value is dropped, and the verdict says so */
+    snprintf(err.precondition.value, sizeof err.precondition.value, "null");
+    snprintf(err.detail, sizeof err.detail,
+             "{\"index\": 2, \"op\": \"put\", \"value\": null, \"version\": 77, \"valueOmitted\": true}");
+    res = (http_response){0};
+    http_engine_error(&res, FAMILY_KV, &err);
+    assert_non_null(strstr(res.body, "\"value\":null,\"valueOmitted\":true}"));
+    free(res.body);
     /* outside the KV family it is an error, not a verdict */
     res = (http_response){0};
     http_engine_error(&res, FAMILY_LOG, &err);
