@@ -1,6 +1,7 @@
 /* routes: the one static route table. Method, pattern, handler, family (the
  * error vocabulary, and whether the route is tenant-scoped). First match of
- * path and method wins; a path that matches under another method is 405. */
+ * path and method wins; a path that matches under another method is 405.
+ * Data only: never a branch on a route here or anywhere else. */
 #include "routes.h"
 
 const route http_routes[] = {
