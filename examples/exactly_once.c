@@ -5,8 +5,10 @@
  *
  * IN (default "orders-in") is popped, each message's effect is computed
  * (here: the square of its "n"), and ONE transaction commits, together:
- *   - the marker   kv putIfAbsent ns "exactly-once", key "done:<transactionId>",
- *                  required: if it already exists the whole bundle rolls back;
+ *   - the marker   kv putIfAbsent ns "exactly-once", key "done:<IN>:<transactionId>"
+ *                  (a producer's transactionId is unique per queue, so the
+ *                  queue is part of the key), required: if it already
+ *                  exists the whole bundle rolls back;
  *   - the effect   a push to OUT (default "orders-out"), itself deduplicated
  *                  by its transactionId "out:<transactionId>";
  *   - the ack      the input message's cursor advance, under its lease.
@@ -58,12 +60,13 @@ static int seed(queen *q, const char *in, int count)
 
 /* The bundle for one message: marker + effect + ack. Built with jansson;
  * the tenant is an argument of queen_transaction, never part of it. */
-static char *bundle_for(json_t *msg, const char *partition_id, const char *lease_id, const char *out_queue)
+static char *bundle_for(json_t *msg, const char *in, const char *partition_id, const char *lease_id,
+                        const char *out_queue)
 {
     const char *txid = json_string_value(json_object_get(msg, "transactionId"));
     json_int_t n = (json_int_t)json_number_value(json_object_get(json_object_get(msg, "data"), "n"));
-    char key[300], out_txid[300];
-    snprintf(key, sizeof key, "done:%s", txid);
+    char key[520], out_txid[300];
+    snprintf(key, sizeof key, "done:%s:%s", in, txid);
     snprintf(out_txid, sizeof out_txid, "out:%s", txid);
     json_t *b = json_pack("{s:[{s:s, s:s, s:s, s:s}, {s:s, s:[{s:s, s:{s:I, s:I}, s:s}]}],"
                           " s:[{s:s, s:s, s:s, s:{s:I}, s:I, s:b}]}",
@@ -142,7 +145,7 @@ int main(int argc, char **argv)
         json_t *messages = json_object_get(pop, "messages");
         for (size_t i = 0; i < json_array_size(messages); i++) {
             json_t *m = json_array_get(messages, i);
-            char *bundle = bundle_for(m, partition_id, lease_id, out_queue);
+            char *bundle = bundle_for(m, in, partition_id, lease_id, out_queue);
             char *result = NULL;
             int rc = bundle ? queen_transaction(q, NULL, bundle, &result, &err) : -1;
             free(bundle);
