@@ -25,12 +25,13 @@ SERVER_SRC := $(filter-out src/server/main.c,$(wildcard src/server/*.c))
 SQL_FILES  := $(sort $(wildcard sql/*.sql))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 INTEG_SRC  := $(wildcard tests/integration/test_*.c)
+SUPPORT_SRC:= $(wildcard tests/support/*.c)
 EXAMPLE_SRC:= $(wildcard examples/*.c)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_files.o
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ   := $(BUILD)/obj/src/server/main.o $(BUILD)/obj/gen/pg_script.o
-SUPPORT_OBJ:= $(BUILD)/obj/tests/support/pgtest.o $(BUILD)/obj/tests/support/broker.o
+SUPPORT_OBJ:= $(SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN  := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 EXAMPLE_BIN:= $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)

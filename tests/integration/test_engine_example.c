@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine_fixture.h"
 #include "pgtest.h"
 #include "queen.h"
 
@@ -65,16 +66,8 @@ static void exactly_once_across_redelivery(void **state)
         fail_msg("first run: %s", text);
     free(text);
 
-    queen_config cfg;
-    queen_config_defaults(&cfg);
-    char err[256];
-    queen_config_set(&cfg, "QUEEN_PG_URL", pgtest_url(), err, sizeof err);
-    cfg.sweeper = false;
-    cfg.pg_pool = 2;
+    queen *q = engine_open(2);
     queen_error e = {0};
-    queen *q = queen_open(&cfg, &e);
-    queen_config_free(&cfg);
-    assert_non_null(q);
     char *res;
     assert_int_equal(queen_queue_delete(q, NULL, in, &res, &e), 0);
     free(res);

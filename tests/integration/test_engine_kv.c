@@ -16,64 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_fixture.h"
 #include "pgtest.h"
 #include "queen.h"
+#include "testutil.h"
 #include "wire.h"
-
-static queen *open_engine(void)
-{
-    queen_config cfg;
-    queen_config_defaults(&cfg);
-    char err[256];
-    if (queen_config_set(&cfg, "QUEEN_PG_URL", pgtest_url(), err, sizeof err) != 0)
-        fail_msg("%s", err);
-    cfg.pg_pool = 4;
-    cfg.sweeper = false;
-    queen_error e = {0};
-    queen *q = queen_open(&cfg, &e);
-    queen_config_free(&cfg);
-    if (q == NULL)
-        fail_msg("queen_open: %s %s", e.reason, e.detail);
-    return q;
-}
-
-/* Parses JSON text the engine returned and frees the text. */
-static json_t *take_json(char *text)
-{
-    assert_non_null(text);
-    json_error_t je;
-    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
-    if (v == NULL)
-        fail_msg("not JSON (%s): %s", je.text, text);
-    free(text);
-    return v;
-}
-
-static bool jtrue(json_t *o, const char *k)
-{
-    return json_is_true(json_object_get(o, k));
-}
-
-static const char *jstr(json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
-static long long jint(json_t *o, const char *k)
-{
-    return (long long)json_number_value(json_object_get(o, k));
-}
-
-static void must(int rc, const queen_error *e)
-{
-    if (rc != 0)
-        fail_msg("call failed: %s %s %s", e->sqlstate, e->reason, e->detail);
-}
 
 static void put_get_delete_with_exact_values(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char *ns = pgtest_unique("kv-basic-");
     char tenant[37];
     wire_uuid4(tenant);
@@ -177,7 +129,7 @@ static void *race_one(void *p)
 static void put_if_absent_race_has_one_winner(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char tenant[37];
     wire_uuid4(tenant);
     for (int round = 0; round < 3; round++) {
@@ -214,7 +166,7 @@ static void put_if_absent_race_has_one_winner(void **state)
 static void incr_respects_limits_and_types(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char *ns = pgtest_unique("kv-incr-");
     queen_error e = {0};
     char *out;
@@ -260,7 +212,7 @@ static void incr_respects_limits_and_types(void **state)
 static void required_loss_fills_the_precondition(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char *ns = pgtest_unique("kv-req-");
     char tenant[37];
     wire_uuid4(tenant);
@@ -312,7 +264,7 @@ static void required_loss_fills_the_precondition(void **state)
 static void get_many_and_prefix_pages(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char *ns = pgtest_unique("kv-many-");
     char tenant[37];
     wire_uuid4(tenant);
@@ -370,7 +322,7 @@ static void get_many_and_prefix_pages(void **state)
 static void tenants_never_see_each_other(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char *ns = pgtest_unique("kv-ten-");
     char a[37], b[37];
     wire_uuid4(a);
@@ -412,7 +364,7 @@ static void tenants_never_see_each_other(void **state)
 static void bad_input_is_refused_with_a_category(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     queen_error e = {0};
     char *out;
     assert_int_equal(queen_kv_put(q, NULL, "ns", "k", NULL, 60, -1, false, &out, &e), -1);

@@ -16,67 +16,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine_fixture.h"
 #include "pgtest.h"
 #include "queen.h"
+#include "testutil.h"
 #include "wire.h"
-
-static queen *open_engine(void)
-{
-    queen_config cfg;
-    queen_config_defaults(&cfg);
-    char err[256];
-    if (queen_config_set(&cfg, "QUEEN_PG_URL", pgtest_url(), err, sizeof err) != 0)
-        fail_msg("%s", err);
-    cfg.pg_pool = 4;
-    cfg.sweeper = false;
-    queen_error e = {0};
-    queen *q = queen_open(&cfg, &e);
-    queen_config_free(&cfg);
-    if (q == NULL)
-        fail_msg("queen_open: %s %s", e.reason, e.detail);
-    return q;
-}
-
-static json_t *take_json(char *text)
-{
-    assert_non_null(text);
-    json_error_t je;
-    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
-    if (v == NULL)
-        fail_msg("not JSON (%s): %s", je.text, text);
-    free(text);
-    return v;
-}
-
-static const char *jstr(json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
-static void must(int rc, const queen_error *e)
-{
-    if (rc != 0)
-        fail_msg("call failed: %s %s %s", e->sqlstate, e->reason, e->detail);
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void wait_listening(queen *q)
 {
     long long until = now_ms() + 5000;
     while (now_ms() < until) {
-        json_t *s = take_json(queen_stats_json(q));
-        bool up = json_is_true(json_object_get(json_object_get(s, "notifier"), "connected"));
-        json_decref(s);
-        if (up)
+        if (engine_stat(q, "notifier", "connected"))
             return;
         usleep(5000);
     }
@@ -100,7 +52,7 @@ static void push_one(queen *q, const char *tenant, const char *queue, const char
 static void push_pop_ack(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char tenant[37];
     wire_uuid4(tenant);
     char *queue = pgtest_unique("q-basic-");
@@ -187,7 +139,7 @@ static void *waiting_pop(void *p)
 static void long_poll_is_woken_by_a_push(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char tenant[37];
     wire_uuid4(tenant);
     char *queue = pgtest_unique("q-poll-");
@@ -242,7 +194,7 @@ static void long_poll_is_woken_by_a_push(void **state)
 static void lease_extend(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char tenant[37];
     wire_uuid4(tenant);
     char *queue = pgtest_unique("q-lease-");
@@ -295,7 +247,7 @@ static void wait_calls(wake_rec *w, int want, int within_ms)
 static void wait_for_push_fires_exactly_once(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char tenant[37], other[37];
     wire_uuid4(tenant);
     wire_uuid4(other);
@@ -358,7 +310,7 @@ static void wait_for_push_fires_exactly_once(void **state)
 static void notifier_survives_losing_its_connection(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(4);
     char tenant[37];
     wire_uuid4(tenant);
     char *queue = pgtest_unique("q-relisten-");

@@ -15,50 +15,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine_fixture.h"
 #include "pgtest.h"
 #include "queen.h"
+#include "testutil.h"
 #include "wire.h"
 
+/* A handle with its own pool size and, when not 0, timeouts. */
 static queen *open_engine(int pool, int acquire_ms, int stmt_ms)
 {
     queen_config cfg;
-    queen_config_defaults(&cfg);
-    char err[256];
-    if (queen_config_set(&cfg, "QUEEN_PG_URL", pgtest_url(), err, sizeof err) != 0)
-        fail_msg("%s", err);
-    cfg.pg_pool = pool;
-    cfg.sweeper = false;
+    engine_config(&cfg, pgtest_url(), pool);
     if (acquire_ms)
         cfg.pg_acquire_timeout_ms = acquire_ms;
     if (stmt_ms)
         cfg.stmt_timeout_ms = stmt_ms;
-    queen_error e = {0};
-    queen *q = queen_open(&cfg, &e);
-    queen_config_free(&cfg);
-    if (q == NULL)
-        fail_msg("queen_open: %s %s", e.reason, e.detail);
-    return q;
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static long long stat_of(queen *q, const char *group, const char *name)
-{
-    char *text = queen_stats_json(q);
-    assert_non_null(text);
-    json_t *s = json_loads(text, 0, NULL);
-    free(text);
-    long long v = (long long)json_number_value(json_object_get(json_object_get(s, group), name));
-    json_decref(s);
-    return v;
+    return engine_open_config(&cfg);
 }
 
 static void killed_backends_are_replaced(void **state)
@@ -90,7 +64,7 @@ static void killed_backends_are_replaced(void **state)
         assert_int_equal(queen_health(q, version, sizeof version, &e), 0);
         assert_non_null(strstr(version, "PostgreSQL"));
     }
-    assert_true(stat_of(q, "pool", "reconnectsTotal") >= 2);
+    assert_true(engine_stat(q, "pool", "reconnectsTotal") >= 2);
     PQfinish(admin);
     free(ns);
     queen_close(q);
@@ -141,7 +115,7 @@ static void exhausted_pool_answers_unavailable_in_time(void **state)
     pthread_create(&th, NULL, blocked_put, &h);
     /* Wait until the put holds the only connection and waits on the lock. */
     long long until = now_ms() + 5000;
-    while (stat_of(q, "pool", "inUse") < 1 && now_ms() < until)
+    while (engine_stat(q, "pool", "inUse") < 1 && now_ms() < until)
         usleep(5000);
     usleep(50 * 1000);
 
@@ -155,7 +129,7 @@ static void exhausted_pool_answers_unavailable_in_time(void **state)
     assert_string_equal(e.reason, "db_unavailable");
     print_message("# pool of 1 exhausted: UNAVAILABLE after %lld ms (acquire timeout 300 ms)\n", took);
     assert_true(took >= 290 && took < 1500);
-    assert_true(stat_of(q, "pool", "timeoutsTotal") >= 1);
+    assert_true(engine_stat(q, "pool", "timeoutsTotal") >= 1);
 
     PQclear(pgtest_exec(admin, "COMMIT", 0, NULL));
     pthread_join(th, NULL);
@@ -189,7 +163,7 @@ static void statement_timeout_is_enforced_by_the_server(void **state)
     queen_error e = {0};
     assert_int_equal(queen_kv_put(q, tenant, ns, "held", "3", 60, -1, false, &out, &e), 0);
     free(out);
-    assert_int_equal(stat_of(q, "pool", "reconnectsTotal"), 0);
+    assert_int_equal(engine_stat(q, "pool", "reconnectsTotal"), 0);
     PQfinish(admin);
     free(ns);
     queen_close(q);

@@ -16,48 +16,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine_fixture.h"
 #include "pgtest.h"
 #include "queen.h"
+#include "testutil.h"
 #include "wire.h"
 
 static queen *open_engine(bool sweeper, int every_ms)
 {
     queen_config cfg;
-    queen_config_defaults(&cfg);
-    char err[256];
-    if (queen_config_set(&cfg, "QUEEN_PG_URL", pgtest_url(), err, sizeof err) != 0)
-        fail_msg("%s", err);
-    cfg.pg_pool = 2;
+    engine_config(&cfg, pgtest_url(), 2);
     cfg.sweeper = sweeper;
     cfg.kv_expire_every_ms = every_ms;
     cfg.kv_expire_batch = 7; /* small, so one cycle needs several steps */
-    queen_error e = {0};
-    queen *q = queen_open(&cfg, &e);
-    queen_config_free(&cfg);
-    if (q == NULL)
-        fail_msg("queen_open: %s %s", e.reason, e.detail);
-    return q;
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static long long sweeper_stat(queen *q, const char *name)
-{
-    char *text = queen_stats_json(q);
-    json_t *s = json_loads(text, 0, NULL);
-    free(text);
-    json_t *v = json_object_get(json_object_get(s, "sweeper"), name);
-    long long out = json_is_true(v) ? 1 : (long long)json_number_value(v);
-    json_decref(s);
-    return out;
+    return engine_open_config(&cfg);
 }
 
 static long long rows_of(PGconn *admin, const char *tenant)
@@ -101,11 +75,11 @@ static void expired_rows_are_deleted_within_seconds(void **state)
         fail_msg("expired rows still on disk after 8 s: %lld left", rows_of(admin, tenant) - 1);
     print_message("# 40 rows with ttl 1 s gone from the table %lld ms after the writes\n", gone_at);
     assert_true(gone_at < 4000);
-    assert_true(sweeper_stat(q, "enabled"));
-    assert_true(sweeper_stat(q, "deletedTotal") >= 40);
-    assert_true(sweeper_stat(q, "cycles") >= 5);
-    assert_int_equal(sweeper_stat(q, "errors"), 0);
-    assert_true(sweeper_stat(q, "usageMeasures") >= 1);
+    assert_true(engine_stat(q, "sweeper", "enabled"));
+    assert_true(engine_stat(q, "sweeper", "deletedTotal") >= 40);
+    assert_true(engine_stat(q, "sweeper", "cycles") >= 5);
+    assert_int_equal(engine_stat(q, "sweeper", "errors"), 0);
+    assert_true(engine_stat(q, "sweeper", "usageMeasures") >= 1);
     char *usage = pgtest_scalar(admin, "SELECT count(*) FROM queen.kv_usage", 0, NULL);
     assert_true(atoi(usage) >= 1);
     free(usage);
@@ -123,9 +97,9 @@ static void close_stops_a_waiting_sweeper_at_once(void **state)
     (void)state;
     queen *q = open_engine(true, 600000); /* next cycle in ten minutes */
     long long until = now_ms() + 5000;
-    while (sweeper_stat(q, "cycles") < 1 && now_ms() < until)
+    while (engine_stat(q, "sweeper", "cycles") < 1 && now_ms() < until)
         usleep(10 * 1000);
-    assert_int_equal(sweeper_stat(q, "cycles"), 1);
+    assert_int_equal(engine_stat(q, "sweeper", "cycles"), 1);
     long long t0 = now_ms();
     queen_close(q);
     long long took = now_ms() - t0;
@@ -134,7 +108,7 @@ static void close_stops_a_waiting_sweeper_at_once(void **state)
 
     /* Switched off, there is no thread and the figures say so. */
     q = open_engine(false, 100);
-    assert_false(sweeper_stat(q, "enabled"));
+    assert_false(engine_stat(q, "sweeper", "enabled"));
     queen_close(q);
 }
 
@@ -154,20 +128,14 @@ static void errors_are_counted_rate_limited_and_never_fatal(void **state)
     dup2(fd, STDERR_FILENO);
 
     queen_config cfg;
-    queen_config_defaults(&cfg);
-    char err[256];
-    queen_config_set(&cfg, "QUEEN_PG_URL", url, err, sizeof err);
-    cfg.pg_pool = 1;
+    engine_config(&cfg, url, 1);
     cfg.sweeper = true;
     cfg.kv_expire_every_ms = 20;
-    queen_error e = {0};
-    queen *q = queen_open(&cfg, &e);
-    queen_config_free(&cfg);
-    assert_non_null(q);
+    queen *q = engine_open_config(&cfg);
     long long until = now_ms() + 5000;
-    while (sweeper_stat(q, "errors") < 10 && now_ms() < until)
+    while (engine_stat(q, "sweeper", "errors") < 10 && now_ms() < until)
         usleep(10 * 1000);
-    long long errors = sweeper_stat(q, "errors"), cycles = sweeper_stat(q, "cycles");
+    long long errors = engine_stat(q, "sweeper", "errors"), cycles = engine_stat(q, "sweeper", "cycles");
     long long t0 = now_ms();
     queen_close(q);
     long long took = now_ms() - t0;

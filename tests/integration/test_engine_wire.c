@@ -15,53 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_fixture.h"
 #include "pgtest.h"
 #include "queen.h"
+#include "testutil.h"
 #include "wire.h"
-
-static queen *open_engine(void)
-{
-    queen_config cfg;
-    queen_config_defaults(&cfg);
-    char err[256];
-    if (queen_config_set(&cfg, "QUEEN_PG_URL", pgtest_url(), err, sizeof err) != 0)
-        fail_msg("%s", err);
-    cfg.pg_pool = 2;
-    cfg.sweeper = false;
-    queen_error e = {0};
-    queen *q = queen_open(&cfg, &e);
-    queen_config_free(&cfg);
-    if (q == NULL)
-        fail_msg("queen_open: %s %s", e.reason, e.detail);
-    return q;
-}
-
-static json_t *take_json(char *text)
-{
-    assert_non_null(text);
-    json_error_t je;
-    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
-    if (v == NULL)
-        fail_msg("not JSON (%s): %s", je.text, text);
-    free(text);
-    return v;
-}
-
-static const char *jstr(json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
-static long long jint(json_t *o, const char *k)
-{
-    return (long long)json_number_value(json_object_get(o, k));
-}
-
-static void must(int rc, const queen_error *e)
-{
-    if (rc != 0)
-        fail_msg("call failed: %s %s %s", e->sqlstate, e->reason, e->detail);
-}
 
 /* A consumer's view of one popped message. */
 typedef struct popped {
@@ -106,7 +64,7 @@ static char *bundle(const popped *m, const char *out_queue, const char *ns)
 static void bundle_commits_ack_push_and_marker_together(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(2);
     char tenant[37];
     wire_uuid4(tenant);
     char *in = pgtest_unique("w-in-"), *outq = pgtest_unique("w-out-"), *ns = pgtest_unique("w-ns-");
@@ -156,7 +114,7 @@ static void bundle_commits_ack_push_and_marker_together(void **state)
 static void lost_marker_rolls_everything_back(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(2);
     char tenant[37];
     wire_uuid4(tenant);
     char *in = pgtest_unique("w-in-"), *outq = pgtest_unique("w-out-"), *ns = pgtest_unique("w-ns-");
@@ -209,7 +167,7 @@ static void lost_marker_rolls_everything_back(void **state)
 static void kv_only_bundle(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(2);
     char tenant[37];
     wire_uuid4(tenant);
     char *ns = pgtest_unique("w-kv-");
@@ -260,7 +218,7 @@ static void kv_only_bundle(void **state)
 static void duplicate_and_bad_items_fail_the_bundle(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(2);
     char tenant[37];
     wire_uuid4(tenant);
     char *queue = pgtest_unique("w-dup-");
@@ -306,7 +264,7 @@ static void duplicate_and_bad_items_fail_the_bundle(void **state)
 static void refusals_before_sql(void **state)
 {
     (void)state;
-    queen *q = open_engine();
+    queen *q = engine_open(2);
     static const struct {
         const char *body, *reason;
     } cases[] = {
@@ -327,9 +285,7 @@ static void refusals_before_sql(void **state)
     queen_error e = {0};
     assert_int_equal(queen_transaction(q, "nope", "{\"kv\":[]}", &out, &e), -1);
     assert_string_equal(e.reason, "log_bad_tenant");
-    json_t *s = take_json(queen_stats_json(q));
-    assert_int_equal(jint(json_object_get(s, "transactions"), "refused"), 5);
-    json_decref(s);
+    assert_int_equal(engine_stat(q, "transactions", "refused"), 5);
     queen_close(q);
 }
 

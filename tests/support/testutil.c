@@ -1,0 +1,74 @@
+/* testutil: clock, strings and JSON readers for tests (see testutil.h). */
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+char *fmt(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    char *s = NULL;
+    if (vasprintf(&s, f, ap) < 0)
+        fail_msg("out of memory");
+    va_end(ap);
+    return s;
+}
+
+json_t *json_parse(const char *text)
+{
+    json_error_t je;
+    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
+    if (v == NULL)
+        fail_msg("not JSON (%s): %s", je.text, text);
+    return v;
+}
+
+json_t *take_json(char *text)
+{
+    assert_non_null(text);
+    json_t *v = json_parse(text);
+    free(text);
+    return v;
+}
+
+const char *jstr(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+long long jint(const json_t *o, const char *k)
+{
+    return jnum(json_object_get(o, k));
+}
+
+bool jtrue(const json_t *o, const char *k)
+{
+    return json_is_true(json_object_get(o, k));
+}
+
+long long jnum(const json_t *v)
+{
+    return (long long)json_number_value(v);
+}

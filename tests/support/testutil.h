@@ -1,0 +1,39 @@
+/* testutil: the small helpers every kind of integration test shares, so no
+ * test file carries its own copy: a monotonic clock, formatted strings, and
+ * readers for the JSON that libqueen and the broker answer.
+ *
+ * JSON is parsed with integers as reals (JSON_DECODE_INT_AS_REAL): a legal
+ * 2^64 must not fail the parse, so counts and versions are read back through
+ * jnum/jint. Helpers fail the running cmocka test (fail_msg) instead of
+ * returning an error; worker threads must not call the failing ones. */
+#ifndef QUEEN_TESTUTIL_H
+#define QUEEN_TESTUTIL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+/* CLOCK_MONOTONIC in milliseconds / seconds: for deadlines and latencies. */
+long long now_ms(void);
+double now_s(void);
+
+/* vasprintf into a malloc'd string (fails the test when out of memory). */
+char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+
+/* JSON text (any value) parsed; fails the test when text is not JSON. The
+ * caller json_decref()s it. */
+json_t *json_parse(const char *text);
+
+/* json_parse of text the engine returned, then free(text); fails the test
+ * when text is NULL. */
+json_t *take_json(char *text);
+
+/* Member k of object o as a string (NULL when absent or not a string), as a
+ * number truncated to an integer (0 when absent), as true/false. */
+const char *jstr(const json_t *o, const char *k);
+long long jint(const json_t *o, const char *k);
+bool jtrue(const json_t *o, const char *k);
+
+/* A JSON number truncated to an integer (0 when v is not a number). */
+long long jnum(const json_t *v);
+
+#endif
