@@ -24,12 +24,7 @@ static int setup(void **state)
 {
     (void)state;
     static const char *const env[] = {"QUEEN_MAX_BODY_BYTES=65536", "QUEEN_ACCESS_LOG=0", NULL};
-    broker_spawn(&B, pgtest_url(), env);
-    if (!broker_wait_healthy(&B, 30000)) {
-        fprintf(stderr, "broker did not become healthy (log: %s)\n", B.log);
-        return -1;
-    }
-    return 0;
+    return broker_start(&B, env) ? 0 : -1;
 }
 
 static int teardown(void **state)

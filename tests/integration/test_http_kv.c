@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "http_fixture.h"
 #include "pgtest.h"
+#include "testutil.h"
 
 static test_broker B;
 static char *NS; /* unique per run */
@@ -41,12 +43,7 @@ static int setup(void **state)
 {
     (void)state;
     NS = pgtest_unique("httpkv");
-    broker_spawn(&B, pgtest_url(), broker_env);
-    if (!broker_wait_healthy(&B, 30000)) {
-        fprintf(stderr, "broker did not become healthy (log: %s)\n", B.log);
-        return -1;
-    }
-    return 0;
+    return broker_start(&B, broker_env) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -64,68 +61,6 @@ static http_reply call(const test_broker *b, const char *method, const char *pat
     return broker_http(b, method, path, body, NULL);
 }
 
-static json_t *json_of(const http_reply *r)
-{
-    json_error_t e;
-    json_t *v = json_loads(r->body, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e);
-    if (v == NULL)
-        fail_msg("not JSON (%s): %s", e.text, r->body);
-    return v;
-}
-
-/* Bodies are parsed with integers as reals (a legal 2^64 must not fail the
- * parse); counts and versions read back through this. */
-static long long ival(const json_t *v)
-{
-    return (long long)json_number_value(v);
-}
-
-/* Asserts the status and, when given, the error envelope's code and reason. */
-static void expect(const http_reply *r, long status, const char *error, const char *reason)
-{
-    if (r->status != status)
-        fail_msg("status %ld, want %ld: %s", r->status, status, r->body);
-    if (error == NULL)
-        return;
-    json_t *v = json_of(r);
-    const char *e = json_string_value(json_object_get(v, "error"));
-    const char *why = json_string_value(json_object_get(v, "reason"));
-    if (e == NULL || strcmp(e, error) != 0 || (reason && (why == NULL || strcmp(why, reason) != 0)))
-        fail_msg("want %s/%s, got %s", error, reason ? reason : "*", r->body);
-    assert_non_null(json_object_get(v, "detail"));
-    json_decref(v);
-}
-
-/* One call that must answer status; returns its parsed body. */
-static json_t *ok(const char *method, const char *path, const char *body, long status)
-{
-    http_reply r = call(&B, method, path, body);
-    expect(&r, status, NULL, NULL);
-    json_t *v = json_of(&r);
-    http_reply_free(&r);
-    return v;
-}
-
-static void refused(const char *method, const char *path, const char *body, long status, const char *error,
-                    const char *reason)
-{
-    http_reply r = call(&B, method, path, body);
-    expect(&r, status, error, reason);
-    http_reply_free(&r);
-}
-
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    char *s = NULL;
-    if (vasprintf(&s, f, ap) < 0)
-        fail_msg("out of memory");
-    va_end(ap);
-    return s;
-}
-
 static long long pool_acquired(const test_broker *b)
 {
     http_reply r = call(b, "GET", "/metrics", NULL);
@@ -133,7 +68,7 @@ static long long pool_acquired(const test_broker *b)
     json_t *m = json_of(&r);
     json_t *v = json_object_get(json_object_get(json_object_get(m, "engine"), "pool"), "acquiredTotal");
     assert_true(json_is_number(v));
-    long long n = ival(v);
+    long long n = jnum(v);
     json_decref(m);
     http_reply_free(&r);
     return n;
@@ -144,13 +79,8 @@ static void refused_at_edge(const char *method, const char *path, const char *bo
                             const char *reason)
 {
     long long before = pool_acquired(&B);
-    refused(method, path, body, status, error, reason);
+    http_refused(&B, method, path, body, status, error, reason);
     assert_int_equal(pool_acquired(&B), before);
-}
-
-static const char *str(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
 }
 
 /* ---- the path routes ------------------------------------------------------ */
@@ -161,19 +91,19 @@ static void path_put_get_delete(void **state)
     /* %2F is a slash inside the key; the value comes back byte for byte */
     char *p = fmt("/api/v1/kv/%s/a/b%%2Fc", NS);
     http_reply r = call(&B, "PUT", p, "{\"value\":{\"x\":0.1,\"big\":12345678901234567890},\"forever\":true}");
-    expect(&r, 200, NULL, NULL);
+    http_expect(&r, 200, NULL, NULL);
     assert_non_null(strstr(r.body, "12345678901234567890"));
     json_t *put = json_of(&r);
     assert_true(json_is_true(json_object_get(put, "applied")));
-    assert_string_equal(str(put, "key"), "a/b/c");
-    long long version = ival(json_object_get(put, "version"));
+    assert_string_equal(jstr(put, "key"), "a/b/c");
+    long long version = jint(put, "version");
     http_reply_free(&r);
     json_decref(put);
 
     /* the same key through real slashes: one key, one ETag */
     char *same = fmt("/api/v1/kv/%s/a/b/c", NS);
     r = call(&B, "GET", same, NULL);
-    expect(&r, 200, NULL, NULL);
+    http_expect(&r, 200, NULL, NULL);
     assert_non_null(strstr(r.body, "\"x\": 0.1"));
     assert_non_null(strstr(r.body, "12345678901234567890"));
     char *etag = http_reply_header(&r, "ETag");
@@ -184,32 +114,32 @@ static void path_put_get_delete(void **state)
     free(etag);
     json_t *got = json_of(&r);
     assert_true(json_is_true(json_object_get(got, "found")));
-    assert_string_equal(str(got, "op"), "get");
+    assert_string_equal(jstr(got, "op"), "get");
     json_decref(got);
     http_reply_free(&r);
 
     /* decoded exactly once: %252F is the three characters %2F */
     char *twice = fmt("/api/v1/kv/%s/a%%252Fb", NS);
     r = call(&B, "GET", twice, NULL);
-    expect(&r, 200, NULL, NULL);
+    http_expect(&r, 200, NULL, NULL);
     json_t *miss = json_of(&r);
     assert_true(json_is_false(json_object_get(miss, "found")));
-    assert_string_equal(str(miss, "key"), "a%2Fb");
+    assert_string_equal(jstr(miss, "key"), "a%2Fb");
     char *no_etag = http_reply_header(&r, "ETag");
     assert_null(no_etag);
     json_decref(miss);
     http_reply_free(&r);
 
     /* delete: empty body, then null body (nothing left: applied false) */
-    json_t *d = ok("DELETE", p, NULL, 200);
+    json_t *d = http_ok(&B, "DELETE", p, NULL, 200);
     assert_true(json_is_true(json_object_get(d, "applied")));
     json_decref(d);
-    d = ok("DELETE", p, "null", 200);
+    d = http_ok(&B, "DELETE", p, "null", 200);
     assert_true(json_is_false(json_object_get(d, "applied")));
-    assert_string_equal(str(d, "reason"), "absent");
+    assert_string_equal(jstr(d, "reason"), "absent");
     json_decref(d);
     /* expect 0 on an absent key succeeds */
-    d = ok("DELETE", p, "{\"expect\":0}", 200);
+    d = http_ok(&B, "DELETE", p, "{\"expect\":0}", 200);
     assert_true(json_is_true(json_object_get(d, "applied")));
     json_decref(d);
     free(p);
@@ -249,8 +179,8 @@ static void path_refusals(void **state)
     refused_at_edge("DELETE", p, "[]", 400, "kv_bad_request", "kv_bad_request");
     refused_at_edge("GET", p, "{\"expect\":1}", 400, "kv_bad_request", "kv_bad_request");
     /* the expiry is SQL's rule: the edge passes the body, SQL refuses */
-    refused("PUT", p, "{\"value\":1}", 400, "kv_bad_request", "kv_expiry_not_specified");
-    refused("PUT", p, "{\"value\":1,\"ttlSeconds\":1.5}", 400, "kv_bad_request", "kv_bad_ttl");
+    http_refused(&B, "PUT", p, "{\"value\":1}", 400, "kv_bad_request", "kv_expiry_not_specified");
+    http_refused(&B, "PUT", p, "{\"value\":1,\"ttlSeconds\":1.5}", 400, "kv_bad_request", "kv_bad_ttl");
     /* keys: NUL, bad escapes, not UTF-8, too long */
     char *nul = fmt("/api/v1/kv/%s/a%%00b", NS), *esc = fmt("/api/v1/kv/%s/a%%zz", NS),
          *latin = fmt("/api/v1/kv/%s/caf%%E9", NS);
@@ -263,7 +193,7 @@ static void path_refusals(void **state)
     char *longkey = fmt("/api/v1/kv/%s/%s", NS, key65);
     refused_at_edge("GET", longkey, NULL, 413, "payload_too_large", "kv_key_too_large");
     /* the namespace is SQL's: lower case only */
-    refused("GET", "/api/v1/kv/UPPER/k", NULL, 400, "kv_bad_request", "kv_bad_namespace");
+    http_refused(&B, "GET", "/api/v1/kv/UPPER/k", NULL, 400, "kv_bad_request", "kv_bad_namespace");
     free(p);
     free(q);
     free(bare);
@@ -278,31 +208,31 @@ static void required_losses_are_verdicts(void **state)
 {
     (void)state;
     char *p = fmt("/api/v1/kv/%s/req", NS);
-    json_t *v = ok("PUT", p, "{\"value\":[1,2.50],\"forever\":true}", 200);
-    long long version = ival(json_object_get(v, "version"));
+    json_t *v = http_ok(&B, "PUT", p, "{\"value\":[1,2.50],\"forever\":true}", 200);
+    long long version = jint(v, "version");
     json_decref(v);
 
     http_reply r = call(&B, "PUT", p, "{\"value\":3,\"forever\":true,\"expect\":0,\"required\":true}");
-    expect(&r, 200, NULL, NULL);
+    http_expect(&r, 200, NULL, NULL);
     assert_non_null(strstr(r.body, "\"value\":[1, 2.50]")); /* the live value, as PostgreSQL rendered it */
     v = json_of(&r);
     assert_true(json_is_false(json_object_get(v, "ok")));
-    assert_string_equal(str(v, "reason"), "kv_precondition");
-    assert_int_equal(ival(json_object_get(v, "failedIndex")), 0);
-    assert_string_equal(str(v, "kvReason"), "exists");
-    assert_int_equal(ival(json_object_get(v, "version")), version);
+    assert_string_equal(jstr(v, "reason"), "kv_precondition");
+    assert_int_equal(jint(v, "failedIndex"), 0);
+    assert_string_equal(jstr(v, "kvReason"), "exists");
+    assert_int_equal(jint(v, "version"), version);
     json_decref(v);
     http_reply_free(&r);
 
-    v = ok("DELETE", p, "{\"expect\":999999999,\"required\":true}", 200);
+    v = http_ok(&B, "DELETE", p, "{\"expect\":999999999,\"required\":true}", 200);
     assert_true(json_is_false(json_object_get(v, "ok")));
-    assert_string_equal(str(v, "kvReason"), "version");
+    assert_string_equal(jstr(v, "kvReason"), "version");
     json_decref(v);
 
     /* not required: a verdict inside an ordinary result, nothing rolled back */
-    v = ok("PUT", p, "{\"value\":3,\"forever\":true,\"expect\":999999999}", 200);
+    v = http_ok(&B, "PUT", p, "{\"value\":3,\"forever\":true,\"expect\":999999999}", 200);
     assert_true(json_is_false(json_object_get(v, "applied")));
-    assert_string_equal(str(v, "reason"), "version");
+    assert_string_equal(jstr(v, "reason"), "version");
     json_decref(v);
 
     /* batch: op 1 loses, so op 0's write is rolled back */
@@ -310,12 +240,12 @@ static void required_losses_are_verdicts(void **state)
                      "{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"req\",\"value\":2,\"forever\":true,\"expect\":0,"
                      "\"required\":true}]}",
                      NS, NS);
-    v = ok("POST", "/api/v1/kv", body, 200);
+    v = http_ok(&B, "POST", "/api/v1/kv", body, 200);
     assert_true(json_is_false(json_object_get(v, "ok")));
-    assert_int_equal(ival(json_object_get(v, "failedIndex")), 1);
+    assert_int_equal(jint(v, "failedIndex"), 1);
     json_decref(v);
     char *rb = fmt("/api/v1/kv/%s/rb", NS);
-    v = ok("GET", rb, NULL, 200);
+    v = http_ok(&B, "GET", rb, NULL, 200);
     assert_true(json_is_false(json_object_get(v, "found")));
     json_decref(v);
     free(p);
@@ -340,28 +270,28 @@ static void batch_shapes(void **state)
     const char *bodies[] = {wrapped, ops};
     for (int round = 0; round < 2; round++) {
         http_reply r = call(&B, "POST", "/api/v1/kv", bodies[round]);
-        expect(&r, 200, NULL, NULL);
+        http_expect(&r, 200, NULL, NULL);
         json_t *v = json_of(&r);
         json_t *results = json_object_get(v, "results");
         assert_int_equal(json_array_size(results), 7);
         static const char *const op_names[] = {"put", "put", "incr", "get", "getMany", "getPrefix", "delete"};
         for (size_t i = 0; i < 7; i++) {
             json_t *el = json_array_get(results, i);
-            assert_int_equal(ival(json_object_get(el, "index")), i);
-            assert_string_equal(str(el, "op"), op_names[i]);
+            assert_int_equal(jint(el, "index"), i);
+            assert_string_equal(jstr(el, "op"), op_names[i]);
         }
         assert_true(json_is_true(json_object_get(json_array_get(results, 3), "found")));
-        assert_int_equal(ival(json_object_get(json_array_get(results, 2), "value")), 2 * (round + 1));
+        assert_int_equal(jint(json_array_get(results, 2), "value"), 2 * (round + 1));
         assert_non_null(strstr(r.body, "\"value\": 0.1"));
         json_decref(v);
         http_reply_free(&r);
     }
     /* empty: no database round trip at all */
     long long before = pool_acquired(&B);
-    json_t *v = ok("POST", "/api/v1/kv", "[]", 200);
+    json_t *v = http_ok(&B, "POST", "/api/v1/kv", "[]", 200);
     assert_int_equal(json_array_size(json_object_get(v, "results")), 0);
     json_decref(v);
-    v = ok("POST", "/api/v1/kv", "{\"operations\":[]}", 200);
+    v = http_ok(&B, "POST", "/api/v1/kv", "{\"operations\":[]}", 200);
     assert_int_equal(json_array_size(json_object_get(v, "results")), 0);
     json_decref(v);
     assert_int_equal(pool_acquired(&B), before);
@@ -373,7 +303,7 @@ static void batch_shapes(void **state)
     refused_at_edge("POST", "/api/v1/kv", "[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\"},{\"op\":\"get\",\"ns\":\"a\","
                                           "\"key\":\"k\"}] trailing",
                     400, "bad_body", "invalid_json");
-    refused("POST", "/api/v1/kv", "[{\"op\":\"fly\",\"ns\":\"a\",\"key\":\"k\"}]", 400, "kv_bad_request",
+    http_refused(&B, "POST", "/api/v1/kv", "[{\"op\":\"fly\",\"ns\":\"a\",\"key\":\"k\"}]", 400, "kv_bad_request",
             "kv_unknown_op");
     free(ops);
     free(wrapped);
@@ -405,7 +335,7 @@ static void batch_edge_guards(void **state)
     refused_at_edge("PUT", path, put1001, 413, "payload_too_large", "kv_value_too_large");
     big[998] = '\0';
     char *v1000 = fmt("[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"big\",\"value\":\"%s\",\"forever\":true}]", NS, big);
-    json_t *v = ok("POST", "/api/v1/kv", v1000, 200);
+    json_t *v = http_ok(&B, "POST", "/api/v1/kv", v1000, 200);
     json_decref(v);
     char *nul = fmt("[{\"op\":\"get\",\"ns\":\"%s\",\"key\":\"a\\u0000b\"}]", NS);
     refused_at_edge("POST", "/api/v1/kv", nul, 400, "kv_bad_request", "kv_bad_key");
@@ -438,32 +368,32 @@ static void console_reads(void **state)
                     "{\"op\":\"put\",\"ns\":\"%1$s\",\"key\":\"b\",\"value\":2,\"forever\":true},"
                     "{\"op\":\"put\",\"ns\":\"%1$s\",\"key\":\"c\",\"value\":3,\"forever\":true}]",
                     ns);
-    json_decref(ok("POST", "/api/v1/kv", ops, 200));
-    json_t *v = ok("GET", "/api/v1/resources/kv/namespaces", NULL, 200);
+    json_decref(http_ok(&B, "POST", "/api/v1/kv", ops, 200));
+    json_t *v = http_ok(&B, "GET", "/api/v1/resources/kv/namespaces", NULL, 200);
     json_t *list = json_object_get(v, "namespaces");
     bool seen = false;
     size_t i;
     json_t *el;
     json_array_foreach(list, i, el)
     {
-        if (strcmp(str(el, "namespace"), ns) == 0) {
+        if (strcmp(jstr(el, "namespace"), ns) == 0) {
             seen = true;
-            assert_int_equal(ival(json_object_get(el, "keys")), 3);
+            assert_int_equal(jint(el, "keys"), 3);
         }
     }
     assert_true(seen);
     json_decref(v);
 
     char *page1 = fmt("{\"namespace\":\"%s\",\"limit\":2}", ns);
-    v = ok("POST", "/api/v1/resources/kv/list", page1, 200);
+    v = http_ok(&B, "POST", "/api/v1/resources/kv/list", page1, 200);
     assert_int_equal(json_array_size(json_object_get(v, "rows")), 2);
     assert_true(json_is_true(json_object_get(v, "truncated")));
-    assert_string_equal(str(v, "nextAfter"), "b");
+    assert_string_equal(jstr(v, "nextAfter"), "b");
     json_decref(v);
     char *page2 = fmt("{\"namespace\":\"%s\",\"after\":\"b\",\"keysOnly\":true,\"prefix\":\"\"}", ns);
-    v = ok("POST", "/api/v1/resources/kv/list", page2, 200);
+    v = http_ok(&B, "POST", "/api/v1/resources/kv/list", page2, 200);
     assert_int_equal(json_array_size(json_object_get(v, "rows")), 1);
-    assert_string_equal(str(json_array_get(json_object_get(v, "rows"), 0), "key"), "c");
+    assert_string_equal(jstr(json_array_get(json_object_get(v, "rows"), 0), "key"), "c");
     json_decref(v);
 
     refused_at_edge("POST", "/api/v1/resources/kv/list", "{}", 400, "kv_bad_request", "kv_bad_namespace");
@@ -475,7 +405,7 @@ static void console_reads(void **state)
                     "kv_bad_request", "kv_bad_request");
     refused_at_edge("POST", "/api/v1/resources/kv/list", "{\"namespace\":7}", 400, "kv_bad_request",
                     "kv_bad_request");
-    refused("POST", "/api/v1/resources/kv/list", "{\"namespace\":\"Bad Name\"}", 400, "kv_bad_request",
+    http_refused(&B, "POST", "/api/v1/resources/kv/list", "{\"namespace\":\"Bad Name\"}", 400, "kv_bad_request",
             "kv_bad_namespace");
     free(ns);
     free(ops);
@@ -487,14 +417,14 @@ static void unknown_routes(void **state)
 {
     (void)state;
     http_reply r = call(&B, "GET", "/api/v1/nope", NULL);
-    expect(&r, 404, NULL, NULL);
+    http_expect(&r, 404, NULL, NULL);
     json_t *v = json_of(&r);
-    assert_string_equal(str(v, "error"), "Not Found");
-    assert_string_equal(str(v, "code"), "no_such_route");
+    assert_string_equal(jstr(v, "error"), "Not Found");
+    assert_string_equal(jstr(v, "code"), "no_such_route");
     json_decref(v);
     http_reply_free(&r);
     char *p = fmt("/api/v1/kv/%s/k", NS);
-    refused("POST", p, "{}", 405, "method_not_allowed", NULL);
+    http_refused(&B, "POST", p, "{}", 405, "method_not_allowed", NULL);
     free(p);
 }
 
@@ -524,8 +454,7 @@ static void pool_exhausted_is_503(void **state)
     static const char *const env[] = {"QUEEN_PG_POOL=1", "QUEEN_HTTP_THREADS=4", "QUEEN_PG_ACQUIRE_TIMEOUT_MS=300",
                                       "QUEEN_SWEEPER=0", NULL};
     test_broker small;
-    broker_spawn(&small, pgtest_url(), env);
-    assert_true(broker_wait_healthy(&small, 30000));
+    assert_true(broker_start(&small, env));
     char *ns = pgtest_unique("busy");
     PGconn *c = pgtest_connect();
     PQclear(pgtest_exec(c, "BEGIN", 0, NULL));
@@ -540,7 +469,7 @@ static void pool_exhausted_is_503(void **state)
     usleep(300 * 1000); /* the PUT now holds the only connection, waiting on the lock */
     char *other = fmt("/api/v1/kv/%s/other", ns);
     http_reply r = call(&small, "GET", other, NULL);
-    expect(&r, 503, "kv_unavailable", NULL);
+    http_expect(&r, 503, "kv_unavailable", NULL);
     char *retry = http_reply_header(&r, "Retry-After");
     assert_non_null(retry);
     assert_string_equal(retry, "1");
@@ -583,16 +512,16 @@ static void server_faults_are_500(void **state)
     PQfinish(c);
 
     http_reply r = call(&b, "POST", "/api/v1/kv", "[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\"}]");
-    expect(&r, 500, "kv_misconfigured", NULL);
+    http_expect(&r, 500, "kv_misconfigured", NULL);
     http_reply_free(&r);
     r = call(&b, "GET", "/api/v1/kv/a/k", NULL);
-    expect(&r, 500, "kv_misconfigured", NULL);
+    http_expect(&r, 500, "kv_misconfigured", NULL);
     http_reply_free(&r);
     r = call(&b, "GET", "/api/v1/resources/kv/namespaces", NULL);
-    expect(&r, 500, "kv_error", "boom");
+    http_expect(&r, 500, "kv_error", "boom");
     http_reply_free(&r);
     r = call(&b, "GET", "/api/v1/resources/queues", NULL);
-    expect(&r, 500, "misconfigured", NULL);
+    http_expect(&r, 500, "misconfigured", NULL);
     http_reply_free(&r);
     assert_int_equal(broker_stop(&b), 0);
     pgtest_drop_database(dbname);

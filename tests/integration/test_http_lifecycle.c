@@ -17,35 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "broker.h"
 #include "pgtest.h"
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    char *s = NULL;
-    if (vasprintf(&s, f, ap) < 0)
-        fail_msg("out of memory");
-    va_end(ap);
-    return s;
-}
+#include "testutil.h"
 
 static void start(test_broker *b, const char *const *env)
 {
-    broker_spawn(b, pgtest_url(), env);
-    if (!broker_wait_healthy(b, 30000))
+    if (!broker_start(b, env))
         fail_msg("broker did not become healthy (log: %s)", b->log);
 }
 

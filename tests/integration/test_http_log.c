@@ -16,11 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "broker.h"
+#include "http_fixture.h"
 #include "pgtest.h"
+#include "testutil.h"
 
 static test_broker B;
 
@@ -28,12 +29,7 @@ static int setup(void **state)
 {
     (void)state;
     static const char *const env[] = {"QUEEN_HTTP_THREADS=2", NULL};
-    broker_spawn(&B, pgtest_url(), env);
-    if (!broker_wait_healthy(&B, 30000)) {
-        fprintf(stderr, "broker did not become healthy (log: %s)\n", B.log);
-        return -1;
-    }
-    return 0;
+    return broker_start(&B, env) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -42,68 +38,7 @@ static int teardown(void **state)
     return broker_stop(&B) == 0 ? 0 : -1;
 }
 
-/* ---- helpers (as in test_http_kv.c) --------------------------------------- */
-
-static json_t *json_of(const http_reply *r)
-{
-    json_error_t e;
-    json_t *v = json_loads(r->body, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e);
-    if (v == NULL)
-        fail_msg("not JSON (%s): %s", e.text, r->body);
-    return v;
-}
-
-static long long ival(const json_t *v)
-{
-    return (long long)json_number_value(v);
-}
-
-static const char *str(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
-static json_t *ok(const char *method, const char *path, const char *body, long status)
-{
-    http_reply r = broker_http(&B, method, path, body, NULL);
-    if (r.status != status)
-        fail_msg("%s %s: status %ld, want %ld: %s", method, path, r.status, status, r.body);
-    json_t *v = json_of(&r);
-    http_reply_free(&r);
-    return v;
-}
-
-static void refused(const char *method, const char *path, const char *body, long status, const char *error,
-                    const char *reason)
-{
-    http_reply r = broker_http(&B, method, path, body, NULL);
-    if (r.status != status)
-        fail_msg("%s %s: status %ld, want %ld: %s", method, path, r.status, status, r.body);
-    json_t *v = json_of(&r);
-    if (strcmp(str(v, "error"), error) != 0 || (reason && strcmp(str(v, "reason"), reason) != 0))
-        fail_msg("want %s/%s, got %s", error, reason ? reason : "*", r.body);
-    json_decref(v);
-    http_reply_free(&r);
-}
-
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    char *s = NULL;
-    if (vasprintf(&s, f, ap) < 0)
-        fail_msg("out of memory");
-    va_end(ap);
-    return s;
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+/* ---- helpers ---------------------------------------------------------------- */
 
 static long long queue_rows(const char *queue)
 {
@@ -125,14 +60,14 @@ static void push_and_pop(void **state)
     char *body = fmt("{\"items\":[{\"queue\":\"%1$s\",\"payload\":{\"n\":0.1,\"big\":12345678901234567890},"
                      "\"transactionId\":\"t1\"},{\"queue\":\"%1$s\",\"partition\":\"p2\",\"payload\":null}]}",
                      q);
-    json_t *v = ok("POST", "/api/v1/push", body, 201);
+    json_t *v = http_ok(&B, "POST", "/api/v1/push", body, 201);
     assert_int_equal(json_array_size(v), 2);
-    assert_string_equal(str(json_array_get(v, 0), "status"), "queued");
-    assert_string_equal(str(json_array_get(v, 0), "transaction_id"), "t1");
-    assert_string_equal(str(json_array_get(v, 1), "queueName"), q);
+    assert_string_equal(jstr(json_array_get(v, 0), "status"), "queued");
+    assert_string_equal(jstr(json_array_get(v, 0), "transaction_id"), "t1");
+    assert_string_equal(jstr(json_array_get(v, 1), "queueName"), q);
     json_decref(v);
-    v = ok("POST", "/api/v1/push", body, 201); /* same transactionId: a duplicate writes nothing */
-    assert_string_equal(str(json_array_get(v, 0), "status"), "duplicate");
+    v = http_ok(&B, "POST", "/api/v1/push", body, 201); /* same transactionId: a duplicate writes nothing */
+    assert_string_equal(jstr(json_array_get(v, 0), "status"), "duplicate");
     json_decref(v);
 
     char *pop = fmt("/api/v1/pop/queue/%s/partition/Default?batch=10", q);
@@ -141,11 +76,11 @@ static void push_and_pop(void **state)
     assert_non_null(strstr(r.body, "12345678901234567890")); /* payloads byte for byte */
     v = json_of(&r);
     assert_true(json_is_true(json_object_get(v, "success")));
-    assert_string_equal(str(v, "partition"), "Default");
+    assert_string_equal(jstr(v, "partition"), "Default");
     json_t *m = json_array_get(json_object_get(v, "messages"), 0);
-    assert_string_equal(str(m, "transactionId"), "t1");
-    assert_int_equal(ival(json_object_get(m, "deliveryAttempt")), 1);
-    assert_non_null(str(v, "leaseId"));
+    assert_string_equal(jstr(m, "transactionId"), "t1");
+    assert_int_equal(jint(m, "deliveryAttempt"), 1);
+    assert_non_null(jstr(v, "leaseId"));
     json_decref(v);
     http_reply_free(&r);
 
@@ -155,8 +90,8 @@ static void push_and_pop(void **state)
     assert_int_equal(r.len, 0);
     http_reply_free(&r);
     char *any = fmt("/api/v1/pop/queue/%s?autoAck=true&consumerGroup=g%%31", q);
-    v = ok("GET", any, NULL, 200);
-    assert_string_equal(str(v, "consumerGroup"), "g1"); /* query arguments decoded once */
+    v = http_ok(&B, "GET", any, NULL, 200);
+    assert_string_equal(jstr(v, "consumerGroup"), "g1"); /* query arguments decoded once */
     json_decref(v);
     r = broker_http(&B, "GET", "/api/v1/pop/queue/no-such-queue-anywhere", NULL, NULL);
     assert_int_equal(r.status, 204);
@@ -164,20 +99,20 @@ static void push_and_pop(void **state)
 
     /* refusals */
     char *nopayload = fmt("{\"items\":[{\"queue\":\"%s\"}]}", q);
-    refused("POST", "/api/v1/push", nopayload, 400, "bad_request", NULL);
-    refused("POST", "/api/v1/push", "{\"items\":[{\"payload\":1}]}", 400, "bad_request", NULL);
-    refused("POST", "/api/v1/push", "{\"items\":{}}", 400, "bad_request", "log_bad_request");
-    refused("POST", "/api/v1/push", "[]", 400, "bad_request", "log_bad_request");
-    refused("POST", "/api/v1/push", "{\"items\":[", 400, "bad_body", "invalid_json");
+    http_refused(&B, "POST", "/api/v1/push", nopayload, 400, "bad_request", NULL);
+    http_refused(&B, "POST", "/api/v1/push", "{\"items\":[{\"payload\":1}]}", 400, "bad_request", NULL);
+    http_refused(&B, "POST", "/api/v1/push", "{\"items\":{}}", 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", "/api/v1/push", "[]", 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", "/api/v1/push", "{\"items\":[", 400, "bad_body", "invalid_json");
     static const char *const bad_args[] = {"batch=abc", "batch=0", "batch=", "leaseSeconds=0", "wait=maybe",
                                            "timeout=-1", "autoAck=2", "consumerGroup=%00", "batch=99999999999"};
     for (size_t i = 0; i < sizeof bad_args / sizeof bad_args[0]; i++) {
         char *p = fmt("/api/v1/pop/queue/%s?%s", q, bad_args[i]);
-        refused("GET", p, NULL, 400, "bad_request", NULL);
+        http_refused(&B, "GET", p, NULL, 400, "bad_request", NULL);
         free(p);
     }
     char *big_batch = fmt("/api/v1/pop/queue/%s?batch=20000", q); /* SQL's range: 1..10000 */
-    refused("GET", big_batch, NULL, 400, "bad_request", "log_bad_batch");
+    http_refused(&B, "GET", big_batch, NULL, 400, "bad_request", "log_bad_batch");
     free(big_batch);
     free(q);
     free(body);
@@ -193,30 +128,30 @@ static void ack_lease_configure_delete(void **state)
     char *body = fmt("{\"items\":[{\"queue\":\"%1$s\",\"payload\":1,\"transactionId\":\"a\"},"
                      "{\"queue\":\"%1$s\",\"payload\":2,\"transactionId\":\"b\"}]}",
                      q);
-    json_decref(ok("POST", "/api/v1/push", body, 201));
+    json_decref(http_ok(&B, "POST", "/api/v1/push", body, 201));
     char *pop = fmt("/api/v1/pop/queue/%s?batch=1", q);
-    json_t *p = ok("GET", pop, NULL, 200);
-    char *lease = strdup(str(p, "leaseId")), *part = strdup(str(p, "partitionId"));
+    json_t *p = http_ok(&B, "GET", pop, NULL, 200);
+    char *lease = strdup(jstr(p, "leaseId")), *part = strdup(jstr(p, "partitionId"));
     json_decref(p);
 
     char *ext = fmt("/api/v1/lease/%s/extend", lease);
-    json_t *v = ok("POST", ext, "{\"seconds\":120}", 200);
+    json_t *v = http_ok(&B, "POST", ext, "{\"seconds\":120}", 200);
     assert_true(json_is_true(json_object_get(v, "success")));
     assert_true(json_is_true(json_object_get(v, "renewed")));
-    assert_non_null(str(v, "expiresAt"));
+    assert_non_null(jstr(v, "expiresAt"));
     json_decref(v);
-    v = ok("POST", ext, NULL, 200); /* no body: the default 60 s */
+    v = http_ok(&B, "POST", ext, NULL, 200); /* no body: the default 60 s */
     assert_true(json_is_true(json_object_get(v, "success")));
     json_decref(v);
-    v = ok("POST", "/api/v1/lease/00000000-0000-0000-0000-00000000abcd/extend", "{}", 200);
+    v = http_ok(&B, "POST", "/api/v1/lease/00000000-0000-0000-0000-00000000abcd/extend", "{}", 200);
     assert_true(json_is_false(json_object_get(v, "success")));
     json_decref(v);
-    refused("POST", ext, "{\"seconds\":0}", 400, "bad_request", "log_bad_seconds");
-    refused("POST", ext, "{\"seconds\":\"60\"}", 400, "bad_request", "log_bad_seconds");
-    refused("POST", ext, "[60]", 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", ext, "{\"seconds\":0}", 400, "bad_request", "log_bad_seconds");
+    http_refused(&B, "POST", ext, "{\"seconds\":\"60\"}", 400, "bad_request", "log_bad_seconds");
+    http_refused(&B, "POST", ext, "[60]", 400, "bad_request", "log_bad_request");
 
     char *ack = fmt("{\"transactionId\":\"a\",\"partitionId\":\"%s\",\"leaseId\":\"%s\"}", part, lease);
-    v = ok("POST", "/api/v1/ack", ack, 200);
+    v = http_ok(&B, "POST", "/api/v1/ack", ack, 200);
     assert_int_equal(json_array_size(v), 1);
     assert_true(json_is_true(json_object_get(json_array_get(v, 0), "success")));
     assert_true(json_is_false(json_object_get(json_array_get(v, 0), "noop")));
@@ -224,46 +159,46 @@ static void ack_lease_configure_delete(void **state)
     char *batch = fmt("{\"consumerGroup\":\"__QUEUE_MODE__\",\"acknowledgments\":[{\"transactionId\":\"a\","
                       "\"partitionId\":\"%s\"},{\"transactionId\":\"zz\",\"partitionId\":\"%s\"}]}",
                       part, part);
-    v = ok("POST", "/api/v1/ack/batch", batch, 200);
+    v = http_ok(&B, "POST", "/api/v1/ack/batch", batch, 200);
     assert_int_equal(json_array_size(v), 2);
     assert_true(json_is_true(json_object_get(json_array_get(v, 0), "noop")));
     assert_true(json_is_false(json_object_get(json_array_get(v, 1), "success"))); /* per item, still 200 */
     json_decref(v);
-    refused("POST", "/api/v1/ack/batch", "{\"acknowledgments\":{}}", 400, "bad_request", "log_bad_request");
-    refused("POST", "/api/v1/ack/batch", "{\"consumerGroup\":1,\"acknowledgments\":[]}", 400, "bad_request", NULL);
-    refused("POST", "/api/v1/ack", "[]", 400, "bad_request", "log_bad_request");
-    refused("POST", "/api/v1/ack", "{\"transactionId\":\"a\",\"partitionId\":\"not-a-uuid\"}", 400, "bad_request",
+    http_refused(&B, "POST", "/api/v1/ack/batch", "{\"acknowledgments\":{}}", 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", "/api/v1/ack/batch", "{\"consumerGroup\":1,\"acknowledgments\":[]}", 400, "bad_request", NULL);
+    http_refused(&B, "POST", "/api/v1/ack", "[]", 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", "/api/v1/ack", "{\"transactionId\":\"a\",\"partitionId\":\"not-a-uuid\"}", 400, "bad_request",
             NULL);
 
     char *conf = fmt("{\"queue\":\"%s\",\"options\":{\"leaseTime\":30,\"retryLimit\":5}}", q);
-    v = ok("POST", "/api/v1/configure", conf, 200);
+    v = http_ok(&B, "POST", "/api/v1/configure", conf, 200);
     assert_true(json_is_true(json_object_get(v, "configured")));
-    assert_int_equal(ival(json_object_get(json_object_get(v, "options"), "retryLimit")), 5);
+    assert_int_equal(jint(json_object_get(v, "options"), "retryLimit"), 5);
     json_decref(v);
     char *badopt = fmt("{\"queue\":\"%s\",\"options\":{\"leese\":1}}", q);
-    refused("POST", "/api/v1/configure", badopt, 400, "bad_request", "log_bad_options");
-    refused("POST", "/api/v1/configure", "{\"options\":{}}", 400, "bad_request", "log_bad_queue");
-    refused("POST", "/api/v1/configure", "{\"queue\":\"x\",\"options\":[]}", 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", "/api/v1/configure", badopt, 400, "bad_request", "log_bad_options");
+    http_refused(&B, "POST", "/api/v1/configure", "{\"options\":{}}", 400, "bad_request", "log_bad_queue");
+    http_refused(&B, "POST", "/api/v1/configure", "{\"queue\":\"x\",\"options\":[]}", 400, "bad_request", "log_bad_request");
 
-    v = ok("GET", "/api/v1/resources/queues", NULL, 200);
+    v = http_ok(&B, "GET", "/api/v1/resources/queues", NULL, 200);
     bool seen = false;
     size_t i;
     json_t *el;
     json_array_foreach(json_object_get(v, "queues"), i, el)
     {
-        if (strcmp(str(el, "name"), q) == 0) {
+        if (strcmp(jstr(el, "name"), q) == 0) {
             seen = true;
-            assert_int_equal(ival(json_object_get(json_object_get(el, "messages"), "total")), 2);
+            assert_int_equal(jint(json_object_get(el, "messages"), "total"), 2);
         }
     }
     assert_true(seen);
     json_decref(v);
 
     char *del = fmt("/api/v1/resources/queues/%s", q);
-    v = ok("DELETE", del, NULL, 200);
+    v = http_ok(&B, "DELETE", del, NULL, 200);
     assert_true(json_is_true(json_object_get(v, "existed")));
     json_decref(v);
-    v = ok("DELETE", del, NULL, 200);
+    v = http_ok(&B, "DELETE", del, NULL, 200);
     assert_true(json_is_false(json_object_get(v, "existed")));
     json_decref(v);
     free(q);
@@ -288,21 +223,21 @@ static void transaction_bundles(void **state)
     char *mixed = fmt("{\"operations\":[{\"type\":\"push\",\"items\":[{\"queue\":\"%s\",\"payload\":0.1}]}],"
                       "\"kv\":[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"marker\",\"value\":true,\"forever\":true}]}",
                       q, ns);
-    json_t *v = ok("POST", "/api/v1/transaction", mixed, 200);
+    json_t *v = http_ok(&B, "POST", "/api/v1/transaction", mixed, 200);
     assert_true(json_is_true(json_object_get(v, "success")));
     json_t *res = json_object_get(v, "results");
     assert_int_equal(json_array_size(res), 2);
-    assert_string_equal(str(json_array_get(res, 0), "type"), "push");
+    assert_string_equal(jstr(json_array_get(res, 0), "type"), "push");
     json_t *kv = json_array_get(res, 1);
-    assert_string_equal(str(kv, "type"), "kv");
-    assert_int_equal(ival(json_object_get(kv, "index")), 1);
-    assert_int_equal(ival(json_object_get(kv, "opIndex")), 0);
+    assert_string_equal(jstr(kv, "type"), "kv");
+    assert_int_equal(jint(kv, "index"), 1);
+    assert_int_equal(jint(kv, "opIndex"), 0);
     assert_true(json_is_true(json_object_get(kv, "applied")));
     json_decref(v);
 
     /* kv-only */
     char *kvonly = fmt("{\"kv\":[{\"op\":\"get\",\"ns\":\"%s\",\"key\":\"marker\"}]}", ns);
-    v = ok("POST", "/api/v1/transaction", kvonly, 200);
+    v = http_ok(&B, "POST", "/api/v1/transaction", kvonly, 200);
     assert_true(json_is_true(json_object_get(v, "success")));
     assert_true(json_is_true(json_object_get(json_array_get(json_object_get(v, "results"), 0), "found")));
     json_decref(v);
@@ -314,11 +249,11 @@ static void transaction_bundles(void **state)
                       "\"kv\":[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"marker\",\"value\":1,\"forever\":true,"
                       "\"expect\":0,\"required\":true}]}",
                       q2, q2, ns);
-    v = ok("POST", "/api/v1/transaction", again, 200);
+    v = http_ok(&B, "POST", "/api/v1/transaction", again, 200);
     assert_true(json_is_false(json_object_get(v, "success")));
-    assert_string_equal(str(v, "reason"), "kv_precondition");
-    assert_int_equal(ival(json_object_get(v, "failedIndex")), 2); /* 2 push items, then kv 0 */
-    assert_string_equal(str(v, "kvReason"), "exists");
+    assert_string_equal(jstr(v, "reason"), "kv_precondition");
+    assert_int_equal(jint(v, "failedIndex"), 2); /* 2 push items, then kv 0 */
+    assert_string_equal(jstr(v, "kvReason"), "exists");
     assert_int_equal(json_array_size(json_object_get(v, "results")), 0);
     json_decref(v);
     assert_int_equal(queue_rows(q2), 0);
@@ -327,10 +262,10 @@ static void transaction_bundles(void **state)
     char *q3 = pgtest_unique("txq");
     char *push3 = fmt("{\"type\":\"push\",\"items\":[{\"queue\":\"%s\",\"payload\":1}]}", q3);
     char *kv_in_ops = fmt("{\"operations\":[%s,{\"type\":\"kv\",\"op\":\"get\"}]}", push3);
-    refused("POST", "/api/v1/transaction", kv_in_ops, 400, "bad_request", "log_kv_in_operations");
+    http_refused(&B, "POST", "/api/v1/transaction", kv_in_ops, 400, "bad_request", "log_kv_in_operations");
     char *prefix = fmt("{\"operations\":[%s],\"kv\":[{\"op\":\"getPrefix\",\"ns\":\"%s\",\"prefix\":\"m\"}]}", push3,
                        ns);
-    refused("POST", "/api/v1/transaction", prefix, 400, "bad_request", "kv_get_prefix_not_allowed_in_transaction");
+    http_refused(&B, "POST", "/api/v1/transaction", prefix, 400, "bad_request", "kv_get_prefix_not_allowed_in_transaction");
     size_t cap = 65 * 80 + 256;
     char *many = malloc(cap);
     int n = snprintf(many, cap, "{\"operations\":[%s],\"kv\":[", push3);
@@ -338,19 +273,19 @@ static void transaction_bundles(void **state)
         n += snprintf(many + n, cap - (size_t)n, "%s{\"op\":\"get\",\"ns\":\"%s\",\"key\":\"k%d\"}", i ? "," : "", ns,
                       i);
     snprintf(many + n, cap - (size_t)n, "]}");
-    refused("POST", "/api/v1/transaction", many, 400, "bad_request", "kv_too_many_ops");
+    http_refused(&B, "POST", "/api/v1/transaction", many, 400, "bad_request", "kv_too_many_ops");
     char *tenant = fmt("{\"operations\":[%s],\"tenant\":\"00000000-0000-0000-0000-000000000002\"}", push3);
-    refused("POST", "/api/v1/transaction", tenant, 400, "bad_request", "log_bad_tenant");
+    http_refused(&B, "POST", "/api/v1/transaction", tenant, 400, "bad_request", "log_bad_tenant");
     char *kvtenant = fmt("{\"operations\":[%s],\"kv\":[{\"op\":\"get\",\"ns\":\"%s\",\"key\":\"k\",\"tenant\":\"x\"}]}",
                          push3, ns);
-    refused("POST", "/api/v1/transaction", kvtenant, 400, "bad_request", "kv_tenant_not_an_input");
+    http_refused(&B, "POST", "/api/v1/transaction", kvtenant, 400, "bad_request", "kv_tenant_not_an_input");
     char *unknown = fmt("{\"operations\":[%s],\"kvs\":[]}", push3);
-    refused("POST", "/api/v1/transaction", unknown, 400, "bad_request", "log_bad_request");
-    refused("POST", "/api/v1/transaction", "{}", 400, "bad_request", "log_bad_request");
-    refused("POST", "/api/v1/transaction", "{\"operations\":[{\"type\":\"pop\"}]}", 400, "bad_request",
+    http_refused(&B, "POST", "/api/v1/transaction", unknown, 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", "/api/v1/transaction", "{}", 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", "/api/v1/transaction", "{\"operations\":[{\"type\":\"pop\"}]}", 400, "bad_request",
             "log_bad_operation");
-    refused("POST", "/api/v1/transaction", "{\"operations\":{}}", 400, "bad_request", "log_bad_request");
-    refused("POST", "/api/v1/transaction", "{\"operations\":[", 400, "bad_body", "invalid_json");
+    http_refused(&B, "POST", "/api/v1/transaction", "{\"operations\":{}}", 400, "bad_request", "log_bad_request");
+    http_refused(&B, "POST", "/api/v1/transaction", "{\"operations\":[", 400, "bad_body", "invalid_json");
     assert_int_equal(queue_rows(q3), 0);
     free(q);
     free(ns);
@@ -397,7 +332,7 @@ static void long_poll_wakes_on_push(void **state)
     pthread_create(&t, NULL, poll_thread, &p);
     usleep(400 * 1000);
     char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1}]}", q);
-    json_decref(ok("POST", "/api/v1/push", push, 201));
+    json_decref(http_ok(&B, "POST", "/api/v1/push", push, 201));
     pthread_join(t, NULL);
     assert_int_equal(p.status, 200);
     if (p.took_ms > 3000)
@@ -432,8 +367,8 @@ static void long_polls_do_not_pin_threads(void **state)
         pthread_create(&t[i], NULL, poll_thread, &p[i]);
     }
     usleep(700 * 1000);
-    json_t *m = ok("GET", "/metrics", NULL, 200);
-    long long waiting = ival(json_object_get(json_object_get(m, "http"), "longPollsWaiting"));
+    json_t *m = http_ok(&B, "GET", "/metrics", NULL, 200);
+    long long waiting = jint(json_object_get(m, "http"), "longPollsWaiting");
     json_decref(m);
     long long t0 = now_ms();
     http_reply r = broker_http(&B, "GET", "/health", NULL, NULL);

@@ -18,38 +18,27 @@
 #include <sys/wait.h>
 
 #include "broker.h"
+#include "http_fixture.h"
 #include "pgtest.h"
+#include "testutil.h"
+#include "wire.h"
 
 static test_broker B;
 static char TA[37], TB[37]; /* two fresh tenants */
 static char HA[64], HB[64], HA_UPPER[64];
 
-static void random_uuid(char out[37])
-{
-    char *hex = pgtest_unique(""), *hex2 = pgtest_unique("");
-    /* 24 hex digits from two tokens, laid out 8-4-4-4-12 */
-    snprintf(out, 37, "%.8s-%.4s-4%.3s-8%.3s-%.12s", hex, hex + 8, hex2, hex2 + 3, hex2);
-    free(hex);
-    free(hex2);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    random_uuid(TA);
-    random_uuid(TB);
+    wire_uuid4(TA);
+    wire_uuid4(TB);
     snprintf(HA, sizeof HA, "x-queen-tenant: %s", TA);
     snprintf(HB, sizeof HB, "x-queen-tenant: %s", TB);
     snprintf(HA_UPPER, sizeof HA_UPPER, "x-queen-tenant: %s", TA);
     for (char *p = HA_UPPER + 16; *p; p++)
         *p = (char)toupper((unsigned char)*p);
     static const char *const env[] = {"QUEEN_TENANCY_HEADER=1", "QUEEN_TRUSTED_PROXY=1", NULL};
-    broker_spawn(&B, pgtest_url(), env);
-    if (!broker_wait_healthy(&B, 30000)) {
-        fprintf(stderr, "broker did not become healthy (log: %s)\n", B.log);
-        return -1;
-    }
-    return 0;
+    return broker_start(&B, env) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -58,43 +47,12 @@ static int teardown(void **state)
     return broker_stop(&B) == 0 ? 0 : -1;
 }
 
-static json_t *json_of(const http_reply *r)
-{
-    json_error_t e;
-    json_t *v = json_loads(r->body, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &e);
-    if (v == NULL)
-        fail_msg("not JSON (%s): %s", e.text, r->body);
-    return v;
-}
-
-static const char *str(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 /* One call as the tenant of header h (NULL: no header). */
 static json_t *as(const test_broker *b, const char *h, const char *method, const char *path, const char *body,
                   long status)
 {
     const char *headers[] = {h, NULL};
-    http_reply r = broker_http(b, method, path, body, h ? headers : NULL);
-    if (r.status != status)
-        fail_msg("%s %s as [%s]: status %ld, want %ld: %s", method, path, h ? h : "-", r.status, status, r.body);
-    json_t *v = r.len ? json_of(&r) : json_null();
-    http_reply_free(&r);
-    return v;
-}
-
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    char *s = NULL;
-    if (vasprintf(&s, f, ap) < 0)
-        fail_msg("out of memory");
-    va_end(ap);
-    return s;
+    return http_call_json(b, h ? headers : NULL, method, path, body, status);
 }
 
 static void kv_isolation(void **state)
@@ -106,13 +64,13 @@ static void kv_isolation(void **state)
     json_decref(as(&B, HB, "PUT", path, "{\"value\":\"from-b\",\"forever\":true}", 200));
 
     json_t *v = as(&B, HA, "GET", path, NULL, 200);
-    assert_string_equal(str(v, "value"), "from-a");
+    assert_string_equal(jstr(v, "value"), "from-a");
     json_decref(v);
     v = as(&B, HA_UPPER, "GET", path, NULL, 200); /* the same tenant, lower-cased */
-    assert_string_equal(str(v, "value"), "from-a");
+    assert_string_equal(jstr(v, "value"), "from-a");
     json_decref(v);
     v = as(&B, HB, "GET", path, NULL, 200);
-    assert_string_equal(str(v, "value"), "from-b");
+    assert_string_equal(jstr(v, "value"), "from-b");
     json_decref(v);
     v = as(&B, NULL, "GET", path, NULL, 200); /* no header: the default tenant, who wrote nothing */
     assert_true(json_is_false(json_object_get(v, "found")));
@@ -162,7 +120,7 @@ static void queue_isolation(void **state)
     json_t *el;
     json_array_foreach(json_object_get(v, "queues"), i, el)
     {
-        if (strcmp(str(el, "name"), q) == 0)
+        if (strcmp(jstr(el, "name"), q) == 0)
             fail_msg("tenant B sees tenant A's queue");
     }
     json_decref(v);
@@ -184,34 +142,34 @@ static void refusals(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         json_t *v = as(&B, bad[i], "GET", "/api/v1/kv/ns/k", NULL, 400);
-        assert_string_equal(str(v, "error"), "kv_bad_request");
-        assert_string_equal(str(v, "reason"), "bad_tenant");
+        assert_string_equal(jstr(v, "error"), "kv_bad_request");
+        assert_string_equal(jstr(v, "reason"), "bad_tenant");
         json_decref(v);
         v = as(&B, bad[i], "GET", "/api/v1/resources/queues", NULL, 400);
-        assert_string_equal(str(v, "error"), "bad_request");
+        assert_string_equal(jstr(v, "error"), "bad_request");
         json_decref(v);
         /* operations routes are not tenant-scoped */
         json_decref(as(&B, bad[i], "GET", "/health", NULL, 200));
     }
     /* a tenant in an op or a bundle is refused, whatever the header says */
     json_t *v = as(&B, HA, "POST", "/api/v1/kv", "[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\",\"tenant\":\"x\"}]", 400);
-    assert_string_equal(str(v, "reason"), "kv_tenant_not_an_input");
+    assert_string_equal(jstr(v, "reason"), "kv_tenant_not_an_input");
     json_decref(v);
     char *op = fmt("[{\"op\":\"put\",\"ns\":\"a\",\"key\":\"k\",\"value\":1,\"forever\":true,\"tenantId\":\"%s\"}]",
                    TB);
     v = as(&B, HA, "POST", "/api/v1/kv", op, 400);
-    assert_string_equal(str(v, "reason"), "kv_tenant_not_an_input");
+    assert_string_equal(jstr(v, "reason"), "kv_tenant_not_an_input");
     json_decref(v);
     v = as(&B, HA, "PUT", "/api/v1/kv/a/k", "{\"value\":1,\"forever\":true,\"_tenant\":null}", 400);
-    assert_string_equal(str(v, "reason"), "kv_tenant_not_an_input");
+    assert_string_equal(jstr(v, "reason"), "kv_tenant_not_an_input");
     json_decref(v);
     v = as(&B, HA, "POST", "/api/v1/transaction",
            "{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\",\"tenant\":\"x\"}]}", 400);
-    assert_string_equal(str(v, "reason"), "kv_tenant_not_an_input");
+    assert_string_equal(jstr(v, "reason"), "kv_tenant_not_an_input");
     json_decref(v);
     char *bundle = fmt("{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\"}],\"tenant\":\"%s\"}", TB);
     v = as(&B, HA, "POST", "/api/v1/transaction", bundle, 400);
-    assert_string_equal(str(v, "reason"), "log_bad_tenant");
+    assert_string_equal(jstr(v, "reason"), "log_bad_tenant");
     json_decref(v);
     free(op);
     free(bundle);
@@ -223,8 +181,7 @@ static void header_ignored_when_off(void **state)
     (void)state;
     static const char *const env[] = {"QUEEN_SWEEPER=0", NULL};
     test_broker off;
-    broker_spawn(&off, pgtest_url(), env);
-    assert_true(broker_wait_healthy(&off, 30000));
+    assert_true(broker_start(&off, env));
     char *ns = pgtest_unique("tenoff");
     char *path = fmt("/api/v1/kv/%s/k", ns);
     json_decref(as(&off, HA, "PUT", path, "{\"value\":1,\"forever\":true}", 200));

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pgtest.h"
+
 int broker_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -180,6 +182,15 @@ bool broker_wait_healthy(test_broker *b, int timeout_ms)
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
+    return false;
+}
+
+bool broker_start(test_broker *b, const char *const *extra_env)
+{
+    broker_spawn(b, pgtest_url(), extra_env);
+    if (broker_wait_healthy(b, 30000))
+        return true;
+    fprintf(stderr, "broker did not become healthy (log: %s)\n", b->log);
     return false;
 }
 

@@ -25,6 +25,11 @@ void broker_spawn(test_broker *b, const char *pg_url, const char *const *extra_e
  * timeout_ms passes (false). */
 bool broker_wait_healthy(test_broker *b, int timeout_ms);
 
+/* broker_spawn on the test database (pgtest_url) + broker_wait_healthy for
+ * up to 30 s. false, with the log's path on stderr, when it never answered:
+ * a group setup returns -1 on that, a test fails. */
+bool broker_start(test_broker *b, const char *const *extra_env);
+
 /* Sends SIGTERM and waits; returns the exit status (-1 if killed). */
 int broker_stop(test_broker *b);
 

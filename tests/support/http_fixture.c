@@ -1,0 +1,65 @@
+/* http_fixture: request-and-assert helpers for tests (see http_fixture.h). */
+#include "http_fixture.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "testutil.h"
+
+json_t *json_of(const http_reply *r)
+{
+    return json_parse(r->body);
+}
+
+void http_expect(const http_reply *r, long status, const char *error, const char *reason)
+{
+    if (r->status != status)
+        fail_msg("status %ld, want %ld: %s", r->status, status, r->body);
+    if (error == NULL)
+        return;
+    json_t *v = json_of(r);
+    const char *e = jstr(v, "error");
+    const char *why = jstr(v, "reason");
+    if (e == NULL || strcmp(e, error) != 0 || (reason && (why == NULL || strcmp(why, reason) != 0)))
+        fail_msg("want %s/%s, got %s", error, reason ? reason : "*", r->body);
+    assert_non_null(json_object_get(v, "detail"));
+    json_decref(v);
+}
+
+/* A call whose status must be want; the message names the request. */
+static http_reply call_for(const test_broker *b, const char *const *headers, const char *method, const char *path,
+                           const char *body, long want)
+{
+    http_reply r = broker_http(b, method, path, body, headers);
+    if (r.status != want)
+        fail_msg("%s %s%s%s: status %ld, want %ld: %s", method, path, headers ? " with " : "",
+                 headers ? headers[0] : "", r.status, want, r.body);
+    return r;
+}
+
+json_t *http_call_json(const test_broker *b, const char *const *headers, const char *method, const char *path,
+                       const char *body, long status)
+{
+    http_reply r = call_for(b, headers, method, path, body, status);
+    json_t *v = r.len == 0 && status == 204 ? json_null() : json_of(&r);
+    http_reply_free(&r);
+    return v;
+}
+
+json_t *http_ok(const test_broker *b, const char *method, const char *path, const char *body, long status)
+{
+    return http_call_json(b, NULL, method, path, body, status);
+}
+
+void http_refused(const test_broker *b, const char *method, const char *path, const char *body, long status,
+                  const char *error, const char *reason)
+{
+    http_reply r = call_for(b, NULL, method, path, body, status);
+    http_expect(&r, status, error, reason);
+    http_reply_free(&r);
+}
