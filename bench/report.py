@@ -113,8 +113,9 @@ def load(work):
         if len(f) < 9:
             continue
         sec, scen, c, ops, p50, p99, err, per, cmd = f[:9]
+        cpu = [float(x) for x in f[9:14]] if len(f) >= 14 else None
         rows[(sec, scen, int(c))] = dict(ops=float(ops), p50=float(p50), p99=float(p99),
-                                         err=err, per=int(per), cmd=cmd)
+                                         err=err, per=int(per), cmd=cmd, cpu=cpu)
     return meta, rows
 
 
@@ -280,6 +281,33 @@ def render(work, out_path):
     keys = [(s, op, c) for op in ops for c in conc for s in ("direct", "broker")]
     L += commands(rows, keys)
     L.append("")
+
+    # ---------------- where the CPU went
+    body = []
+    for op in ops + ["batch25"]:
+        for c in conc:
+            if c < 32:
+                continue
+            if op == "batch25":
+                d, b = rows.get(("batch", "direct25", c)), rows.get(("batch", "broker25", c))
+            else:
+                d, b = rows.get(("direct", op, c)), rows.get(("broker", op, c))
+            if not (d and b and d.get("cpu") and b.get("cpu")):
+                continue
+            dt, dc, _, dp, do = d["cpu"]
+            bt, bc, bb, bp, bo = b["cpu"]
+            body.append([op, c, "%.0f" % dp, "%.0f" % dc, "%.0f" % do, "%.0f" % bp, "%.0f" % bb, "%.0f" % bc,
+                         "%.0f" % bo, rs((dp + dc) / (bp + bb + bc) if bp + bb + bc else None),
+                         rs(ratio(b, d))])
+    if body:
+        L.append("Where the CPU went, in microseconds of CPU per op (this cluster's PostgreSQL processes, the "
+                 "client's own user+sys, the broker's; `others` = what other users of the machine burnt "
+                 "meanwhile, per op of this point). The clients, the broker and PostgreSQL share the same 2 "
+                 "cores, so a saturated machine gives broker/direct close to the CPU ratio:")
+        L.append("")
+        L += table(["op", "c", "direct: postgres", "pgbench", "others", "broker path: postgres", "broker",
+                    "wrk", "others", "CPU ratio direct/broker", "measured broker/direct"], body)
+        L.append("")
 
     # ---------------- batches
     L.append("### 3. Batches of 25 ops (the mix), ops/s counted per op")

@@ -22,7 +22,9 @@
 # BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss; default
 # all), BENCH_PORT_BASE (55460: PostgreSQL, +1 broker, +2 redis),
 # BENCH_NO_REPORT=1 (leave RESULTS.md alone), BENCH_PG_POOL (broker's
-# QUEEN_PG_POOL, default: the broker's own default).
+# QUEEN_PG_POOL, default: the broker's own default), BENCH_WAIT_QUIET=N (wait
+# up to N s for the machine to be idle, < 10% CPU busy over 6 s, before
+# starting; default 0: the machine is shared, the report says how busy it was).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -65,10 +67,27 @@ RESULTS=$WORK/results.tsv
 : >"$RESULTS"
 REPORT="python3 $ROOT/bench/report.py"
 
-# row SECTION SCENARIO C OPS_S P50_MS P99_MS ERRORS OPS_PER_REQ COMMAND
+# row SECTION SCENARIO C OPS_S P50_MS P99_MS ERRORS OPS_PER_REQ COMMAND [CPU_TOTAL CPU_CLIENT CPU_BROKER us/op]
 row() { local IFS=$'\t'; echo "$*" >>"$RESULTS"; }
 
 # ---------------------------------------------------------------- machine
+busy_pct() { # CPU busy % of the whole machine over $1 seconds
+  local _ u1 n1 s1 i1 w1 q1 sq1 st1 u2 n2 s2 i2 w2 q2 sq2 st2 busy idle
+  read -r _ u1 n1 s1 i1 w1 q1 sq1 st1 _ </proc/stat; sleep "$1"
+  read -r _ u2 n2 s2 i2 w2 q2 sq2 st2 _ </proc/stat
+  busy=$(( (u2+n2+s2+q2+sq2+st2) - (u1+n1+s1+q1+sq1+st1) )); idle=$(( (i2+w2) - (i1+w1) ))
+  echo $(( 100 * busy / (busy + idle + 1) ))
+}
+if [ "${BENCH_WAIT_QUIET:-0}" -gt 0 ]; then
+  say "waiting up to ${BENCH_WAIT_QUIET} s for an idle machine"
+  quiet=0 waited=0
+  while [ $quiet -lt 3 ] && [ $waited -lt "$BENCH_WAIT_QUIET" ]; do
+    if [ "$(busy_pct 2)" -lt 10 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+    waited=$((waited + 2))
+  done
+  say "waited $waited s (idle: $([ $quiet -ge 3 ] && echo yes || echo no))"
+fi
+
 {
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src sql include bench 2>/dev/null || echo ' (+local changes)')"
@@ -77,10 +96,7 @@ row() { local IFS=$'\t'; echo "$*" >>"$RESULTS"; }
   echo "mem=$(free -m | awk '/^Mem:/{print $2}') MiB"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
   # CPU busy (all processes, i.e. others') over the 2 s before anything starts
-  read -r _ u1 n1 s1 i1 w1 q1 sq1 st1 _ </proc/stat; sleep 2
-  read -r _ u2 n2 s2 i2 w2 q2 sq2 st2 _ </proc/stat
-  busy=$(( (u2+n2+s2+q2+sq2+st2) - (u1+n1+s1+q1+sq1+st1) )); idle=$(( (i2+w2) - (i1+w1) ))
-  echo "busy_before=$(( 100 * busy / (busy + idle + 1) ))%"
+  echo "busy_before=$(busy_pct 2)%"
   echo "secs=$SECS"
   echo "pg_port=$PG_PORT"
   [ -n "${BENCH_PG_POOL:-}" ] && echo "pg_pool=$BENCH_PG_POOL"
@@ -132,27 +148,66 @@ echo "rss_boot_kb=$(status_kb VmRSS)" >>"$WORK/meta.env"
 echo "broker_threads_boot=$(status_kb Threads)" >>"$WORK/meta.env"
 
 # ---------------------------------------------------------------- helpers
+# CPU accounting of a point, so every ratio comes with where the CPU went:
+# machine-wide busy ticks (/proc/stat), the client's own user+sys (bash's
+# time), the broker's utime+stime; PostgreSQL and anything else running is
+# the rest. Printed as microseconds per op: total client broker.
+cpu_busy() { local _ u n s i w q sq st; read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st)); }
+broker_ticks() { if [ -n "$BROKER_PID" ]; then awk '{print $14 + $15}' "/proc/$BROKER_PID/stat"; else echo 0; fi; }
+# This cluster's CPU: the postmaster's own and its reaped children's times
+# plus every live child's (backends, walwriter, autovacuum ...).
+pg_ticks() {
+  local pm; pm=$(head -n1 "$WORK/pg/data/postmaster.pid")
+  { cat "/proc/$pm/stat"; for k in $(cat "/proc/$pm/task/$pm/children" 2>/dev/null); do cat "/proc/$k/stat" 2>/dev/null; done; } |
+    awk -v pm="$pm" '{t += $14 + $15; if ($1 == pm) t += $16 + $17} END {print t}'
+}
+TICK_US=$(( 1000000 / $(getconf CLK_TCK) ))
+# timed OUTFILE CMD...: runs CMD (stdout+stderr to OUTFILE), leaves the
+# client's CPU seconds "user sys" in $WORK/cpu.client and the tick deltas
+# "machine broker postgres" in $WORK/cpu.machine
+timed() {
+  local out=$1; shift
+  local b0 k0 p0 b1 k1 p1
+  b0=$(cpu_busy); k0=$(broker_ticks); p0=$(pg_ticks)
+  { TIMEFORMAT='%U %S'; time "$@" >"$out" 2>&1; } 2>"$WORK/cpu.client" || true
+  b1=$(cpu_busy); k1=$(broker_ticks); p1=$(pg_ticks)
+  echo "$((b1 - b0)) $((k1 - k0)) $((p1 - p0))" >"$WORK/cpu.machine"
+}
+# cpu_per_op OPS_PER_S -> "total client broker postgres other" in us per op;
+# other = what the rest of the machine (other users) burnt meanwhile
+cpu_per_op() {
+  local u s b k p
+  read -r u s <"$WORK/cpu.client"; read -r b k p <"$WORK/cpu.machine"
+  python3 -c "
+ops = $1 * $SECS
+t = $TICK_US
+tot, cl, br, pg = $b * t, ($u + $s) * 1e6, $k * t, $p * t
+print(' '.join('%.1f' % (x / ops if ops > 0 else 0) for x in (tot, cl, br, pg, max(0.0, tot - cl - br - pg))))"
+}
+
 pgb() { # pgb SECTION SCENARIO C OPS_PER_REQ SCRIPT_ARGS...
   local section=$1 scen=$2 c=$3 per=$4; shift 4
   local j=$(( c < 2 ? 1 : 2 )) tag="$section-$scen-c$c"
   local cmd="pgbench -n -M prepared -c $c -j $j -T $SECS -l $*"
-  ( cd "$WORK/logs" && mkdir -p "$tag" && cd "$tag" &&
-    pgbench -n -M prepared -c "$c" -j "$j" -T "$SECS" -l --log-prefix=txlog \
-      $(for a in "$@"; do case $a in bench/*) echo "$ROOT/$a";; *) echo "$a";; esac; done) "$URL" \
-      >out.txt 2>&1 ) || true
+  mkdir -p "$WORK/logs/$tag"
+  local args=() a
+  for a in "$@"; do case $a in bench/*) args+=("$ROOT/$a");; *) args+=("$a");; esac; done
+  ( cd "$WORK/logs/$tag" &&
+    timed out.txt pgbench -n -M prepared -c "$c" -j "$j" -T "$SECS" -l --log-prefix=txlog "${args[@]}" "$URL" )
   local r; r=$($REPORT pgbench "$WORK/logs/$tag" "$per")
-  row "$section" "$scen" "$c" $r "$per" "$cmd \$URL"
-  say "$section $scen c=$c: $r"
+  local cpu; cpu=$(cpu_per_op "$(cut -d' ' -f1 <<<"$r")")
+  row "$section" "$scen" "$c" $r "$per" "$cmd \$URL" $cpu
+  say "$section $scen c=$c: $r | cpu us/op total client broker pg other: $cpu"
 }
 
 wrk_run() { # wrk_run SECTION SCENARIO C OPS_PER_REQ LUA_OP
   local section=$1 scen=$2 c=$3 per=$4 op=$5 t=$(( $3 < 2 ? 1 : 2 )) tag="$1-$2-c$3"
   local cmd="wrk -t$t -c$c -d${SECS}s --latency -s bench/kv.lua $BROKER -- $op"
-  wrk -t"$t" -c"$c" -d"${SECS}s" --latency -s "$ROOT/bench/kv.lua" "$BROKER" -- "$op" \
-    >"$WORK/logs/$tag.txt" 2>&1 || true
+  timed "$WORK/logs/$tag.txt" wrk -t"$t" -c"$c" -d"${SECS}s" --latency -s "$ROOT/bench/kv.lua" "$BROKER" -- "$op"
   local r; r=$($REPORT wrk "$WORK/logs/$tag.txt" "$per")
-  row "$section" "$scen" "$c" $r "$per" "$cmd"
-  say "$section $scen c=$c: $r"
+  local cpu; cpu=$(cpu_per_op "$(cut -d' ' -f1 <<<"$r")")
+  row "$section" "$scen" "$c" $r "$per" "$cmd" $cpu
+  say "$section $scen c=$c: $r | cpu us/op total client broker pg other: $cpu"
 }
 
 # probe_kv NAME BODY: 0 when POST /api/v1/kv answers 200 {"results":[...]}
