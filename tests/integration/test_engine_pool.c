@@ -46,13 +46,12 @@ static void killed_backends_are_replaced(void **state)
     free(out);
     PGconn *admin = pgtest_connect();
     for (int round = 0; round < 2; round++) {
-        char *killed = pgtest_scalar(admin,
-                                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) "
-                                     "FROM pg_stat_activity WHERE application_name = 'queen' "
-                                     "AND datname = current_database()",
-                                     0, NULL);
-        assert_true(atoi(killed) >= 1);
-        free(killed);
+        long long killed = pgtest_int(admin,
+                                      "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) "
+                                      "FROM pg_stat_activity WHERE application_name = 'queen' "
+                                      "AND datname = current_database()",
+                                      0, NULL);
+        assert_true(killed >= 1);
         /* Every call after the kill succeeds: the dead connections are
          * noticed before use and replaced. */
         for (int i = 0; i < 6; i++) {

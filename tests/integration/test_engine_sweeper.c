@@ -37,10 +37,7 @@ static queen *open_engine(bool sweeper, int every_ms)
 static long long rows_of(PGconn *admin, const char *tenant)
 {
     const char *params[] = {tenant};
-    char *n = pgtest_scalar(admin, "SELECT count(*) FROM queen.kv WHERE tenant_id = $1::uuid", 1, params);
-    long long v = atoll(n);
-    free(n);
-    return v;
+    return pgtest_int(admin, "SELECT count(*) FROM queen.kv WHERE tenant_id = $1::uuid", 1, params);
 }
 
 static void expired_rows_are_deleted_within_seconds(void **state)
@@ -80,9 +77,7 @@ static void expired_rows_are_deleted_within_seconds(void **state)
     assert_true(engine_stat(q, "sweeper", "cycles") >= 5);
     assert_int_equal(engine_stat(q, "sweeper", "errors"), 0);
     assert_true(engine_stat(q, "sweeper", "usageMeasures") >= 1);
-    char *usage = pgtest_scalar(admin, "SELECT count(*) FROM queen.kv_usage", 0, NULL);
-    assert_true(atoi(usage) >= 1);
-    free(usage);
+    assert_true(pgtest_int(admin, "SELECT count(*) FROM queen.kv_usage", 0, NULL) >= 1);
     /* The forever row is untouched. */
     assert_int_equal(queen_kv_get(q, tenant, ns, "keep", &out, &e), 0);
     assert_non_null(strstr(out, "\"found\": true"));

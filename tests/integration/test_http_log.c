@@ -44,9 +44,7 @@ static long long queue_rows(const char *queue)
 {
     PGconn *c = pgtest_connect();
     const char *p[] = {queue};
-    char *n = pgtest_scalar(c, "SELECT count(*) FROM queen.queues WHERE name = $1", 1, p);
-    long long v = atoll(n);
-    free(n);
+    long long v = pgtest_int(c, "SELECT count(*) FROM queen.queues WHERE name = $1", 1, p);
     PQfinish(c);
     return v;
 }

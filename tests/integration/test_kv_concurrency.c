@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "pgtest.h"
+#include "testutil.h"
 
 #define DEFAULT_TENANT "00000000-0000-0000-0000-000000000001"
 
@@ -41,13 +42,6 @@
 static const char *const KV_CALL =
     "SELECT r->0->>'applied', r->0->>'value', r->0->>'version', r->0->>'reason'"
     "  FROM (SELECT queen.kv_apply_v1($1::jsonb, '" DEFAULT_TENANT "', NULL, false) AS r) AS s";
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void copy_field(char *dst, size_t n, const PGresult *res, int col)
 {
@@ -61,7 +55,6 @@ static void copy_field(char *dst, size_t n, const PGresult *res, int col)
 #define PIA_WORKERS 32
 
 typedef struct {
-    const char *url;
     const char *ns;
     int id;
     pthread_barrier_t *start;
@@ -72,18 +65,15 @@ typedef struct {
 static void *pia_run(void *arg)
 {
     pia_worker *w = arg;
-    PGconn *conn = PQconnectdb(w->url);
+    PGconn *conn = pgtest_connect_quiet(w->err, sizeof w->err);
     char ops[256];
     snprintf(ops, sizeof ops,
              "[{\"op\":\"putIfAbsent\",\"ns\":\"%s\",\"key\":\"marker\",\"value\":%d,\"forever\":true}]", w->ns, w->id);
     const char *params[1] = {ops};
 
     pthread_barrier_wait(w->start); /* everyone connected: fire together */
-    if (PQstatus(conn) != CONNECTION_OK) {
-        snprintf(w->err, sizeof w->err, "connect: %s", PQerrorMessage(conn));
-        PQfinish(conn);
+    if (conn == NULL)
         return NULL;
-    }
     PGresult *res = PQexecParams(conn, KV_CALL, 1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
         copy_field(w->applied, sizeof w->applied, res, 0);
@@ -110,7 +100,7 @@ static void test_put_if_absent_race(void **state)
 
     memset(workers, 0, sizeof workers);
     for (int i = 0; i < PIA_WORKERS; i++) {
-        workers[i] = (pia_worker){.url = pgtest_url(), .ns = ns, .id = i, .start = &start};
+        workers[i] = (pia_worker){.ns = ns, .id = i, .start = &start};
         assert_int_equal(pthread_create(&threads[i], NULL, pia_run, &workers[i]), 0);
     }
     for (int i = 0; i < PIA_WORKERS; i++)
@@ -150,7 +140,6 @@ static void test_put_if_absent_race(void **state)
 #define INCR_CALLS 20
 
 typedef struct {
-    const char *url;
     const char *ns;
     pthread_barrier_t *start;
     int admitted, refused_limit, other;
@@ -160,17 +149,15 @@ typedef struct {
 static void *incr_run(void *arg)
 {
     incr_worker *w = arg;
-    PGconn *conn = PQconnectdb(w->url);
+    PGconn *conn = pgtest_connect_quiet(w->err, sizeof w->err);
     char ops[256];
     snprintf(ops, sizeof ops,
              "[{\"op\":\"incr\",\"ns\":\"%s\",\"key\":\"bucket\",\"delta\":1,\"max\":100,\"forever\":true}]", w->ns);
     const char *params[1] = {ops};
 
     pthread_barrier_wait(w->start);
-    if (PQstatus(conn) != CONNECTION_OK) {
-        snprintf(w->err, sizeof w->err, "connect: %s", PQerrorMessage(conn));
+    if (conn == NULL) {
         w->other = INCR_CALLS;
-        PQfinish(conn);
         return NULL;
     }
     for (int i = 0; i < INCR_CALLS; i++) {
@@ -203,7 +190,7 @@ static void test_incr_admission(void **state)
 
     memset(workers, 0, sizeof workers);
     for (int i = 0; i < INCR_WORKERS; i++) {
-        workers[i] = (incr_worker){.url = pgtest_url(), .ns = ns, .start = &start};
+        workers[i] = (incr_worker){.ns = ns, .start = &start};
         assert_int_equal(pthread_create(&threads[i], NULL, incr_run, &workers[i]), 0);
     }
     for (int i = 0; i < INCR_WORKERS; i++)
@@ -245,7 +232,6 @@ static void test_incr_admission(void **state)
 typedef enum { MODE_KV_APPLY, MODE_PLAIN } lo_mode;
 
 typedef struct {
-    const char *url;
     const char *ns;
     lo_mode mode;
     unsigned seed;
@@ -341,12 +327,10 @@ static void lo_call_plain(lo_worker *w, PGconn *conn, const int keys[LO_PICK])
 static void *lo_run(void *arg)
 {
     lo_worker *w = arg;
-    PGconn *conn = PQconnectdb(w->url);
+    PGconn *conn = pgtest_connect_quiet(w->err, sizeof w->err);
     pthread_barrier_wait(w->start);
-    if (PQstatus(conn) != CONNECTION_OK) {
-        snprintf(w->err, sizeof w->err, "connect: %s", PQerrorMessage(conn));
+    if (conn == NULL) {
         w->other++;
-        PQfinish(conn);
         return NULL;
     }
     for (int i = 0; i < LO_CALLS; i++) {
@@ -388,7 +372,7 @@ static void lo_workload(lo_mode mode, int *committed, int *deadlocks, char **ns_
     memset(workers, 0, sizeof workers);
     unsigned base = (unsigned)time(NULL);
     for (int i = 0; i < LO_WORKERS; i++) {
-        workers[i] = (lo_worker){.url = pgtest_url(), .ns = ns, .mode = mode, .seed = base * 7919u + (unsigned)i,
+        workers[i] = (lo_worker){.ns = ns, .mode = mode, .seed = base * 7919u + (unsigned)i,
                                  .start = &start, .stop = &stop};
         assert_int_equal(pthread_create(&threads[i], NULL, lo_run, &workers[i]), 0);
     }
@@ -478,10 +462,10 @@ static void test_sweeper_skips_locked_rows(void **state)
 
     PQclear(pgtest_exec(sweeper, "SET statement_timeout = '10s'", 0, NULL));
     const char *p2[1] = {shards};
-    double t0 = now_seconds();
+    double t0 = now_s();
     char *step = pgtest_scalar(sweeper, "SELECT queen.kv_expire_step_v1($1::smallint[], '1971-01-01 00:00:00+00', 1000)::text",
                                1, p2);
-    double waited = now_seconds() - t0;
+    double waited = now_s() - t0;
     assert_non_null(step);
     assert_true(waited < 2.0); /* SKIP LOCKED: it did not wait for the holder */
 

@@ -35,15 +35,10 @@
 #include <unistd.h>
 
 #include "pgtest.h"
+#include "testutil.h"
+#include "wire.h"
 
 static char tenant[37];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* $1 tenant, $2 partitionId, $3 txid, $4 leaseId or NULL, $5 out queue. */
 static const char *const bundle_sql =
@@ -122,10 +117,9 @@ static void *worker(void *p)
             if (c != NULL)
                 PQfinish(c);
             set_pid(r, wa->me, 0);
-            c = PQconnectdb(pgtest_url());
-            if (PQstatus(c) != CONNECTION_OK) {
-                PQfinish(c);
-                c = NULL;
+            char err[256];
+            c = pgtest_connect_quiet(err, sizeof err);
+            if (c == NULL) {
                 usleep(50000);
                 continue;
             }
@@ -248,13 +242,10 @@ static void fill(PGconn *c, run *r, int n, int nparts)
 static long remaining(PGconn *c, run *r)
 {
     const char *p[2] = {tenant, r->in};
-    char *s = pgtest_scalar(c, "SELECT coalesce(sum(p.last_offset - coalesce(c.committed_offset, 0)), -1)"
-                               " FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-                               " LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = 'eo'"
-                               " WHERE q.tenant_id = $1::uuid AND q.name = $2", 2, p);
-    long n = atol(s);
-    free(s);
-    return n;
+    return pgtest_int(c, "SELECT coalesce(sum(p.last_offset - coalesce(c.committed_offset, 0)), -1)"
+                         " FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+                         " LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = 'eo'"
+                         " WHERE q.tenant_id = $1::uuid AND q.name = $2", 2, p);
 }
 
 /* Input messages whose marker, effect and ack do not agree, in one snapshot. */
@@ -281,10 +272,8 @@ static long disagreements(PGconn *c, run *r)
 {
     PQclear(pgtest_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL));
     const char *p[3] = {tenant, r->in, r->out};
-    char *s = pgtest_scalar(c, disagree_sql, 3, p);
+    long n = pgtest_int(c, disagree_sql, 3, p);
     PQclear(pgtest_exec(c, "COMMIT", 0, NULL));
-    long n = atol(s);
-    free(s);
     return n;
 }
 
@@ -333,11 +322,7 @@ static void final_checks(PGconn *c, run *r, long n)
  * "done", keys t1..tN) never meet another's. */
 static void new_run(run *r, const char *tag)
 {
-    PGconn *c = pgtest_connect();
-    char *t = pgtest_scalar(c, "SELECT gen_random_uuid()::text", 0, NULL);
-    snprintf(tenant, sizeof tenant, "%s", t);
-    free(t);
-    PQfinish(c);
+    wire_uuid4(tenant);
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
     char *a = pgtest_unique(tag), *b = pgtest_unique("eo_out_");

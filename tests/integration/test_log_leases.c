@@ -21,15 +21,10 @@
 #include <unistd.h>
 
 #include "pgtest.h"
+#include "testutil.h"
+#include "wire.h"
 
 static char tenant[37];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* One pop, one row per delivered message:
  * partitionId, leaseId, transactionId, deliveryAttempt, partition name. */
@@ -78,21 +73,21 @@ static struct {
     char first_error[256];
 } hold = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void hold_error(const char *what, PGconn *c)
+static void hold_error(const char *what, const char *why)
 {
     pthread_mutex_lock(&hold.mu);
     if (hold.errors++ == 0)
-        snprintf(hold.first_error, sizeof hold.first_error, "%s: %s", what, PQerrorMessage(c));
+        snprintf(hold.first_error, sizeof hold.first_error, "%s: %s", what, why);
     pthread_mutex_unlock(&hold.mu);
 }
 
 static void *hold_worker(void *arg)
 {
     int me = (int)(intptr_t)arg;
-    PGconn *c = PQconnectdb(pgtest_url());
-    if (PQstatus(c) != CONNECTION_OK) {
-        hold_error("connect", c);
-        PQfinish(c);
+    char err[200]; /* fits first_error with its prefix */
+    PGconn *c = pgtest_connect_quiet(err, sizeof err);
+    if (c == NULL) {
+        hold_error("connect", err);
         return NULL;
     }
     unsigned seed = (unsigned)me * 7919u + (unsigned)time(NULL);
@@ -101,7 +96,7 @@ static void *hold_worker(void *arg)
     while (now_s() < deadline && empty < 30) {
         PGresult *r = pop(c, hold.queue, "g", "4", "30");
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-            hold_error("pop", c);
+            hold_error("pop", PQerrorMessage(c));
             PQclear(r);
             break;
         }
@@ -132,7 +127,7 @@ static void *hold_worker(void *arg)
             const char *p[6] = {tenant, PQgetvalue(r, i, 2), part, PQgetvalue(r, i, 1), "completed", "g"};
             PGresult *a = PQexecParams(c, ack_sql, 6, NULL, p, NULL, NULL, 0);
             if (PQresultStatus(a) != PGRES_TUPLES_OK || strcmp(PQgetvalue(a, 0, 0), "true") != 0) {
-                hold_error("ack", c);
+                hold_error("ack", PQerrorMessage(c));
             } else {
                 pthread_mutex_lock(&hold.mu);
                 hold.acked++;
@@ -360,17 +355,7 @@ static void push_notifies_queen_push(void **state)
 
 int main(void)
 {
-    PGconn *c = PQconnectdb(getenv("QUEEN_TEST_PG_URL") ? getenv("QUEEN_TEST_PG_URL") : "");
-    if (PQstatus(c) != CONNECTION_OK) {
-        fprintf(stderr, "test_log_leases: cannot connect (QUEEN_TEST_PG_URL): %s", PQerrorMessage(c));
-        PQfinish(c);
-        return 1;
-    }
-    PGresult *r = PQexec(c, "SELECT gen_random_uuid()::text");
-    snprintf(tenant, sizeof tenant, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    PQfinish(c);
-
+    wire_uuid4(tenant);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(two_consumers_never_hold_one_partition),
         cmocka_unit_test(pop_never_waits_on_a_held_cursor),

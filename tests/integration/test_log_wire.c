@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "pgtest.h"
+#include "wire.h"
 
 static char tenant[37];
 
@@ -68,20 +69,14 @@ static PGresult *run_bundle(PGconn *c, const popped *m, const char *out, const c
 static long count_msgs(PGconn *c, const char *q)
 {
     const char *p[2] = {tenant, q};
-    char *s = pgtest_scalar(c, "SELECT count(*) FROM queen.log_messages m JOIN queen.log_partitions p ON p.id = m.partition_id"
-                               " JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = $1::uuid AND q.name = $2", 2, p);
-    long n = atol(s);
-    free(s);
-    return n;
+    return pgtest_int(c, "SELECT count(*) FROM queen.log_messages m JOIN queen.log_partitions p ON p.id = m.partition_id"
+                         " JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = $1::uuid AND q.name = $2", 2, p);
 }
 
 static long cursor_of(PGconn *c, const char *part)
 {
-    char *s = pgtest_scalar(c, "SELECT committed_offset FROM queen.log_consumers WHERE partition_id = $1::uuid"
-                               " AND consumer_group = '__QUEUE_MODE__'", 1, (const char *const[]){part});
-    long n = atol(s);
-    free(s);
-    return n;
+    return pgtest_int(c, "SELECT committed_offset FROM queen.log_consumers WHERE partition_id = $1::uuid"
+                         " AND consumer_group = '__QUEUE_MODE__'", 1, (const char *const[]){part});
 }
 
 static void marker_push_ack_succeed_together(void **state)
@@ -193,7 +188,14 @@ static pthread_mutex_t cross_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *cross_worker(void *arg)
 {
     int me = (int)(intptr_t)arg;
-    PGconn *c = PQconnectdb(pgtest_url());
+    char err[256];
+    PGconn *c = pgtest_connect_quiet(err, sizeof err);
+    if (c == NULL) {
+        pthread_mutex_lock(&cross_mu);
+        cross_errors++;
+        pthread_mutex_unlock(&cross_mu);
+        return NULL;
+    }
     const char *qa = cross_q[me], *qb = cross_q[1 - me];
     for (int i = 0; i < CROSS_ROUNDS && PQstatus(c) == CONNECTION_OK; i++) {
         const char *p[4] = {tenant, qa, qb, me ? "1" : "0"};
@@ -245,17 +247,7 @@ static void overlapping_bundles_never_deadlock(void **state)
 
 int main(void)
 {
-    PGconn *c = PQconnectdb(getenv("QUEEN_TEST_PG_URL") ? getenv("QUEEN_TEST_PG_URL") : "");
-    if (PQstatus(c) != CONNECTION_OK) {
-        fprintf(stderr, "test_log_wire: cannot connect (QUEEN_TEST_PG_URL): %s", PQerrorMessage(c));
-        PQfinish(c);
-        return 1;
-    }
-    PGresult *r = PQexec(c, "SELECT gen_random_uuid()::text");
-    snprintf(tenant, sizeof tenant, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    PQfinish(c);
-
+    wire_uuid4(tenant);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(marker_push_ack_succeed_together),
         cmocka_unit_test(marker_present_nothing_lands_and_detail_reaches_caller),

@@ -61,6 +61,27 @@ char *pgtest_scalar(PGconn *conn, const char *sql, int nparams, const char *cons
     return out;
 }
 
+long long pgtest_int(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    char *s = pgtest_scalar(conn, sql, nparams, params);
+    if (s == NULL)
+        fail_msg("no integer (no row or NULL) from: %.300s", sql);
+    long long n = atoll(s);
+    free(s);
+    return n;
+}
+
+PGconn *pgtest_connect_quiet(char *err, size_t errlen)
+{
+    const char *url = getenv("QUEEN_TEST_PG_URL");
+    PGconn *conn = PQconnectdb(url ? url : "");
+    if (PQstatus(conn) == CONNECTION_OK)
+        return conn;
+    snprintf(err, errlen, "%s", PQerrorMessage(conn));
+    PQfinish(conn);
+    return NULL;
+}
+
 char *pgtest_unique(const char *prefix)
 {
     static unsigned long counter;

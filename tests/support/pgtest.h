@@ -8,6 +8,7 @@
 #define QUEEN_PGTEST_H
 
 #include <libpq-fe.h>
+#include <stddef.h>
 
 /* The conninfo of the test database; fails the test when unset. */
 const char *pgtest_url(void);
@@ -25,6 +26,15 @@ PGresult *pgtest_try(PGconn *conn, const char *sql, int nparams, const char *con
 
 /* First column of the first row as a malloc'd string (NULL for SQL NULL). */
 char *pgtest_scalar(PGconn *conn, const char *sql, int nparams, const char *const *params);
+
+/* First column of the first row as an integer (a count, an offset); fails
+ * the test when there is no row or it is SQL NULL. */
+long long pgtest_int(PGconn *conn, const char *sql, int nparams, const char *const *params);
+
+/* For worker threads, which must not call cmocka (its failure path is not
+ * thread-safe): a new connection to the test database, or NULL with libpq's
+ * reason in err. */
+PGconn *pgtest_connect_quiet(char *err, size_t errlen);
 
 /* Creates an empty database named like prefix_<unique> and returns a
  * conninfo for it (malloc'd); pgtest_drop_database() removes it. */
