@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "http_fixture.h"
 #include "pgtest.h"
 #include "testutil.h"
 
@@ -182,18 +183,6 @@ static void metrics_and_access_log_name_patterns(void **state)
 
 /* ---- a long poll whose client hung up ----------------------------------------- */
 
-static long long pop_attempts(const test_broker *b)
-{
-    http_reply r = broker_http(b, "GET", "/metrics", NULL, NULL);
-    json_t *m = json_loads(r.body, 0, NULL);
-    json_t *v = json_object_get(json_object_get(json_object_get(m, "engine"), "pops"), "total");
-    assert_true(json_is_integer(v));
-    long long n = json_integer_value(v);
-    json_decref(m);
-    http_reply_free(&r);
-    return n;
-}
-
 static void gone_client_leases_nothing(void **state)
 {
     (void)state;
@@ -208,11 +197,11 @@ static void gone_client_leases_nothing(void **state)
     assert_int_equal(curl_easy_perform(curl), CURLE_OPERATION_TIMEDOUT);
     curl_easy_cleanup(curl);
     /* the push wakes the orphaned poll, which must not even attempt a pop */
-    long long pops = pop_attempts(&b);
+    long long pops = http_metric(&b, "engine", "pops", "total");
     char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1}]}", q);
     assert_int_equal(status_of(&b, "POST", "/api/v1/push", push), 201);
     usleep(400 * 1000);
-    assert_int_equal(pop_attempts(&b), pops);
+    assert_int_equal(http_metric(&b, "engine", "pops", "total"), pops);
     char *pop = fmt("/api/v1/pop/queue/%s", q);
     assert_int_equal(status_of(&b, "GET", pop, NULL), 200);
     assert_int_equal(broker_stop(&b), 0);
@@ -284,24 +273,6 @@ static void *write_loop(void *arg)
     return NULL;
 }
 
-typedef struct waiter {
-    const test_broker *b;
-    const char *path;
-    long status;
-    long long took_ms;
-} waiter;
-
-static void *wait_loop(void *arg)
-{
-    waiter *w = arg;
-    long long t0 = now_ms();
-    http_reply r = broker_http(w->b, "GET", w->path, NULL, NULL);
-    w->status = r.status;
-    w->took_ms = now_ms() - t0;
-    http_reply_free(&r);
-    return NULL;
-}
-
 static void sigterm_under_load_loses_no_acknowledged_write(void **state)
 {
     (void)state;
@@ -318,9 +289,9 @@ static void sigterm_under_load_loses_no_acknowledged_write(void **state)
         pthread_create(&t[i], NULL, write_loop, &w[i]);
     }
     char *lp = fmt("/api/v1/pop/queue/%s?wait=true&timeout=20000", q);
-    waiter poll = {.b = &b, .path = lp};
+    timed_get poll = {.b = &b, .path = lp};
     pthread_t pt;
-    pthread_create(&pt, NULL, wait_loop, &poll);
+    pthread_create(&pt, NULL, timed_get_run, &poll);
     usleep(800 * 1000);
 
     atomic_store(&stop, true);

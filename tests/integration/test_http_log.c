@@ -303,31 +303,14 @@ static void transaction_bundles(void **state)
 
 /* ---- long polls ------------------------------------------------------------------ */
 
-typedef struct poller {
-    const char *path;
-    long status;
-    long long took_ms;
-} poller;
-
-static void *poll_thread(void *arg)
-{
-    poller *p = arg;
-    long long t0 = now_ms();
-    http_reply r = broker_http(&B, "GET", p->path, NULL, NULL);
-    p->took_ms = now_ms() - t0;
-    p->status = r.status;
-    http_reply_free(&r);
-    return NULL;
-}
-
 static void long_poll_wakes_on_push(void **state)
 {
     (void)state;
     char *q = pgtest_unique("lp");
     char *path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=10000", q);
-    poller p = {.path = path};
+    timed_get p = {.b = &B, .path = path};
     pthread_t t;
-    pthread_create(&t, NULL, poll_thread, &p);
+    pthread_create(&t, NULL, timed_get_run, &p);
     usleep(400 * 1000);
     char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1}]}", q);
     json_decref(http_ok(&B, "POST", "/api/v1/push", push, 201));
@@ -338,8 +321,8 @@ static void long_poll_wakes_on_push(void **state)
 
     /* and without a push, 204 at the timeout, not before */
     char *empty = fmt("/api/v1/pop/queue/%s-none?wait=true&timeout=600", q);
-    poller e = {.path = empty};
-    poll_thread(&e);
+    timed_get e = {.b = &B, .path = empty};
+    timed_get_run(&e);
     assert_int_equal(e.status, 204);
     assert_true(e.took_ms >= 550);
     assert_true(e.took_ms < 5000);
@@ -356,13 +339,13 @@ static void long_polls_do_not_pin_threads(void **state)
     (void)state;
     enum { N = 16 };
     char *q = pgtest_unique("pin");
-    poller p[N];
+    timed_get p[N];
     char *paths[N];
     pthread_t t[N];
     for (int i = 0; i < N; i++) {
         paths[i] = fmt("/api/v1/pop/queue/%s-%d?wait=true&timeout=3000", q, i);
-        p[i] = (poller){.path = paths[i]};
-        pthread_create(&t[i], NULL, poll_thread, &p[i]);
+        p[i] = (timed_get){.b = &B, .path = paths[i]};
+        pthread_create(&t[i], NULL, timed_get_run, &p[i]);
     }
     usleep(700 * 1000);
     json_t *m = http_ok(&B, "GET", "/metrics", NULL, 200);

@@ -56,6 +56,31 @@ json_t *http_ok(const test_broker *b, const char *method, const char *path, cons
     return http_call_json(b, NULL, method, path, body, status);
 }
 
+long long http_metric(const test_broker *b, const char *section, const char *group, const char *name)
+{
+    http_reply r = call_for(b, NULL, "GET", "/metrics", NULL, 200);
+    /* Integers kept as integers here: a counter must be one. */
+    json_t *m = json_loads(r.body, 0, NULL);
+    json_t *v = json_object_get(json_object_get(json_object_get(m, section), group), name);
+    if (!json_is_integer(v))
+        fail_msg("/metrics %s.%s.%s is not an integer: %s", section, group, name, r.body);
+    long long n = json_integer_value(v);
+    json_decref(m);
+    http_reply_free(&r);
+    return n;
+}
+
+void *timed_get_run(void *arg)
+{
+    timed_get *g = arg;
+    long long t0 = now_ms();
+    http_reply r = broker_http(g->b, "GET", g->path, NULL, NULL);
+    g->took_ms = now_ms() - t0;
+    g->status = r.status;
+    http_reply_free(&r);
+    return NULL;
+}
+
 void http_refused(const test_broker *b, const char *method, const char *path, const char *body, long status,
                   const char *error, const char *reason)
 {

@@ -31,4 +31,21 @@ json_t *http_ok(const test_broker *b, const char *method, const char *path, cons
 void http_refused(const test_broker *b, const char *method, const char *path, const char *body, long status,
                   const char *error, const char *reason);
 
+/* The counter section.group.name of GET /metrics (e.g. engine.pool.
+ * acquiredTotal); fails the test unless /metrics answers 200 and the
+ * counter is an integer. */
+long long http_metric(const test_broker *b, const char *section, const char *group, const char *name);
+
+/* A GET timed on a thread of its own, for long polls:
+ *   timed_get g = {.b = b, .path = path};
+ *   pthread_create(&t, NULL, timed_get_run, &g);
+ * status and took_ms are set when the answer is in. */
+typedef struct timed_get {
+    const test_broker *b;
+    const char *path;
+    long status;
+    long long took_ms;
+} timed_get;
+void *timed_get_run(void *arg);
+
 #endif
