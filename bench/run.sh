@@ -21,11 +21,13 @@
 # Environment: BUILD (build), BENCH_SECS (5), BENCH_CONC ("1 8 32 64"),
 # BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss; default
 # all), BENCH_PORT_BASE (55460: PostgreSQL, +1 broker, +2 redis),
+# BENCH_COMMIT (what the report names as the commit; default: git HEAD, plus
+# "(+local changes)" when src, sql, include or bench differ from it),
 # BENCH_NO_REPORT=1 (leave RESULTS.md alone), BENCH_PG_POOL (broker's
 # QUEEN_PG_POOL, default: the broker's own default), BENCH_WAIT_QUIET=N (wait
 # up to N s for the machine to be idle, < 10% CPU busy over 6 s, before
 # starting; default 0: the machine is shared, the report says how busy it was).
-set -euo pipefail
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
@@ -60,6 +62,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+trap 'say "failed at line $LINENO: $BASH_COMMAND"' ERR
 
 rm -rf "$WORK"
 mkdir -p "$WORK/logs"
@@ -90,7 +93,8 @@ fi
 
 {
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src sql include bench 2>/dev/null || echo ' (+local changes)')"
+  if [ -n "${BENCH_COMMIT:-}" ]; then echo "commit=$BENCH_COMMIT"
+  else echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src sql include bench 2>/dev/null || echo ' (+local changes)')"; fi
   echo "nproc=$(nproc)"
   echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
   echo "mem=$(free -m | awk '/^Mem:/{print $2}') MiB"
@@ -153,13 +157,14 @@ echo "broker_threads_boot=$(status_kb Threads)" >>"$WORK/meta.env"
 # time), the broker's utime+stime; PostgreSQL and anything else running is
 # the rest. Printed as microseconds per op: total client broker.
 cpu_busy() { local _ u n s i w q sq st; read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st)); }
-broker_ticks() { if [ -n "$BROKER_PID" ]; then awk '{print $14 + $15}' "/proc/$BROKER_PID/stat"; else echo 0; fi; }
+broker_ticks() { if [ -n "$BROKER_PID" ]; then awk '{print $14 + $15}' "/proc/$BROKER_PID/stat" 2>/dev/null || echo 0; else echo 0; fi; }
 # This cluster's CPU: the postmaster's own and its reaped children's times
 # plus every live child's (backends, walwriter, autovacuum ...).
 pg_ticks() {
   local pm; pm=$(head -n1 "$WORK/pg/data/postmaster.pid")
-  { cat "/proc/$pm/stat"; for k in $(cat "/proc/$pm/task/$pm/children" 2>/dev/null); do cat "/proc/$k/stat" 2>/dev/null; done; } |
-    awk -v pm="$pm" '{t += $14 + $15; if ($1 == pm) t += $16 + $17} END {print t}'
+  # (a child may exit between the listing and the read: never fail on it)
+  { cat "/proc/$pm/stat"; for k in $(cat "/proc/$pm/task/$pm/children" 2>/dev/null); do cat "/proc/$k/stat" 2>/dev/null || true; done; } |
+    awk -v pm="$pm" '{t += $14 + $15; if ($1 == pm) t += $16 + $17} END {print t + 0}' || echo 0
 }
 TICK_US=$(( 1000000 / $(getconf CLK_TCK) ))
 # timed OUTFILE CMD...: runs CMD (stdout+stderr to OUTFILE), leaves the
