@@ -133,10 +133,17 @@ def flag(r):
     return "" if r["err"] in ("0", "") else " (errors: %s)" % r["err"]
 
 
+def noisy(r):
+    """True when other users of the machine burnt more than 10% of the CPU
+    during the point (see the CPU table)."""
+    c = r.get("cpu") if r else None
+    return bool(c and c[0] > 0 and c[4] / c[0] > 0.10)
+
+
 def cell(r):
     if r is None:
         return ["n/a", "", ""]
-    return [n(r["ops"]) + flag(r), ms(r["p50"]), ms(r["p99"])]
+    return [n(r["ops"]) + ("\\*" if noisy(r) else "") + flag(r), ms(r["p50"]), ms(r["p99"])]
 
 
 def ratio(a, b):
@@ -192,6 +199,8 @@ def render(work, out_path):
     L.append("- data: `bench/pgbench/seed.sql` (100k counters in ns `bench`, 100k small objects in ns "
              "`bench_put`), keys uniform at random; putIfAbsent one-op = a fresh marker (key from 1e9, 1 h TTL, "
              "the insert path); the mix's putIfAbsent hits a seeded key (verdict `exists`)")
+    L.append("- `*` after a figure: other users of the machine burnt more than 10% of the CPU during that "
+             "point (measured from /proc, see the CPU table); read it with care")
     L.append("- latency: p50/p99 in ms per call (pgbench: per-transaction `-l` logs; wrk: its own per-request "
              "histogram). Short points (%s s) on 2 shared cores: expect several %% run-to-run noise." % secs)
     if meta.get("kv_route") == "missing":
@@ -351,14 +360,19 @@ def render(work, out_path):
         body = []
         for k, r in wire:
             extra = kv_line(os.path.join(work, "wire.result"), "WIRERESULT") or {}
-            body.append([k[2], 16, n(r["ops"]) + flag(r), ms(r["p50"]), ms(r["p99"]),
+            cpu = r.get("cpu") or [0, 0, 0, 0, 0]
+            body.append([k[2], 16, n(r["ops"]) + ("\\*" if noisy(r) else "") + flag(r), ms(r["p50"]), ms(r["p99"]),
                          "%.2f" % (int(extra.get("pop_p50_us", 0)) / 1000.0),
                          "%.2f" % (int(extra.get("pop_p99_us", 0)) / 1000.0),
-                         extra.get("messages", "?"), extra.get("empty_pops", "?")])
+                         extra.get("messages", "?"), extra.get("empty_pops", "?"),
+                         "%.0f / %.0f / %.0f" % (cpu[3], cpu[2], cpu[1])])
         L += table(["consumers", "partitions", "messages/s", "commit p50 ms", "commit p99 ms", "pop p50 ms",
-                    "pop p99 ms", "messages committed", "empty pops"], body)
+                    "pop p99 ms", "messages committed", "empty pops (204)",
+                    "CPU us/message: postgres / broker / client"], body)
         L.append("")
-        L.append("Pop batch 10, lease 60 s; the queue is prefilled before the clock starts. Command:")
+        L.append("Pop batch 10, lease 60 s; the queue is prefilled (16 partitions, round robin) before the "
+                 "clock starts; each message is one `POST /api/v1/transaction` and counts once committed "
+                 "(`success:true`). Commands:")
         L.append("")
         L += ["    " + r["cmd"] for _, r in wire]
     else:

@@ -17,6 +17,7 @@
  * Build: cc -O2 -o wire_bench bench/wire_bench.c -lcurl -ljansson -lpthread
  * Usage: wire_bench URL [consumers=16] [partitions=16] [prefill=40000]
  *                   [batch=10] [seconds=5] [queue=wire_in]
+ * consumers 0: prefill only; prefill 0: consume what is there.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -273,7 +274,7 @@ int main(int argc, char **argv)
     g_batch = argc > 5 ? atoi(argv[5]) : 10;
     double seconds = argc > 6 ? atof(argv[6]) : 5;
     g_queue = argc > 7 ? argv[7] : "wire_in";
-    if (consumers < 1 || partitions < 1 || n < 1 || g_batch < 1 || seconds <= 0) {
+    if (consumers < 0 || partitions < 1 || n < 0 || g_batch < 1 || seconds <= 0) {
         fprintf(stderr, "wire_bench: bad arguments\n");
         return 2;
     }
@@ -283,6 +284,11 @@ int main(int argc, char **argv)
     if (prefill(n, partitions, (long)time(NULL)) != 0)
         return 1;
     double prefill_s = now_s() - p0;
+    if (consumers == 0) {
+        printf("PREFILL messages=%ld partitions=%d seconds=%.2f\n", n, partitions, prefill_s);
+        curl_global_cleanup();
+        return 0;
+    }
 
     worker *ws = calloc((size_t)consumers, sizeof *ws);
     pthread_t *th = calloc((size_t)consumers, sizeof *th);
@@ -316,9 +322,13 @@ int main(int argc, char **argv)
     printf("WIRERESULT messages=%ld duration_us=%.0f msgs_per_s=%.1f commit_p50_us=%u commit_p99_us=%u "
            "pop_p50_us=%u pop_p99_us=%u pops=%ld empty_pops=%ld errors=%ld prefill=%ld prefill_s=%.2f drained=%d\n",
            committed, elapsed * 1e6, committed / elapsed, pct(&cl, 50), pct(&cl, 99), pct(&pl, 50), pct(&pl, 99),
-           pops, empty, errors, n, prefill_s, committed >= n ? 1 : 0);
+           pops, empty, errors, n, prefill_s, n > 0 && committed >= n ? 1 : 0);
     if (first_error[0] != '\0')
         fprintf(stderr, "wire_bench: first error: %s\n", first_error);
     curl_global_cleanup();
+    free(ws);
+    free(th);
+    free(cl.v);
+    free(pl.v);
     return errors > 0 && committed == 0 ? 1 : 0;
 }
