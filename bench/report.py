@@ -199,10 +199,18 @@ def render(work, out_path):
     L.append("- data: `bench/pgbench/seed.sql` (100k counters in ns `bench`, 100k small objects in ns "
              "`bench_put`), keys uniform at random; putIfAbsent one-op = a fresh marker (key from 1e9, 1 h TTL, "
              "the insert path); the mix's putIfAbsent hits a seeded key (verdict `exists`)")
+    L.append("- reproduce: `make bench` (everything, about 7-8 minutes); a subset: `BENCH_ONLY=direct,broker "
+             "BENCH_CONC=32 BENCH_SECS=5 bash bench/run.sh` after `make`; single points: the commands under "
+             "each table, against a broker and cluster started as run.sh does (ports: PostgreSQL %s, broker %s, "
+             "redis %s)" % (meta.get("pg_port", "55460"), int(meta.get("pg_port", "55460")) + 1,
+                           int(meta.get("pg_port", "55460")) + 2))
     L.append("- `*` after a figure: other users of the machine burnt more than 10% of the CPU during that "
              "point (measured from /proc, see the CPU table); read it with care")
     L.append("- latency: p50/p99 in ms per call (pgbench: per-transaction `-l` logs; wrk: its own per-request "
              "histogram). Short points (%s s) on 2 shared cores: expect several %% run-to-run noise." % secs)
+    if meta.get("kv_autovacuum"):
+        L.append("- during the run: %s (its CPU counts as PostgreSQL's in whichever point it overlapped)"
+                 % meta["kv_autovacuum"])
     if meta.get("kv_route") == "missing":
         L.append("- **POST /api/v1/kv was not served by this build: broker, batch-through-broker and RSS "
                  "points are missing**")

@@ -105,7 +105,7 @@ fi
   echo "pg_port=$PG_PORT"
   [ -n "${BENCH_PG_POOL:-}" ] && echo "pg_pool=$BENCH_PG_POOL"
   echo "conc=$CONC"
-  echo "wrk=$(wrk -v 2>&1 | head -n1 | cut -d' ' -f1-2)"
+  echo "wrk=$( (wrk -v 2>&1 || true) | head -n1 | cut -d' ' -f1-2)"
   echo "redis=$(redis-server --version | awk '{print $3}' | sed 's/v=//')"
 } >"$WORK/meta.env"
 
@@ -339,6 +339,9 @@ if want redis; then
 fi
 
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$WORK/meta.env"
+# autovacuum of queen.kv runs every 500 dead rows (sql/024_kv.sql): its CPU
+# is PostgreSQL's and lands in whichever point it happens to overlap
+echo "kv_autovacuum=$(PSQL -Atc "SELECT autovacuum_count || ' autovacuums, ' || autoanalyze_count || ' autoanalyzes of queen.kv' FROM pg_stat_user_tables WHERE schemaname = 'queen' AND relname = 'kv'")" >>"$WORK/meta.env"
 echo "elapsed_s=$(( $(date +%s) - T_START ))" >>"$WORK/meta.env"
 if [ "${BENCH_NO_REPORT:-0}" != 1 ]; then
   $REPORT render "$WORK" "$ROOT/bench/RESULTS.md"
