@@ -1,9 +1,11 @@
--- 001_log_schema.sql: the tables of the message log, and the two pure helpers
--- every log function shares (name check, timestamp rendering).
+-- 001_log_schema.sql: the tables of the message log, and the helpers every
+-- log function shares (name check, timestamp rendering, and the argument
+-- checks that raise the same refusal wherever a tenant or a name comes in).
 --
 -- Owns: queen.queues, queen.log_partitions, queen.log_messages,
 --       queen.log_consumers, queen.log_dead_letters,
---       queen.log_name_ok_v1, queen.log_iso_v1.
+--       queen.log_name_ok_v1, queen.log_iso_v1,
+--       queen._log_require_tenant_v1, queen._log_require_name_v1.
 -- May call: nothing (000 creates the schema). Never names queen.kv.
 -- Applied at every boot, statement by statement: everything here is
 -- CREATE ... IF NOT EXISTS / CREATE OR REPLACE / ADD COLUMN IF NOT EXISTS, and
@@ -177,6 +179,40 @@ AS $$
     SELECT p_name IS NOT NULL
        AND octet_length(p_name) BETWEEN 1 AND 255
        AND p_name !~ '[[:cntrl:]]'
+$$;
+
+-- _log_require_tenant_v1(tenant) -> void. Raises 22023 log_bad_tenant
+-- (DETAIL 'the tenant argument is NULL') when tenant is NULL; the first
+-- check of every log function that takes a tenant argument, so the refusal
+-- is one text everywhere. Reads nothing (IMMUTABLE; raising is allowed);
+-- not STRICT, since NULL is the very case it is for.
+CREATE OR REPLACE FUNCTION queen._log_require_tenant_v1(p_tenant UUID)
+RETURNS VOID
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'the tenant argument is NULL';
+    END IF;
+END
+$$;
+
+-- _log_require_name_v1(value, code, what) -> void. Raises 22023 with
+-- message code (log_bad_queue, log_bad_partition, log_bad_group) and DETAIL
+-- '<what> must be 1..255 bytes without control characters' unless
+-- log_name_ok_v1(value). NULL is refused like any bad name (an optional
+-- name is checked only when given). IMMUTABLE, not STRICT, as above.
+CREATE OR REPLACE FUNCTION queen._log_require_name_v1(p_value TEXT, p_code TEXT, p_what TEXT)
+RETURNS VOID
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    IF NOT queen.log_name_ok_v1(p_value) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = p_code,
+            DETAIL = p_what || ' must be 1..255 bytes without control characters';
+    END IF;
+END
 $$;
 
 -- log_iso_v1(ts) -> ts as UTC ISO-8601 with microseconds and Z

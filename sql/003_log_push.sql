@@ -3,8 +3,8 @@
 -- partition row lock, appends to the log, and wakes long-polling pops.
 --
 -- Owns: queen._log_push_check_v1, queen._log_push_apply_v1, queen.log_push_v1.
--- May call: 001 (tables, log_name_ok_v1). Never names queen.kv; takes no kv
--- lock (the wire in 005 calls kv first, then this).
+-- May call: 001 (tables, log_name_ok_v1, _log_require_tenant_v1). Never names
+-- queen.kv; takes no kv lock (the wire in 005 calls kv first, then this).
 -- Locks, in the global order: queen.queues (insert of a missing queue only),
 -- queen.log_partitions (FOR NO KEY UPDATE, ascending id), then leaves
 -- (log_messages inserts).
@@ -211,10 +211,7 @@ RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 BEGIN
-    IF p_tenant IS NULL THEN
-        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
-            DETAIL = 'the tenant argument is NULL';
-    END IF;
+    PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_push_check_v1(p_items, 'items');
     RETURN to_jsonb(queen._log_push_apply_v1(p_tenant, p_items));
 END

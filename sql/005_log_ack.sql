@@ -274,10 +274,7 @@ RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 BEGIN
-    IF p_tenant IS NULL THEN
-        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
-            DETAIL = 'the tenant argument is NULL';
-    END IF;
+    PERFORM queen._log_require_tenant_v1(p_tenant);
     IF p_group IS NOT NULL AND NOT queen.log_name_ok_v1(p_group) THEN
         RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
             DETAIL = 'consumerGroup must be a string of 1..255 bytes';
@@ -301,10 +298,7 @@ DECLARE
     v_secs    INTEGER := COALESCE(p_seconds, 60);
     v_expires TIMESTAMPTZ;
 BEGIN
-    IF p_tenant IS NULL THEN
-        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
-            DETAIL = 'the tenant argument is NULL';
-    END IF;
+    PERFORM queen._log_require_tenant_v1(p_tenant);
     IF v_secs NOT BETWEEN 1 AND 604800 THEN
         RAISE EXCEPTION 'log_bad_seconds' USING ERRCODE = '22023',
             DETAIL = format('seconds must be 1..604800, got %s', v_secs);
@@ -340,14 +334,8 @@ DECLARE
     v_v    JSONB;
     v_q    queen.queues%ROWTYPE;
 BEGIN
-    IF p_tenant IS NULL THEN
-        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
-            DETAIL = 'the tenant argument is NULL';
-    END IF;
-    IF NOT queen.log_name_ok_v1(p_queue) THEN
-        RAISE EXCEPTION 'log_bad_queue' USING ERRCODE = '22023',
-            DETAIL = 'queue must be 1..255 bytes without control characters';
-    END IF;
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
     IF jsonb_typeof(v_opts) <> 'object' THEN
         RAISE EXCEPTION 'log_bad_options' USING ERRCODE = '22023',
             DETAIL = 'options must be an object';
@@ -394,10 +382,7 @@ RETURNS JSONB
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 BEGIN
-    IF p_tenant IS NULL THEN
-        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
-            DETAIL = 'the tenant argument is NULL';
-    END IF;
+    PERFORM queen._log_require_tenant_v1(p_tenant);
     RETURN jsonb_build_object('queues', COALESCE((
         SELECT jsonb_agg(jsonb_build_object(
                    'name', s.name, 'partitions', s.partitions,
@@ -437,14 +422,8 @@ AS $$
 DECLARE
     v_n INTEGER;
 BEGIN
-    IF p_tenant IS NULL THEN
-        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
-            DETAIL = 'the tenant argument is NULL';
-    END IF;
-    IF NOT queen.log_name_ok_v1(p_queue) THEN
-        RAISE EXCEPTION 'log_bad_queue' USING ERRCODE = '22023',
-            DETAIL = 'queue must be 1..255 bytes without control characters';
-    END IF;
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
     DELETE FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', v_n > 0);
