@@ -199,7 +199,7 @@ def render(work, out_path):
     L.append("- data: `bench/pgbench/seed.sql` (100k counters in ns `bench`, 100k small objects in ns "
              "`bench_put`), keys uniform at random; putIfAbsent one-op = a fresh marker (key from 1e9, 1 h TTL, "
              "the insert path); the mix's putIfAbsent hits a seeded key (verdict `exists`)")
-    L.append("- reproduce: `make bench` (everything, about 7-8 minutes); a subset: `BENCH_ONLY=direct,broker "
+    L.append("- reproduce: `make bench` (everything, about 8-9 minutes with the build); a subset: `BENCH_ONLY=direct,broker "
              "BENCH_CONC=32 BENCH_SECS=5 bash bench/run.sh` after `make`; single points: the commands under "
              "each table, against a broker and cluster started as run.sh does (ports: PostgreSQL %s, broker %s, "
              "redis %s)" % (meta.get("pg_port", "55460"), int(meta.get("pg_port", "55460")) + 1,
