@@ -187,8 +187,9 @@ def render(work, out_path):
     L.append("- machine: nproc %s (%s), memory %s, PostgreSQL %s" % (
         meta.get("nproc"), meta.get("cpu"), meta.get("mem"), meta.get("pg")))
     L.append("- CPU busy in the 2 s before the run (other users of the machine): %s" % meta.get("busy_before", "?"))
-    L.append("- load average (1/5/15 min) at start %s, after the one-op points %s, at end %s (the later two include "
-             "the benchmark itself, about 2): the machine is shared, and every client (pgbench, wrk, redis-benchmark, wire_bench) runs on the same 2 cores "
+    L.append("- load average (1/5/15 min) at start %s, after the one-op points %s, at end %s (the later two count "
+             "the benchmark's own runnable clients and backends, up to 2 x c; the `others` column of the CPU "
+             "table is the measure of other users): the machine is shared, and every client (pgbench, wrk, redis-benchmark, wire_bench) runs on the same 2 cores "
              "as PostgreSQL and the broker" % (meta.get("load_start"), meta.get("load_mid"), meta.get("load_end")))
     L.append("- PostgreSQL (private cluster, `scripts/pg.sh up DIR PORT`, durable): %s; checkpoints are kept out "
              "of the measured window (`ALTER SYSTEM` checkpoint_timeout 1h, max_wal_size 20GB) so that a "
