@@ -150,7 +150,8 @@ static void render_element(http_response *res, char *results, bool etag)
 static void apply_one(server *srv, const http_request *req, http_response *res, char *ops)
 {
     char *results = NULL;
-    queen_error err = {0};
+    queen_error err;
+    http_error_init(&err);
     if (queen_kv_apply(srv->engine, req->tenant, ops, false, &results, &err) != 0)
         http_engine_error(res, FAMILY_KV, &err);
     else
@@ -164,7 +165,8 @@ void route_kv_get(server *srv, const http_request *req, http_response *res)
     if (!path_ok(srv, req, res) || !path_body(req, res, true, (const char *const[]){NULL}, &none))
         return;
     char *result = NULL;
-    queen_error err = {0};
+    queen_error err;
+    http_error_init(&err);
     if (queen_kv_get(srv->engine, req->tenant, req->params[0], req->params[1], &result, &err) != 0)
         http_engine_error(res, FAMILY_KV, &err);
     else
@@ -225,7 +227,8 @@ void route_kv_batch(server *srv, const http_request *req, http_response *res)
         http_text(res, 200, strdup("{\"results\":[]}"));
     } else {
         char *text = span_dup(raw), *results = NULL;
-        queen_error err = {0};
+        queen_error err;
+        http_error_init(&err);
         if (text != NULL && queen_kv_apply(srv->engine, req->tenant, text, false, &results, &err) == 0)
             http_wrap(res, 200, "{\"results\":", results, strlen(results), "}");
         else
@@ -239,7 +242,8 @@ void route_kv_batch(server *srv, const http_request *req, http_response *res)
 void route_kv_namespaces(server *srv, const http_request *req, http_response *res)
 {
     char *result = NULL;
-    queen_error err = {0};
+    queen_error err;
+    http_error_init(&err);
     if (queen_kv_namespaces(srv->engine, req->tenant, &result, &err) != 0)
         http_engine_error(res, FAMILY_KV, &err);
     else
@@ -308,7 +312,8 @@ void route_kv_list(server *srv, const http_request *req, http_response *res)
     list_args a = {0};
     if (list_parse(body, res, &a)) {
         char *result = NULL;
-        queen_error err = {0};
+        queen_error err;
+        http_error_init(&err);
         if (queen_kv_list(srv->engine, req->tenant, a.ns, a.prefix ? a.prefix : "", a.after, a.limit, a.keys_only,
                           a.include_expired, &result, &err) != 0)
             http_engine_error(res, FAMILY_KV, &err);

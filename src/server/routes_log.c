@@ -69,7 +69,8 @@ void route_push(server *srv, const http_request *req, http_response *res)
     if (items == NULL)
         return;
     char *results = NULL;
-    queen_error err = {0};
+    queen_error err;
+    http_error_init(&err);
     int rc = queen_push(srv->engine, req->tenant, items, &results, &err);
     answer(res, rc, 201, results, &err);
     free(items);
@@ -169,7 +170,8 @@ void route_pop(server *srv, const http_request *req, http_response *res)
         bool armed = a.wait && !req->no_wait && left > 0 &&
                      http_poll_arm(srv, req, a.o.queue, left > INT_MAX ? INT_MAX : (int)left);
         char *body = NULL;
-        queen_error err = {0};
+        queen_error err;
+        http_error_init(&err);
         if (queen_pop(srv->engine, req->tenant, &a.o, &body, &err) != 0) {
             http_engine_error(res, FAMILY_LOG, &err);
             return;
@@ -200,7 +202,8 @@ void route_ack(server *srv, const http_request *req, http_response *res)
         http_refuse(res, FAMILY_LOG, QUEEN_ERR_INTERNAL, "out_of_memory", "");
         return;
     }
-    queen_error err = {0};
+    queen_error err;
+    http_error_init(&err);
     int rc = queen_ack(srv->engine, req->tenant, acks, NULL, &results, &err);
     answer(res, rc, 200, results, &err);
     free(acks);
@@ -216,7 +219,8 @@ void route_ack_batch(server *srv, const http_request *req, http_response *res)
     char *acks = bad ? NULL : member_text(req, body, "acknowledgments", '[', res);
     if (acks != NULL) {
         char *results = NULL;
-        queen_error err = {0};
+        queen_error err;
+        http_error_init(&err);
         int rc = queen_ack(srv->engine, req->tenant, acks, group, &results, &err);
         answer(res, rc, 200, results, &err);
     }
@@ -235,7 +239,8 @@ void route_lease_extend(server *srv, const http_request *req, http_response *res
         refuse(res, "log_bad_seconds", "seconds must be an integer >= 1");
     } else {
         char *result = NULL;
-        queen_error err = {0};
+        queen_error err;
+        http_error_init(&err);
         int rc = queen_lease_extend(srv->engine, req->tenant, req->params[0], (int)secs, &result, &err);
         answer(res, rc, 200, result, &err);
     }
@@ -258,7 +263,8 @@ void route_configure(server *srv, const http_request *req, http_response *res)
         options = member_text(req, body, "options", '{', res);
     if (options != NULL) {
         char *result = NULL;
-        queen_error err = {0};
+        queen_error err;
+        http_error_init(&err);
         int rc = queen_configure(srv->engine, req->tenant, queue, options, &result, &err);
         answer(res, rc, 200, result, &err);
     }
@@ -269,7 +275,8 @@ void route_configure(server *srv, const http_request *req, http_response *res)
 void route_queues(server *srv, const http_request *req, http_response *res)
 {
     char *result = NULL;
-    queen_error err = {0};
+    queen_error err;
+    http_error_init(&err);
     int rc = queen_queues(srv->engine, req->tenant, &result, &err);
     answer(res, rc, 200, result, &err);
 }
@@ -277,7 +284,8 @@ void route_queues(server *srv, const http_request *req, http_response *res)
 void route_queue_delete(server *srv, const http_request *req, http_response *res)
 {
     char *result = NULL;
-    queen_error err = {0};
+    queen_error err;
+    http_error_init(&err);
     int rc = queen_queue_delete(srv->engine, req->tenant, req->params[0], &result, &err);
     answer(res, rc, 200, result, &err);
 }

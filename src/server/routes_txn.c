@@ -81,7 +81,8 @@ void route_transaction(server *srv, const http_request *req, http_response *res)
         return;
     if (txn_preflight(srv, req, body, res)) {
         char *bundle = span_dup(rawjson_trim(body_span(req))), *result = NULL;
-        queen_error err = {0};
+        queen_error err;
+        http_error_init(&err);
         if (bundle != NULL && queen_transaction(srv->engine, req->tenant, bundle, &result, &err) == 0)
             http_text(res, 200, result);
         else
