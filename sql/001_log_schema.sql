@@ -183,9 +183,10 @@ $$;
 
 -- _log_require_tenant_v1(tenant) -> void. Raises 22023 log_bad_tenant
 -- (DETAIL 'the tenant argument is NULL') when tenant is NULL; the first
--- check of every log function that takes a tenant argument, so the refusal
--- is one text everywhere. Reads nothing (IMMUTABLE; raising is allowed);
--- not STRICT, since NULL is the very case it is for.
+-- check of the log functions that take a tenant argument, so the refusal is
+-- one text everywhere (log_pop_v1 writes it out: see there why). Reads
+-- nothing (IMMUTABLE; raising is allowed); not STRICT, since NULL is the
+-- very case it is for.
 CREATE OR REPLACE FUNCTION queen._log_require_tenant_v1(p_tenant UUID)
 RETURNS VOID
 LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
@@ -199,10 +200,10 @@ END
 $$;
 
 -- _log_require_name_v1(value, code, what) -> void. Raises 22023 with
--- message code (log_bad_queue, log_bad_partition, log_bad_group) and DETAIL
--- '<what> must be 1..255 bytes without control characters' unless
--- log_name_ok_v1(value). NULL is refused like any bad name (an optional
--- name is checked only when given). IMMUTABLE, not STRICT, as above.
+-- message code (log_bad_queue, ...) and DETAIL '<what> must be 1..255 bytes
+-- without control characters' unless log_name_ok_v1(value). NULL is refused
+-- like any bad name (an optional name is checked only when given).
+-- IMMUTABLE, not STRICT, as above.
 CREATE OR REPLACE FUNCTION queen._log_require_name_v1(p_value TEXT, p_code TEXT, p_what TEXT)
 RETURNS VOID
 LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
