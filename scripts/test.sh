@@ -12,10 +12,17 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-pgdir="$BUILD/pgtest"
-rm -rf "$pgdir"
+# One cluster per run, so two runs in one tree (a developer's and an
+# editor's, say) never stop each other's database.
+pgdir="$BUILD/pgtest.$$"
+rm -rf "$BUILD"/pgtest "$pgdir"
 port=$(free_port)
-cleanup() { scripts/pg.sh down "$pgdir" >/dev/null 2>&1 || true; }
+logdir="$BUILD/test-logs"; mkdir -p "$logdir"
+cleanup() {
+  scripts/pg.sh down "$pgdir" >/dev/null 2>&1 || true
+  cp "$pgdir/server.log" "$logdir/postgres.log" 2>/dev/null || true
+  rm -rf "$pgdir"
+}
 trap cleanup EXIT INT TERM
 
 echo "test: private PostgreSQL on 127.0.0.1:$port ($pgdir)"
@@ -29,7 +36,6 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 passed=0; failed=0; failures=()
-logdir="$BUILD/test-logs"; rm -rf "$logdir"; mkdir -p "$logdir"
 
 # Counts "ok" / "not ok" lines of one TAP stream; a suite that exits
 # non-zero without a failing line still counts as one failure.
