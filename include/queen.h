@@ -57,6 +57,7 @@ typedef struct queen_config {
     int kv_max_value_bytes;
     int kv_max_key_bytes;
     bool access_log;
+    int kv_quota_refresh_ms;
 } queen_config;
 
 /* What went wrong, in a shape every caller can branch on. */
@@ -68,6 +69,10 @@ typedef enum queen_error_category {
     QUEEN_ERR_UNAVAILABLE,   /* retry later: pool exhausted, 40001, 40P01, 08, 53, 57, 58 */
     QUEEN_ERR_MISCONFIGURED, /* class 42: the schema is older than the broker */
     QUEEN_ERR_INTERNAL,      /* anything else */
+    /* queen_kv_admit's refusals (KV_CONTRACT.md §7); nothing was written. */
+    QUEEN_ERR_QUOTA_EXCEEDED, /* a write would pass max_rows / max_bytes */
+    QUEEN_ERR_FEATURE_GATED,  /* tenancy on and no enabled kv_quota row */
+    QUEEN_ERR_RATE_LIMITED,   /* the tenant's read or write token bucket is empty */
 } queen_error_category;
 
 typedef struct queen_error {
@@ -128,6 +133,28 @@ void queen_close(queen *q);
  * A required op that loses: -1 with category QUEEN_ERR_PRECONDITION and
  * err->precondition filled from the SQL DETAIL. */
 int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_wire, char **results_json,
+                   queen_error *err);
+
+/* ---- KV quota and rate limits (sql/027_kv_quota.sql, KV_CONTRACT.md §7) --
+ * The admission of one kv call by tenant, before it is sent: reads and
+ * writes are its ops (get/getMany/getPrefix one read each; put/putIfAbsent/
+ * incr/delete one write each), creating the ops that may create a key (put,
+ * putIfAbsent, incr: each counted +1 row, since only SQL knows whether the
+ * key exists) and bytes their values' bytes (raw JSON). Runs no SQL except
+ * once for a tenant this handle has not seen (or has evicted after a minute
+ * idle); the figures come from a refresh every cfg.kv_quota_refresh_ms.
+ * Soft: with N handles (brokers) on one database a tenant may pass max_rows
+ * or max_bytes by at most (N - 1) x its headroom at the last refresh.
+ * Returns 0 (admitted: the tokens are taken and the rows/bytes counted), or
+ * -1 with err: QUEEN_ERR_FEATURE_GATED (cfg.tenancy_header and the tenant
+ * has no kv_quota row or enabled = false), QUEEN_ERR_QUOTA_EXCEEDED (never
+ * for a call with creating = 0 and bytes = 0: reads and deletes are never
+ * refused for being full), QUEEN_ERR_RATE_LIMITED (*retry_after_s = whole
+ * seconds until a token, >= 1; retry_after_s may be NULL), or what the
+ * first load met (QUEEN_ERR_UNAVAILABLE, ...). queen_kv_apply and the typed
+ * calls do not call it: the broker does, per request; an embedder who wants
+ * the limits calls it the same way. */
+int queen_kv_admit(queen *q, const char *tenant, int reads, int writes, int creating, long bytes, int *retry_after_s,
                    queen_error *err);
 
 /* Expiry is explicit on every write: QUEEN_FOREVER or a ttl in seconds > 0. */
@@ -250,7 +277,9 @@ queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queu
  *  "kv": {"ops": {"get"|"put"|"putIfAbsent"|"delete"|"incr"|"getMany"|
  *          "getPrefix": {"applied"|"notApplied"|"found"|"missing"|"ok"|
  *          "precondition"|"error": n}}   (typed conveniences, per op)
- *         "batch": {ok, precondition, error}}  (queen_kv_apply, per call)
+ *         "batch": {ok, precondition, error},  (queen_kv_apply, per call)
+ *         "quotaRefusals": {kv_quota_exceeded, feature_gated, rate_limited}}
+ *                                               (queen_kv_admit)
  *  "transactions": {success, failed, refused, unavailable}
  *  "pops": {total, empty, waits}
  *  "sweeper": {enabled, deletedTotal, lagMs, cycles, errors,

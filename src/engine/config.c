@@ -74,6 +74,8 @@ static const setting settings[] = {
      "Edge guard: bytes of one value's raw JSON."},
     {"QUEEN_KV_MAX_KEY_BYTES", "kv-max-key-bytes", SET_INT, AT(kv_max_key_bytes), "512", 1, 512,
      "Edge guard: bytes of one key."},
+    {"QUEEN_KV_QUOTA_REFRESH_MS", "kv-quota-refresh-ms", SET_INT, AT(kv_quota_refresh_ms), "5000", 10, 3600000,
+     "How often each broker re-reads kv quota and usage for the tenants it saw (quota is soft by this much)."},
     {"QUEEN_ACCESS_LOG", "access-log", SET_BOOL, AT(access_log), "1", 0, 0,
      "One line per request: method, route pattern, status, duration."},
 };

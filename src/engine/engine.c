@@ -16,6 +16,7 @@
 #include "config.h"
 #include "logging.h"
 #include "notify.h"
+#include "quota.h"
 #include "sweeper.h"
 
 static char *dup_or_empty(const char *s)
@@ -43,6 +44,8 @@ static void default_zeroes(queen_config *c)
         c->kv_expire_max_rows = 100000;
     if (c->partition_idle_seconds <= 0)
         c->partition_idle_seconds = 3600;
+    if (c->kv_quota_refresh_ms <= 0)
+        c->kv_quota_refresh_ms = 5000;
 }
 
 queen *queen_open(const queen_config *cfg, queen_error *err)
@@ -79,6 +82,12 @@ queen *queen_open(const queen_config *cfg, queen_error *err)
         queen_close(q);
         return NULL;
     }
+    q->quota = quota_start(q, msg, sizeof msg);
+    if (q->quota == NULL) {
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "quota_start", "%s", msg);
+        queen_close(q);
+        return NULL;
+    }
     if (q->cfg.sweeper) {
         q->sweeper = sweeper_start(q, msg, sizeof msg);
         if (q->sweeper == NULL) {
@@ -108,6 +117,8 @@ void queen_close(queen *q)
     pthread_mutex_unlock(&q->idle_mu);
     sweeper_stop(q->sweeper);
     q->sweeper = NULL;
+    quota_stop(q->quota); /* its refresh uses the pool */
+    q->quota = NULL;
     notifier_free(q->notifier);
     queen_pool_close(q->pool);
     pthread_cond_destroy(&q->idle_cv);

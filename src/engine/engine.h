@@ -14,6 +14,7 @@
 
 typedef struct queen_notifier queen_notifier;
 typedef struct queen_sweeper queen_sweeper;
+typedef struct queen_quota queen_quota;
 
 /* Counters of kv calls, for queen_stats_json. Typed conveniences count by op
  * and outcome (their single result is inspected anyway); batch calls count
@@ -29,6 +30,7 @@ typedef struct queen_counters {
     atomic_ulong kv_batch[BATCH_N];
     atomic_ulong txn[TXN_N];
     atomic_ulong pops, pops_empty, pop_waits;
+    atomic_ulong kv_quota_refusals[3]; /* gated, full, rate (quota_verdict - 1) */
 } queen_counters;
 
 struct queen {
@@ -36,6 +38,7 @@ struct queen {
     queen_pool *pool;
     queen_notifier *notifier;
     queen_sweeper *sweeper;
+    queen_quota *quota; /* quota.c: the tenant table and its refresh thread */
     queen_counters counters;
 
     /* In-flight public calls (see engine_enter). closing is set once, by

@@ -18,7 +18,8 @@ static json_t *counter(atomic_ulong *c)
 /* Returns malloc'd JSON text (caller frees), or NULL when q is NULL, closing
  * or memory is short. Shape:
  * {"pool":{size,inUse,waiting,acquiredTotal,timeoutsTotal,reconnectsTotal},
- *  "kv":{"ops":{"<op>":{"applied":n,...}}, "batch":{ok,precondition,error}},
+ *  "kv":{"ops":{"<op>":{"applied":n,...}}, "batch":{ok,precondition,error},
+ *        "quotaRefusals":{kv_quota_exceeded,feature_gated,rate_limited}},
  *  "transactions":{success,failed,refused,unavailable},
  *  "pops":{total,empty,waits},
  *  "sweeper":{enabled,deletedTotal,lagMs,cycles,errors,partitionsReclaimedTotal,
@@ -53,6 +54,11 @@ char *queen_stats_json(queen *q)
     json_object_set_new(batch, "precondition", counter(&q->counters.kv_batch[BATCH_PRECONDITION]));
     json_object_set_new(batch, "error", counter(&q->counters.kv_batch[BATCH_ERROR]));
     json_object_set_new(kv, "batch", batch);
+    json_object_set_new(kv, "quotaRefusals",
+                        json_pack("{s:I, s:I, s:I}", "kv_quota_exceeded",
+                                  (json_int_t)atomic_load(&q->counters.kv_quota_refusals[1]), "feature_gated",
+                                  (json_int_t)atomic_load(&q->counters.kv_quota_refusals[0]), "rate_limited",
+                                  (json_int_t)atomic_load(&q->counters.kv_quota_refusals[2])));
     json_object_set_new(o, "kv", kv);
 
     json_t *txn = json_object();

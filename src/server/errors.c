@@ -75,6 +75,15 @@ static const struct {
     {false, QUEEN_ERR_UNAVAILABLE, 503, "unavailable", 1},
     {false, QUEEN_ERR_MISCONFIGURED, 500, "misconfigured", 0},
     {false, QUEEN_ERR_INTERNAL, 500, "internal_error", 0},
+    /* queen_kv_admit's refusals: the same codes on the KV routes and on the
+     * transaction's kv pre-flight. The rate's Retry-After is the engine's
+     * figure (http_engine_error_retry); 1 is its floor. */
+    {true, QUEEN_ERR_QUOTA_EXCEEDED, 403, "kv_quota_exceeded", 0},
+    {true, QUEEN_ERR_FEATURE_GATED, 403, "feature_gated", 0},
+    {true, QUEEN_ERR_RATE_LIMITED, 429, "rate_limited", 1},
+    {false, QUEEN_ERR_QUOTA_EXCEEDED, 403, "kv_quota_exceeded", 0},
+    {false, QUEEN_ERR_FEATURE_GATED, 403, "feature_gated", 0},
+    {false, QUEEN_ERR_RATE_LIMITED, 429, "rate_limited", 1},
 };
 
 static size_t lookup(http_family fam, queen_error_category cat)
@@ -138,6 +147,13 @@ void http_engine_error(http_response *res, http_family fam, const queen_error *e
         return;
     }
     http_refuse(res, fam, err->category, err->reason[0] ? err->reason : status_map[i].code, err->detail);
+}
+
+void http_engine_error_retry(http_response *res, http_family fam, const queen_error *err, int retry_after_s)
+{
+    http_engine_error(res, fam, err);
+    if (res->retry_after > 0 && retry_after_s > res->retry_after)
+        res->retry_after = retry_after_s;
 }
 
 void http_bad_body(http_response *res, const json_error_t *jerr)

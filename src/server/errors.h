@@ -23,6 +23,10 @@ void http_refuse(http_response *res, http_family fam, queen_error_category cat, 
  * {"ok":false,"reason":"kv_precondition","failedIndex","kvReason","version","value"}. */
 void http_engine_error(http_response *res, http_family fam, const queen_error *err);
 
+/* http_engine_error with the engine's own Retry-After (queen_kv_admit's
+ * seconds until a token) where the table gives one; never below the table's. */
+void http_engine_error_retry(http_response *res, http_family fam, const queen_error *err, int retry_after_s);
+
 /* An empty error (QUEEN_OK, empty strings) without zeroing the whole struct:
  * a queen_error is about 9.4 KB (detail and precondition buffers), and
  * `= {0}` on every request was a measurable share of the broker's CPU. The

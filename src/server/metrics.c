@@ -284,6 +284,8 @@ static void engine_families(FILE *out, const json_t *stats)
         }
     }
     labelled(out, "queen_kv_batches_total", "kv batch calls by outcome.", "outcome", json_object_get(kv, "batch"));
+    labelled(out, "queen_kv_quota_refusals_total", "kv calls refused by quota, grant or rate limit, by reason.",
+             "reason", json_object_get(kv, "quotaRefusals"));
     labelled(out, "queen_transactions_total", "Transaction bundles by outcome.", "outcome",
              json_object_get(stats, "transactions"));
 }

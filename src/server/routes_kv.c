@@ -15,6 +15,7 @@
 
 #include "body.h"
 #include "errors.h"
+#include "kvadmit.h"
 #include "kvguard.h"
 
 static const char *const path_fields[] = {"op", "ns", "namespace", "key", NULL};
@@ -162,7 +163,8 @@ static void apply_one(server *srv, const http_request *req, http_response *res, 
 void route_kv_get(server *srv, const http_request *req, http_response *res)
 {
     rawjson_span none;
-    if (!path_ok(srv, req, res) || !path_body(req, res, true, (const char *const[]){NULL}, &none))
+    if (!path_ok(srv, req, res) || !path_body(req, res, true, (const char *const[]){NULL}, &none) ||
+        !kv_admit(srv, req, (kv_demand){.reads = 1}, FAMILY_KV, res))
         return;
     char *result = NULL;
     queen_error err;
@@ -186,6 +188,11 @@ void route_kv_put(server *srv, const http_request *req, http_response *res)
         http_refuse(res, FAMILY_KV, QUEEN_ERR_TOO_LARGE, "kv_value_too_large", detail);
         return;
     }
+    kv_demand d = {.writes = 1, .creating = 1};
+    if (rawjson_member(rawjson_trim(body_span(req)), "value", &value))
+        d.bytes = (long)value.len;
+    if (!kv_admit(srv, req, d, FAMILY_KV, res))
+        return;
     char *ops = path_op("put", req, inner, res);
     if (ops != NULL)
         apply_one(srv, req, res, ops);
@@ -195,7 +202,8 @@ void route_kv_delete(server *srv, const http_request *req, http_response *res)
 {
     static const char *const allowed[] = {"expect", "required", NULL};
     rawjson_span inner;
-    if (!path_ok(srv, req, res) || !path_body(req, res, true, allowed, &inner))
+    if (!path_ok(srv, req, res) || !path_body(req, res, true, allowed, &inner) ||
+        !kv_admit(srv, req, (kv_demand){.writes = 1}, FAMILY_KV, res))
         return;
     char *ops = path_op("delete", req, inner, res);
     if (ops != NULL)
@@ -225,7 +233,7 @@ void route_kv_batch(server *srv, const http_request *req, http_response *res)
     } else if (json_array_size(ops) == 0) {
         /* Nothing to do, and nothing to take a connection for. */
         http_text(res, 200, strdup("{\"results\":[]}"));
-    } else {
+    } else if (kv_admit(srv, req, kv_demand_of(raw), FAMILY_KV, res)) {
         char *text = span_dup(raw), *results = NULL;
         queen_error err;
         http_error_init(&err);

@@ -1,6 +1,7 @@
 /* routes_txn: POST /api/v1/transaction, the bundle of acks, pushes and kv
  * ops that commits in one PostgreSQL transaction. Refuses at the edge what
- * is a shape error before any SQL runs (400); everything else, including a
+ * is a shape error before any SQL runs (400), and the kv part over its
+ * tenant's quota (403) or rate (429); everything else, including a
  * bundle that fails inside, is the engine's 200 body. Never calls libpq;
  * the body goes to the engine as the client sent it (values byte for byte);
  * the tenant is the request's, never the body's. */
@@ -12,6 +13,7 @@
 
 #include "body.h"
 #include "errors.h"
+#include "kvadmit.h"
 #include "kvguard.h"
 
 static bool txn_refuse(http_response *res, const char *reason, const char *detail)
@@ -70,6 +72,10 @@ static bool txn_preflight(server *srv, const http_request *req, const json_t *bo
             http_engine_error(res, FAMILY_LOG, &why);
             return false;
         }
+        /* Quota (403) and rate (429) for the kv part, before the bundle
+         * takes a connection; the log part is not metered. */
+        if (!kv_admit(srv, req, kv_demand_of(raw), FAMILY_LOG, res))
+            return false;
     }
     return true;
 }

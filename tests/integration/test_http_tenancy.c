@@ -3,7 +3,8 @@
  * same namespace, key and queue never see each other; a malformed header is
  * 400; an op or bundle carrying a tenant is 400; absent or empty is the
  * default tenant; the header is ignored when tenancy is off; and the broker
- * refuses to start with the header but without the trusted proxy. */
+ * refuses to start with the header but without the trusted proxy. Every
+ * tenant used here is granted kv (a kv_quota row, no limits) in setup. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -37,6 +38,24 @@ static int setup(void **state)
     snprintf(HA_UPPER, sizeof HA_UPPER, "x-queen-tenant: %s", TA);
     for (char *p = HA_UPPER + 16; *p; p++)
         *p = (char)toupper((unsigned char)*p);
+    /* Under tenancy a tenant needs a kv grant (KV_CONTRACT.md §7, else 403
+     * feature_gated): both fresh tenants, and the default one (no header). */
+    char why[256];
+    PGconn *c = pgtest_connect_quiet(why, sizeof why);
+    if (c == NULL) {
+        fprintf(stderr, "setup: %s\n", why);
+        return -1;
+    }
+    const char *params[] = {TA, TB, QUEEN_DEFAULT_TENANT};
+    PGresult *r = PQexecParams(c,
+                               "INSERT INTO queen.kv_quota (tenant_id) VALUES ($1::uuid), ($2::uuid), ($3::uuid) "
+                               "ON CONFLICT (tenant_id) DO NOTHING",
+                               3, NULL, params, NULL, NULL, 0);
+    bool granted = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    PQfinish(c);
+    if (!granted)
+        return -1;
     static const char *const env[] = {"QUEEN_TENANCY_HEADER=1", "QUEEN_TRUSTED_PROXY=1", NULL};
     return broker_start(&B, env) ? 0 : -1;
 }
