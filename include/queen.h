@@ -60,37 +60,80 @@ typedef struct queen_config {
     int kv_quota_refresh_ms;
 } queen_config;
 
-/* What went wrong, in a shape every caller can branch on. */
+/* What went wrong, in a shape every caller can branch on. How each
+ * category is presented (HTTP status, codes, retry) is queen_error_class_of. */
 typedef enum queen_error_category {
     QUEEN_OK = 0,
-    QUEEN_ERR_BAD_REQUEST,   /* the input is wrong: 22023 and edge refusals */
+    QUEEN_ERR_BAD_REQUEST,   /* the input is wrong: 22023 and pre-flight refusals */
     QUEEN_ERR_TOO_LARGE,     /* a size budget: 22001 */
     QUEEN_ERR_PRECONDITION,  /* a required kv op lost: 23514, detail parsed */
     QUEEN_ERR_UNAVAILABLE,   /* retry later: pool exhausted, 40001, 40P01, 08, 53, 57, 58 */
     QUEEN_ERR_MISCONFIGURED, /* class 42: the schema is older than the broker */
     QUEEN_ERR_INTERNAL,      /* anything else */
-    /* queen_kv_admit's refusals (KV_CONTRACT.md §7); nothing was written. */
+    /* The kv admission's refusals (quota and rate limits); nothing was written. */
     QUEEN_ERR_QUOTA_EXCEEDED, /* a write would pass max_rows / max_bytes */
     QUEEN_ERR_FEATURE_GATED,  /* tenancy on and no enabled kv_quota row */
     QUEEN_ERR_RATE_LIMITED,   /* the tenant's read or write token bucket is empty */
+    QUEEN_ERR_CONFLICT,       /* the bundle conflicts with what is committed: a
+                                 transaction id seen before, a lease not held */
 } queen_error_category;
 
+/* Largest precondition value carried inline (bytes of JSON text). SQL caps
+ * its whole DETAIL at 4096 bytes, so a value that SQL sends always fits. */
+#define QUEEN_PRECONDITION_VALUE_MAX 4096
+#define QUEEN_TENANT_LEN 36
+
+/* Filled by every failing call, every field, so a caller never initialises
+ * one (declaring it costs nothing). */
 typedef struct queen_error {
     queen_error_category category;
-    char sqlstate[6]; /* "" when the error did not come from PostgreSQL */
-    char reason[128]; /* opaque code: the SQL message, or an engine id */
-    char detail[4400]; /* human text, or the SQL DETAIL (JSON for 23514) */
-    /* QUEEN_ERR_PRECONDITION only: the DETAIL's fields, parsed. */
+    char sqlstate[6];  /* "" when the error did not come from PostgreSQL */
+    char reason[64];   /* opaque id: our SQL's (kv_*, log_*), an engine id, or
+                          the category's generic one for PostgreSQL's own errors */
+    char detail[1024]; /* human text; names of keys, queues and tenants only here */
+    int retry_after_s; /* > 0: a retry may succeed after this many seconds */
+    /* QUEEN_ERR_PRECONDITION only: the lost op, from the SQL DETAIL. */
     struct {
-        int index;         /* position in the ops array */
+        int index; /* position in the ops array */
         char op[16];
         char ns[80];
         char key[520];
-        char reason[16];   /* exists | absent | version | limit | type */
+        char reason[16]; /* exists | absent | version | limit | type */
         long long version; /* 0: no live row */
-        char value[4100];  /* JSON text of the live value, "null" when none */
+        /* The live value's JSON text, byte for byte ("null" when none);
+         * value_omitted (value "") when it was too large to carry, with its
+         * size in value_bytes: read the key to get it. */
+        bool value_omitted;
+        size_t value_bytes;
+        char value[QUEEN_PRECONDITION_VALUE_MAX + 1];
     } precondition;
 } queen_error;
+
+/* The one registry of how a category is presented. Every table of the HTTP
+ * edge and of the transaction failure body derives from it. */
+typedef struct queen_error_class {
+    unsigned http_status;
+    const char *code;        /* the "error" member of the HTTP envelope */
+    const char *kv_code;     /* the same on the KV routes */
+    const char *wire_reason; /* the transaction failure body's "reason" */
+    const char *reason;      /* the reason given to an error with no own id */
+    bool retryable;          /* the same call may succeed later */
+    int retry_after_s;       /* Retry-After floor; 0: none */
+} queen_error_class;
+const queen_error_class *queen_error_class_of(queen_error_category cat);
+
+/* The members describing a lost required op, without braces, to splice
+ * into a body: "failedIndex":index_offset+index,"kvReason","version" and
+ * "value" (PostgreSQL's text, byte for byte), or "valueOmitted":true,
+ * "valueBytes":n when the value was too large to carry. malloc'd; NULL when
+ * err is not a precondition failure or out of memory. */
+char *queen_error_precondition_json(const queen_error *err, int index_offset);
+
+/* A tenant argument in canonical form: NULL or "" is QUEEN_DEFAULT_TENANT;
+ * an 8-4-4-4-12 hex uuid in any case is that tenant, lower-cased; anything
+ * else is refused (-1). Every call of libqueen applies it to its tenant
+ * argument and refuses with QUEEN_ERR_BAD_REQUEST "bad_tenant". */
+int queen_tenant_canonical(const char *tenant, char out[QUEEN_TENANT_LEN + 1]);
 
 typedef struct queen queen;
 
@@ -125,7 +168,8 @@ void queen_close(queen *q);
  * Every function returning char * returns JSON text rendered by PostgreSQL,
  * malloc'd: the caller free()s it. Every int-returning call returns 0 on
  * success, or -1 with *err filled (err may be NULL). The tenant argument is
- * a canonical lower-case uuid text; NULL means QUEEN_DEFAULT_TENANT. */
+ * a uuid text in any case (see queen_tenant_canonical); NULL means
+ * QUEEN_DEFAULT_TENANT. */
 
 /* ---- KV (sql/024_kv.sql: queen.kv_apply_v1) ------------------------------
  * ops_json: a JSON array of ops (KV_CONTRACT.md §4). *results_json: the

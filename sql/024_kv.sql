@@ -936,8 +936,9 @@ BEGIN
                 -- DETAIL is capped at 4096 bytes and must stay valid JSON:
                 -- ns (<= 64 bytes) and key (<= 512 bytes, <= 3072 once every
                 -- byte is JSON-escaped) always fit, so when the whole object
-                -- is too big only the value is dropped: it becomes null and
-                -- "valueOmitted": true says so (version still identifies it).
+                -- is too big only the value is dropped: it becomes null,
+                -- "valueOmitted": true says so and "valueBytes" how big it
+                -- is (version still identifies it).
                 v_detail := jsonb_build_object('index', v_i,
                                                'op', CASE WHEN v_kind = 'putIfAbsent' THEN 'put' ELSE v_kind END,
                                                'ns', v_ns, 'key', v_key, 'reason', v_reason,
@@ -947,7 +948,8 @@ BEGIN
                                                    'op', CASE WHEN v_kind = 'putIfAbsent' THEN 'put' ELSE v_kind END,
                                                    'ns', v_ns, 'key', v_key, 'reason', v_reason,
                                                    'version', v_cur_ver, 'value', NULL::jsonb,
-                                                   'valueOmitted', true)::text;
+                                                   'valueOmitted', true,
+                                                   'valueBytes', octet_length(v_cur_val::text))::text;
                 END IF;
                 RAISE EXCEPTION USING ERRCODE = '23514', MESSAGE = 'kv_precondition_failed', DETAIL = v_detail;
             END IF;

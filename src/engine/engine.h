@@ -1,16 +1,20 @@
-/* engine: the queen handle shared by every engine capability (kv, log, wire,
- * sweeper, notifier, stats) and the helpers they all use: the error door,
- * the one "call a SQL function, get its text" path, and the in-flight call
- * accounting that lets queen_close() be called while other threads still
- * use the handle. Private to src/engine; applications see only queen.h. */
+/* engine: the queen handle shared by the API files (kv, log, wire, stats)
+ * and the in-flight call accounting that lets queen_close() be called while
+ * other threads still use the handle. The top of src/engine's layers: the
+ * notifier, the sweeper and the quota table are handed what they need and
+ * never include this header. Private; applications see only queen.h. */
 #ifndef QUEEN_ENGINE_H
 #define QUEEN_ENGINE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "error.h"
 #include "pool.h"
 #include "queen.h"
+#include "sqlcall.h"
+#include "tenant.h"
+#include "util.h"
 
 typedef struct queen_notifier queen_notifier;
 typedef struct queen_sweeper queen_sweeper;
@@ -49,55 +53,21 @@ struct queen {
     pthread_cond_t idle_cv;
 };
 
-/* Fills err from a failed PGresult (see queen_error_from_fields). */
-void queen_error_from_result(queen_error *err, const PGresult *res);
-
-/* The one mapping of a PostgreSQL error to a queen_error: category from the
- * SQLSTATE table, reason = the message (an opaque code for our functions),
- * detail = the DETAIL. A 23514 DETAIL is parsed into err->precondition (the
- * value kept as the exact JSON text PostgreSQL rendered). state NULL means
- * libpq itself failed (connection lost): UNAVAILABLE. */
-void queen_error_from_fields(queen_error *err, const char *state, const char *msg, const char *detail);
-
-/* The category of one SQLSTATE (table lookup; exact codes before classes). */
-queen_error_category queen_sqlstate_category(const char *state);
-
-/* Fills err with an engine-made error. */
-void queen_error_set(queen_error *err, queen_error_category cat, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Acquires a pooled connection or fills err (UNAVAILABLE). */
-queen_pool_conn *queen_acquire(queen *q, queen_error *err);
-
-/* Runs one named prepared statement that returns one row of one column and
- * copies that column: *out is malloc'd text (caller frees) or NULL for SQL
- * NULL. Returns 0, or -1 with err filled (pool exhausted, SQL error). The
- * statement name must be a string literal (the pool keeps the pointer). */
-int queen_call_text(queen *q, const char *name, const char *sql, int nparams, const char *const *params, char **out,
-                    queen_error *err);
-
 /* Every public call that touches the pool or the notifier brackets itself
  * with these. enter fails (false, err "closing") once queen_close started;
  * queen_close waits until every entered call has left. */
 bool engine_enter(queen *q, queen_error *err);
 void engine_leave(queen *q);
 
-/* The tenant argument, defaulted: NULL or "" is QUEEN_DEFAULT_TENANT. */
-const char *engine_tenant(const char *tenant);
+/* engine_enter plus the tenant judged (tenant.h): the canonical tenant in
+ * out, or NULL with err filled and nothing entered. */
+const char *engine_enter_tenant(queen *q, const char *tenant, char out[QUEEN_TENANT_LEN + 1], queen_error *err);
 
-/* Finds the member `name` of the top-level JSON object in text and returns a
- * pointer to the first byte of its value, with its length in *len, or NULL
- * when there is no such member or text is not an object. Does not validate
- * the JSON beyond what it needs to skip values: it is meant for text that
- * PostgreSQL rendered, to lift a value out byte for byte (jansson would turn
- * numbers into doubles). */
-const char *json_raw_member(const char *text, const char *name, size_t *len);
-
-/* Makes a libpq message one line: inner newlines and tabs become spaces,
- * trailing whitespace goes (log lines and error details stay single). */
-void engine_one_line(char *s);
-
-/* Milliseconds on the monotonic clock. */
-long long engine_now_ms(void);
+/* sql_call_text on the handle's pool. */
+static inline int queen_call_text(queen *q, const char *name, const char *sql, int nparams,
+                                  const char *const *params, char **out, queen_error *err)
+{
+    return sql_call_text(q->pool, name, sql, nparams, params, out, err);
+}
 
 #endif

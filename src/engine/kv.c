@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "engine.h"
+#include "kvguard.h"
 
 /* The batch call: one prepared statement, one round trip, the result array
  * passed through as PostgreSQL rendered it. */
@@ -45,22 +47,36 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
                    queen_error *err)
 {
     *results_json = NULL;
+    queen_error local;
+    if (err == NULL)
+        err = &local;
     if (ops_json == NULL) {
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_bad_request", "ops_json is NULL");
         return -1;
     }
-    if (!engine_enter(q, err))
+    char canon[QUEEN_TENANT_LEN + 1];
+    tenant = engine_enter_tenant(q, tenant, canon, err);
+    if (tenant == NULL)
         return -1;
-    queen_error local;
-    if (err == NULL)
-        err = &local;
-    const char *params[] = {ops_json, engine_tenant(tenant), in_wire ? "true" : "false"};
-    int rc = queen_call_text(q, "queen_kv_apply", SQL_KV_APPLY, 3, params, results_json, err);
-    if (rc == 0 && *results_json == NULL) {
-        queen_error_set(err, QUEEN_ERR_INTERNAL, "kv_result_misaligned", "kv_apply_v1 returned NULL");
-        rc = -1;
+    kv_limits lim = kv_limits_from(&q->cfg, in_wire);
+    kv_demand d;
+    rawjson_span ops = rawjson_trim((rawjson_span){ops_json, strlen(ops_json)});
+    int rc = kv_guard_ops(ops, &lim, &d, err);
+    if (rc == 0 && rawjson_array_count(ops) == 0) {
+        /* Nothing to do, and nothing to take a connection for. */
+        *results_json = strdup("[]");
+        rc = *results_json ? 0 : -1;
+        if (rc != 0)
+            queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
+    } else if (rc == 0 && (rc = engine_kv_admit(q, tenant, d, err)) == 0) {
+        const char *params[] = {ops_json, tenant, in_wire ? "true" : "false"};
+        rc = queen_call_text(q, "queen_kv_apply", SQL_KV_APPLY, 3, params, results_json, err);
+        if (rc == 0 && *results_json == NULL) {
+            queen_error_set(err, QUEEN_ERR_INTERNAL, "kv_result_misaligned", "kv_apply_v1 returned NULL");
+            rc = -1;
+        }
+        count_batch(q, rc, err);
     }
-    count_batch(q, rc, err);
     engine_leave(q);
     return rc;
 }
@@ -120,6 +136,26 @@ static json_t *json_number(double v)
     return json_real(v);
 }
 
+/* The same guards and admission as a batch for one typed op; the value,
+ * placed by SQL, is measured apart (the op holds null in its place). */
+static int typed_admit(queen *q, const char *tenant, const char *ops_text, const char *value_json, queen_error *err)
+{
+    kv_limits lim = kv_limits_from(&q->cfg, false);
+    kv_demand d;
+    if (kv_guard_ops((rawjson_span){ops_text, strlen(ops_text)}, &lim, &d, err) != 0)
+        return -1;
+    if (value_json != NULL) {
+        size_t n = strlen(value_json);
+        if (n > (size_t)lim.max_value_bytes) {
+            queen_error_set(err, QUEEN_ERR_TOO_LARGE, "kv_value_too_large",
+                            "value is %zu bytes of JSON text, the limit is %d", n, lim.max_value_bytes);
+            return -1;
+        }
+        d.bytes = (long)n;
+    }
+    return engine_kv_admit(q, tenant, d, err);
+}
+
 /* Sends one op, returns its single result element. value_json (may be NULL)
  * is placed into the op by PostgreSQL (see SQL_KV_ONE). Counts the outcome. */
 static int kv_one(queen *q, const char *tenant, int kind, json_t *op, const char *value_json, char **result_json,
@@ -137,14 +173,24 @@ static int kv_one(queen *q, const char *tenant, int kind, json_t *op, const char
         queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
         return -1;
     }
-    if (!engine_enter(q, err)) {
+    char canon[QUEEN_TENANT_LEN + 1];
+    tenant = engine_enter_tenant(q, tenant, canon, err);
+    if (tenant == NULL) {
+        if (q != NULL && err->category == QUEEN_ERR_BAD_REQUEST) /* a bad tenant, not a closing handle */
+            atomic_fetch_add(&q->counters.kv_typed[kind][KV_OUT_ERROR], 1);
+        free(ops_text);
+        return -1;
+    }
+    if (typed_admit(q, tenant, ops_text, value_json, err) != 0) {
+        atomic_fetch_add(&q->counters.kv_typed[kind][KV_OUT_ERROR], 1);
+        engine_leave(q);
         free(ops_text);
         return -1;
     }
     int rc = -1, outcome = KV_OUT_ERROR;
-    queen_pool_conn *c = queen_acquire(q, err);
+    queen_pool_conn *c = sql_acquire(q->pool, err);
     if (c != NULL) {
-        const char *params[] = {ops_text, engine_tenant(tenant), value_json};
+        const char *params[] = {ops_text, tenant, value_json};
         PGresult *res = queen_pool_exec(c, "queen_kv_one", SQL_KV_ONE, 3, params);
         if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
             *result_json = strdup(PQgetvalue(res, 0, 0));
@@ -321,11 +367,13 @@ int queen_kv_list(queen *q, const char *tenant, const char *ns, const char *pref
                   bool keys_only, bool include_expired, char **result_json, queen_error *err)
 {
     *result_json = NULL;
-    if (!engine_enter(q, err))
+    char canon[QUEEN_TENANT_LEN + 1];
+    tenant = engine_enter_tenant(q, tenant, canon, err);
+    if (tenant == NULL)
         return -1;
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
-    const char *params[] = {engine_tenant(tenant), ns, prefix, after, limit > 0 ? lim : NULL,
+    const char *params[] = {tenant, ns, prefix, after, limit > 0 ? lim : NULL,
                             keys_only ? "true" : "false", include_expired ? "true" : "false"};
     int rc = queen_call_text(q, "queen_kv_list", SQL_KV_LIST, 7, params, result_json, err);
     engine_leave(q);
@@ -335,9 +383,11 @@ int queen_kv_list(queen *q, const char *tenant, const char *ns, const char *pref
 int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_error *err)
 {
     *result_json = NULL;
-    if (!engine_enter(q, err))
+    char canon[QUEEN_TENANT_LEN + 1];
+    tenant = engine_enter_tenant(q, tenant, canon, err);
+    if (tenant == NULL)
         return -1;
-    const char *params[] = {engine_tenant(tenant)};
+    const char *params[] = {tenant};
     int rc = queen_call_text(q, "queen_kv_namespaces", SQL_KV_NAMESPACES, 1, params, result_json, err);
     engine_leave(q);
     return rc;

@@ -25,13 +25,15 @@
 #define SQL_QUEUES "SELECT queen.log_queues_v1($1::uuid)::text"
 #define SQL_DELETE "SELECT queen.log_queue_delete_v1($1::uuid, $2)::text"
 
-/* One call: enter, run, require a non-NULL result (these functions return a
- * body or raise), leave. */
-static int call_body(queen *q, const char *name, const char *sql, int nparams, const char *const *params, char **out,
-                     queen_error *err)
+/* One call: judge the tenant (it becomes params[0]), enter, run, require a
+ * non-NULL result (these functions return a body or raise), leave. */
+static int call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
+                     const char **params, char **out, queen_error *err)
 {
     *out = NULL;
-    if (!engine_enter(q, err))
+    char canon[QUEEN_TENANT_LEN + 1];
+    params[0] = engine_enter_tenant(q, tenant, canon, err);
+    if (params[0] == NULL)
         return -1;
     int rc = queen_call_text(q, name, sql, nparams, params, out, err);
     if (rc == 0 && *out == NULL) {
@@ -59,8 +61,8 @@ int queen_push(queen *q, const char *tenant, const char *items_json, char **resu
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_request", "items_json is NULL");
         return -1;
     }
-    const char *params[] = {engine_tenant(tenant), items_json};
-    return call_body(q, "queen_push", SQL_PUSH, 2, params, results_json, err);
+    const char *params[] = {NULL, items_json};
+    return call_body(q, tenant, "queen_push", SQL_PUSH, 2, params, results_json, err);
 }
 
 /* One pop attempt; *body NULL when nothing was available. */
@@ -112,9 +114,10 @@ int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char 
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_queue", "opts->queue is required");
         return -1;
     }
-    if (!engine_enter(q, err))
+    char canon[QUEEN_TENANT_LEN + 1];
+    tenant = engine_enter_tenant(q, tenant, canon, err);
+    if (tenant == NULL)
         return -1;
-    tenant = engine_tenant(tenant);
     int rc;
     if (!opts->wait) {
         rc = pop_once(q, tenant, opts, body_json, err);
@@ -161,33 +164,47 @@ int queen_ack(queen *q, const char *tenant, const char *acks_json, const char *g
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_request", "acks_json is NULL");
         return -1;
     }
-    const char *params[] = {engine_tenant(tenant), acks_json, group};
-    return call_body(q, "queen_ack", SQL_ACK, 3, params, results_json, err);
+    const char *params[] = {NULL, acks_json, group};
+    return call_body(q, tenant, "queen_ack", SQL_ACK, 3, params, results_json, err);
 }
 
 int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int seconds, char **result_json,
                        queen_error *err)
 {
     char sec[16];
-    const char *params[] = {engine_tenant(tenant), lease_id, int_or_null(sec, sizeof sec, seconds)};
-    return call_body(q, "queen_lease_extend", SQL_LEASE, 3, params, result_json, err);
+    const char *params[] = {NULL, lease_id, int_or_null(sec, sizeof sec, seconds)};
+    return call_body(q, tenant, "queen_lease_extend", SQL_LEASE, 3, params, result_json, err);
 }
 
 int queen_configure(queen *q, const char *tenant, const char *queue, const char *options_json, char **result_json,
                     queen_error *err)
 {
-    const char *params[] = {engine_tenant(tenant), queue, options_json};
-    return call_body(q, "queen_configure", SQL_CONFIGURE, 3, params, result_json, err);
+    const char *params[] = {NULL, queue, options_json};
+    return call_body(q, tenant, "queen_configure", SQL_CONFIGURE, 3, params, result_json, err);
 }
 
 int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err)
 {
-    const char *params[] = {engine_tenant(tenant)};
-    return call_body(q, "queen_queues", SQL_QUEUES, 1, params, result_json, err);
+    const char *params[] = {NULL};
+    return call_body(q, tenant, "queen_queues", SQL_QUEUES, 1, params, result_json, err);
 }
 
 int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err)
 {
-    const char *params[] = {engine_tenant(tenant), queue};
-    return call_body(q, "queen_queue_delete", SQL_DELETE, 2, params, result_json, err);
+    const char *params[] = {NULL, queue};
+    return call_body(q, tenant, "queen_queue_delete", SQL_DELETE, 2, params, result_json, err);
+}
+
+/* The public door (queen.h): a registration is an in-flight call only for
+ * the time it takes, so queen_close never waits on a registered waiter; it
+ * fires it instead. */
+queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
+                                  void *ctx)
+{
+    char canon[QUEEN_TENANT_LEN + 1];
+    if (engine_enter_tenant(q, tenant, canon, NULL) == NULL)
+        return NULL;
+    queen_waiter *w = notifier_add(q->notifier, canon, queue, timeout_ms, true, fn, ctx);
+    engine_leave(q);
+    return w;
 }

@@ -19,8 +19,8 @@
 
 #include <libpq-fe.h>
 
-#include "engine.h"
 #include "logging.h"
+#include "util.h"
 
 #define NBUCKETS 1024
 #define RECONNECT_MIN_MS 200
@@ -530,17 +530,4 @@ unsigned long notifier_reconnects(queen_notifier *n)
 unsigned long notifier_notifies(queen_notifier *n)
 {
     return atomic_load(&n->notifies);
-}
-
-/* The public door (queen.h): a registration is an in-flight call only for
- * the time it takes, so queen_close never waits on a registered waiter; it
- * fires it instead. */
-queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
-                                  void *ctx)
-{
-    if (!engine_enter(q, NULL))
-        return NULL;
-    queen_waiter *w = notifier_add(q->notifier, engine_tenant(tenant), queue, timeout_ms, true, fn, ctx);
-    engine_leave(q);
-    return w;
 }

@@ -32,8 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
 #include "logging.h"
+#include "sqlcall.h"
+#include "util.h"
 
 /* ---- Pure arithmetic ----------------------------------------------------- */
 
@@ -150,13 +151,14 @@ void quota_apply_read(quota_state *s, bool has_row, bool enabled, long long max_
 
 typedef struct quota_entry {
     struct quota_entry *next;
-    char tenant[40];
+    char tenant[QUEEN_TENANT_LEN + 1]; /* canonical: quota_admit is handed nothing else */
     long long last_seen_ms;
     quota_state st;
 } quota_entry;
 
 struct queen_quota {
-    queen *q;
+    queen_pool *pool;
+    int refresh_ms;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -204,7 +206,7 @@ static int load(queen_quota *qq, const char *array_text, queen_error *err)
 {
     char *text = NULL;
     const char *params[] = {array_text};
-    if (queen_call_text(qq->q, "queen_kv_quota_read", "SELECT queen.kv_quota_read_v1($1::uuid[])::text", 1, params,
+    if (sql_call_text(qq->pool, "queen_kv_quota_read", "SELECT queen.kv_quota_read_v1($1::uuid[])::text", 1, params,
                         &text, err) != 0)
         return -1;
     json_t *arr = text ? json_loads(text, 0, NULL) : NULL;
@@ -240,9 +242,9 @@ static int load(queen_quota *qq, const char *array_text, queen_error *err)
 /* An entry unseen this long is dropped: its delta goes with it (the next
  * measurement has it anyway), and the table stays the size of the tenants
  * actually in use. */
-static long long idle_ms(const queen *q)
+static long long idle_ms(const queen_quota *qq)
 {
-    long long ten = 10LL * q->cfg.kv_quota_refresh_ms;
+    long long ten = 10LL * qq->refresh_ms;
     return ten > 60000 ? ten : 60000;
 }
 
@@ -252,7 +254,7 @@ static void refresh(queen_quota *qq)
 {
     long long now = engine_now_ms();
     size_t n = 0, cap = 64;
-    char (*list)[40] = malloc(cap * sizeof *list);
+    char (*list)[QUEEN_TENANT_LEN + 1] = malloc(cap * sizeof *list);
     if (list == NULL)
         return;
     pthread_mutex_lock(&qq->mu);
@@ -260,7 +262,7 @@ static void refresh(queen_quota *qq)
         quota_entry **pp = &qq->slots[h];
         while (*pp != NULL) {
             quota_entry *e = *pp;
-            if (now - e->last_seen_ms > idle_ms(qq->q)) {
+            if (now - e->last_seen_ms > idle_ms(qq)) {
                 *pp = e->next;
                 free(e);
                 continue;
@@ -279,12 +281,19 @@ static void refresh(queen_quota *qq)
     pthread_mutex_unlock(&qq->mu);
     for (size_t at = 0; at < n; at += QUOTA_CHUNK) {
         size_t k = n - at < QUOTA_CHUNK ? n - at : QUOTA_CHUNK;
-        char *text = malloc(k * 38 + 3), *p = text;
+        /* "{" + k uuids of QUEEN_TENANT_LEN bytes, k - 1 commas, "}" and NUL:
+         * every entry is canonical, so none is longer and none fails the
+         * chunk's ::uuid[] cast for the others. */
+        char *text = malloc(k * (QUEEN_TENANT_LEN + 1) + 2), *p = text;
         if (text == NULL)
             break;
         *p++ = '{';
-        for (size_t i = 0; i < k; i++)
-            p += sprintf(p, "%s%s", i ? "," : "", list[at + i]);
+        for (size_t i = 0; i < k; i++) {
+            if (i > 0)
+                *p++ = ',';
+            memcpy(p, list[at + i], QUEEN_TENANT_LEN);
+            p += QUEEN_TENANT_LEN;
+        }
         *p++ = '}';
         *p = '\0';
         queen_error err;
@@ -301,9 +310,11 @@ static void *run(void *arg)
     queen_quota *qq = arg;
     pthread_mutex_lock(&qq->mu);
     while (!qq->stop) {
+        /* The condvar runs on the monotonic clock (quota_start): a wall-clock
+         * step neither stalls the refresh nor makes it spin. */
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        long long ns = until.tv_nsec + (long long)qq->q->cfg.kv_quota_refresh_ms * 1000000LL;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        long long ns = until.tv_nsec + (long long)qq->refresh_ms * 1000000LL;
         until.tv_sec += ns / 1000000000LL;
         until.tv_nsec = ns % 1000000000LL;
         pthread_cond_timedwait(&qq->cv, &qq->mu, &until);
@@ -317,16 +328,21 @@ static void *run(void *arg)
     return NULL;
 }
 
-queen_quota *quota_start(queen *q, char *msg, size_t len)
+queen_quota *quota_start(queen_pool *pool, int refresh_ms, char *msg, size_t len)
 {
     queen_quota *qq = calloc(1, sizeof *qq);
     if (qq == NULL) {
         snprintf(msg, len, "out of memory");
         return NULL;
     }
-    qq->q = q;
+    qq->pool = pool;
+    qq->refresh_ms = refresh_ms > 0 ? refresh_ms : 1;
     pthread_mutex_init(&qq->mu, NULL);
-    pthread_cond_init(&qq->cv, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&qq->cv, &attr);
+    pthread_condattr_destroy(&attr);
     if (pthread_create(&qq->thread, NULL, run, qq) != 0) {
         snprintf(msg, len, "cannot start the kv quota refresh thread");
         pthread_cond_destroy(&qq->cv);
@@ -359,75 +375,35 @@ void quota_stop(queen_quota *qq)
     free(qq);
 }
 
-/* ---- queen_kv_admit ------------------------------------------------------ */
+/* ---- Admission ----------------------------------------------------------- */
 
-static const char *const refusal_reason[] = {"", "feature_gated", "kv_quota_exceeded", "rate_limited"};
-
-int queen_kv_admit(queen *q, const char *tenant, int reads, int writes, int creating, long bytes, int *retry_after_s,
-                   queen_error *err)
+quota_verdict quota_admit(queen_quota *qq, const char *tenant, bool tenancy, int reads, int writes, int creating,
+                          long bytes, int *retry_after_s, queen_error *err)
 {
-    if (retry_after_s != NULL)
-        *retry_after_s = 0;
-    if (!engine_enter(q, err))
-        return -1;
-    tenant = engine_tenant(tenant);
-    if (strlen(tenant) >= sizeof ((quota_entry *)0)->tenant) {
-        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "bad_tenant", "the tenant is not a uuid");
-        engine_leave(q);
-        return -1;
-    }
-    queen_quota *qq = q->quota;
     pthread_mutex_lock(&qq->mu);
     quota_entry *e = find(qq, tenant, true);
     bool loaded = e != NULL && e->st.loaded;
     pthread_mutex_unlock(&qq->mu);
     if (e == NULL) {
         queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
-        engine_leave(q);
-        return -1;
+        return QUOTA_ERROR;
     }
     if (!loaded) {
         /* The once-per-tenant load (see the header). Entries are freed only
          * by the refresh thread, after an idle period, so e is looked up
          * again below rather than trusted across the unlocked read. */
-        char text[48];
+        char text[QUEEN_TENANT_LEN + 3];
         snprintf(text, sizeof text, "{%s}", tenant);
-        if (load(qq, text, err) != 0) {
-            engine_leave(q);
-            return -1;
-        }
+        if (load(qq, text, err) != 0)
+            return QUOTA_ERROR;
     }
-    int retry = 1;
     pthread_mutex_lock(&qq->mu);
     e = find(qq, tenant, true);
     quota_verdict v = QUOTA_ADMIT;
     if (e != NULL) {
         e->last_seen_ms = engine_now_ms();
-        /* Tenancy off: the only tenant is the default one, always allowed. */
-        v = quota_decide(&e->st, q->cfg.tenancy_header, reads, writes, creating, bytes, e->last_seen_ms, &retry);
+        v = quota_decide(&e->st, tenancy, reads, writes, creating, bytes, e->last_seen_ms, retry_after_s);
     }
     pthread_mutex_unlock(&qq->mu);
-    engine_leave(q);
-    switch (v) {
-    case QUOTA_ADMIT:
-        return 0;
-    case QUOTA_GATED:
-        atomic_fetch_add(&q->counters.kv_quota_refusals[QUOTA_GATED - 1], 1);
-        queen_error_set(err, QUEEN_ERR_FEATURE_GATED, refusal_reason[v],
-                        "this tenant has no enabled kv grant (queen.kv_quota)");
-        return -1;
-    case QUOTA_FULL:
-        atomic_fetch_add(&q->counters.kv_quota_refusals[QUOTA_FULL - 1], 1);
-        queen_error_set(err, QUEEN_ERR_QUOTA_EXCEEDED, refusal_reason[v],
-                        "the write would pass the tenant's max_rows or max_bytes; nothing was written");
-        return -1;
-    case QUOTA_RATE:
-        atomic_fetch_add(&q->counters.kv_quota_refusals[QUOTA_RATE - 1], 1);
-        if (retry_after_s != NULL)
-            *retry_after_s = retry;
-        queen_error_set(err, QUEEN_ERR_RATE_LIMITED, refusal_reason[v], "over the tenant's kv %s per second; retry in %d s",
-                        reads > 0 && writes > 0 ? "reads or writes" : reads > 0 ? "reads" : "writes", retry);
-        return -1;
-    }
-    return 0;
+    return v;
 }

@@ -11,7 +11,8 @@
 
 #include "queen.h"
 
-typedef struct queen queen;
+#include "pool.h"
+
 typedef struct queen_quota queen_quota;
 
 /* A token bucket of `rate` tokens per second holding at most one second's
@@ -44,7 +45,7 @@ typedef struct quota_state {
     quota_bucket reads, writes;
 } quota_state;
 
-typedef enum quota_verdict { QUOTA_ADMIT = 0, QUOTA_GATED, QUOTA_FULL, QUOTA_RATE } quota_verdict;
+typedef enum quota_verdict { QUOTA_ADMIT = 0, QUOTA_GATED, QUOTA_FULL, QUOTA_RATE, QUOTA_ERROR } quota_verdict;
 
 /* The admission of one call: reads and writes are ops (token costs),
  * creating the ops that may create a key (put, putIfAbsent, incr: +1 row
@@ -62,9 +63,15 @@ quota_verdict quota_decide(quota_state *s, bool tenancy, int reads, int writes, 
 void quota_apply_read(quota_state *s, bool has_row, bool enabled, long long max_rows, long long max_bytes,
                       long long max_rps, long long max_wps, long long rows, long long bytes, const char *computed_at);
 
-/* The table and its refresh thread (cadence cfg.kv_quota_refresh_ms).
- * NULL with msg filled when the thread cannot start. */
-queen_quota *quota_start(queen *q, char *msg, size_t len);
+/* The table and its refresh thread, reading kv_quota_read_v1 on pool every
+ * refresh_ms. NULL with msg filled when the thread cannot start. */
+queen_quota *quota_start(queen_pool *pool, int refresh_ms, char *msg, size_t len);
+
+/* The admission of one call by a canonical tenant (tenant.h judged it):
+ * loads the tenant once when first seen, then quota_decide under the
+ * table's lock. QUOTA_ERROR with err filled when that load failed. */
+quota_verdict quota_admit(queen_quota *qq, const char *tenant, bool tenancy, int reads, int writes, int creating,
+                          long bytes, int *retry_after_s, queen_error *err);
 /* Stops the thread and frees the table. NULL allowed. */
 void quota_stop(queen_quota *qq);
 

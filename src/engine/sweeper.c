@@ -14,8 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
 #include "logging.h"
+#include "sqlcall.h"
+#include "util.h"
 
 #define LOG_EVERY_MS 10000
 /* kv_usage_measure_v1 samples 8 shards of 64 once the table's planner
@@ -25,7 +26,8 @@
 #define USAGE_SAMPLE_SHARDS "8"
 
 struct queen_sweeper {
-    queen *q;
+    queen_pool *pool;
+    queen_config cfg; /* its numbers only; the strings are not used here */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC: a wall-clock jump must not stall the sweeper */
@@ -81,7 +83,7 @@ static int step(queen_sweeper *s, const char *what, const char *name, const char
     queen_error err = {0};
     char *text = NULL;
     *obj = NULL;
-    if (queen_call_text(s->q, name, sql, nparams, params, &text, &err) != 0) {
+    if (sql_call_text(s->pool, name, sql, nparams, params, &text, &err) != 0) {
         note_error(s, what, &err);
         return -1;
     }
@@ -107,7 +109,7 @@ static long long json_int(json_t *obj, const char *name)
  * cycle is skipped: a database that is down would fail every step). */
 static int sweep_kv(queen_sweeper *s, unsigned long cycle)
 {
-    const queen_config *cfg = &s->q->cfg;
+    const queen_config *cfg = &s->cfg;
     short order[SWEEP_SHARDS];
     sweeper_shard_order(cycle, order);
     long long deleted = 0, lag = 0;
@@ -154,7 +156,7 @@ static int sweep_kv(queen_sweeper *s, unsigned long cycle)
 
 static void sweep_log(queen_sweeper *s)
 {
-    const queen_config *cfg = &s->q->cfg;
+    const queen_config *cfg = &s->cfg;
     char idle[16], max[16];
     snprintf(idle, sizeof idle, "%d", cfg->partition_idle_seconds);
     snprintf(max, sizeof max, "%d", cfg->kv_expire_batch);
@@ -205,7 +207,7 @@ static void *sweeper_main(void *arg)
 
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        long long wait = s->q->cfg.kv_expire_every_ms - took;
+        long long wait = s->cfg.kv_expire_every_ms - took;
         if (wait < 0)
             wait = 0;
         until.tv_sec += wait / 1000;
@@ -227,14 +229,15 @@ static void *sweeper_main(void *arg)
     return NULL;
 }
 
-queen_sweeper *sweeper_start(queen *q, char *err, size_t errlen)
+queen_sweeper *sweeper_start(queen_pool *pool, const queen_config *cfg, char *err, size_t errlen)
 {
     queen_sweeper *s = calloc(1, sizeof *s);
     if (s == NULL) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    s->q = q;
+    s->pool = pool;
+    s->cfg = *cfg;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "pool.h"
 #include "queen.h"
 
 #define SWEEP_SHARDS 64
@@ -33,8 +34,9 @@ typedef struct queen_sweeper_stats {
     long long last_cycle_ms;      /* how long the last cycle took */
 } queen_sweeper_stats;
 
-/* Starts the thread on q (which must outlive it). NULL with err on failure. */
-queen_sweeper *sweeper_start(queen *q, char *err, size_t errlen);
+/* Starts the thread on pool (which must outlive it) with cfg's cadence and
+ * batch settings (copied). NULL with err on failure. */
+queen_sweeper *sweeper_start(queen_pool *pool, const queen_config *cfg, char *err, size_t errlen);
 
 /* Wakes the thread out of its wait, joins it and frees it. Returns within
  * one SQL step (a step in flight is not interrupted; it is bounded by

@@ -10,15 +10,17 @@
  * order (SQL does). */
 #include "wire.h"
 
-#include <ctype.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
+#include "admit.h"
 #include "engine.h"
+#include "input_limits.h"
 
 /* The bundle goes in as the caller's text with the tenant added by
  * PostgreSQL, so nothing in it is re-encoded on the way. */
@@ -31,21 +33,6 @@
     "COALESCE((SELECT jsonb_agg(t.e || jsonb_build_object('type', 'kv', 'index', t.o - 1, 'opIndex', t.o - 1) "       \
     "ORDER BY t.o) FROM jsonb_array_elements(queen.kv_apply_v1($1::jsonb -> 'kv', $2::uuid, now(), true)) "           \
     "WITH ORDINALITY AS t(e, o)), '[]'::jsonb))::text"
-
-bool wire_is_uuid(const char *s)
-{
-    if (s == NULL || strlen(s) != 36)
-        return false;
-    for (int i = 0; i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i] != '-')
-                return false;
-        } else if (!isxdigit((unsigned char)s[i])) {
-            return false;
-        }
-    }
-    return true;
-}
 
 void wire_uuid4(char out[37])
 {
@@ -72,144 +59,108 @@ void wire_uuid4(char out[37])
              b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-static int refuse(queen_error *err, const char *reason, const char *detail)
+static int refuse(queen_error *err, const char *reason, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int refuse(queen_error *err, const char *reason, const char *fmt, ...)
 {
+    char detail[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
     queen_error_set(err, QUEEN_ERR_BAD_REQUEST, reason, "%s", detail);
     return -1;
 }
 
-static bool has_tenant(json_t *obj)
-{
-    return json_object_get(obj, "tenant") || json_object_get(obj, "tenantId") || json_object_get(obj, "_tenant");
-}
-
-/* absent or JSON null */
+/* absent or JSON null: SQL reads both as "not given" */
 static bool absent(json_t *v)
 {
     return v == NULL || json_is_null(v);
 }
 
-static int check_kv(json_t *kv, wire_plan *plan, queen_error *err)
+static int check_operations(json_t *ops, wire_plan *plan, queen_error *err)
 {
-    if (!json_is_array(kv))
-        return refuse(err, "kv_bad_request", "kv must be an array of kv ops");
-    size_t n = json_array_size(kv), keys = 0;
-    if (n > WIRE_MAX_KV_OPS) {
-        char d[96];
-        snprintf(d, sizeof d, "%zu kv ops in a transaction, the limit is %d", n, WIRE_MAX_KV_OPS);
-        return refuse(err, "kv_too_many_ops", d);
+    size_t i;
+    json_t *op;
+    json_array_foreach(ops, i, op)
+    {
+        const char *type = json_string_value(json_object_get(op, "type"));
+        if (type != NULL && strcmp(type, "kv") == 0)
+            return refuse(err, "log_kv_in_operations", "operations[%zu] has type kv; kv ops go in the top-level kv array",
+                          i);
+        if (!json_is_object(op) || type == NULL || (strcmp(type, "ack") != 0 && strcmp(type, "push") != 0))
+            return refuse(err, "log_bad_operation", "operations[%zu] must be an object of type ack or push", i);
+        plan->flat_before_kv += strcmp(type, "push") == 0 ? (int)json_array_size(json_object_get(op, "items")) : 1;
     }
-    for (size_t i = 0; i < n; i++) {
-        json_t *op = json_array_get(kv, i);
-        char d[96];
-        if (!json_is_object(op)) {
-            snprintf(d, sizeof d, "kv[%zu] must be an object", i);
-            return refuse(err, "kv_bad_request", d);
-        }
-        if (has_tenant(op)) {
-            snprintf(d, sizeof d, "kv[%zu]: the tenant is not an input", i);
-            return refuse(err, "kv_tenant_not_an_input", d);
-        }
-        const char *name = json_string_value(json_object_get(op, "op"));
-        if (name && strcmp(name, "getPrefix") == 0) {
-            snprintf(d, sizeof d, "kv[%zu]: getPrefix is not allowed in a transaction", i);
-            return refuse(err, "kv_get_prefix_not_allowed_in_transaction", d);
-        }
-        json_t *ks = json_object_get(op, "keys");
-        keys += (name && strcmp(name, "getMany") == 0 && json_is_array(ks)) ? json_array_size(ks) : 1;
-    }
-    if (keys > WIRE_MAX_KV_KEYS) {
-        char d[96];
-        snprintf(d, sizeof d, "%zu kv keys in a transaction, the limit is %d", keys, WIRE_MAX_KV_KEYS);
-        return refuse(err, "kv_too_many_keys", d);
-    }
-    plan->kv_ops = (int)n;
     return 0;
 }
 
-int wire_preflight(const char *bundle_json, wire_plan *plan, queen_error *err)
+int wire_preflight(const char *bundle_json, const kv_limits *lim, wire_plan *plan, queen_error *err)
 {
+    static const char *const tenant_fields[] = QUEEN_TENANT_FIELDS;
     memset(plan, 0, sizeof *plan);
     if (bundle_json == NULL)
         return refuse(err, "bad_body", "the bundle is NULL");
     json_error_t jerr;
     /* INT_AS_REAL: a 30-digit integer in a payload is valid JSON that
-     * jansson would refuse as an integer; we only inspect shapes here. */
-    json_t *root = json_loads(bundle_json, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
-    if (root == NULL) {
-        char d[256];
-        snprintf(d, sizeof d, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-        return refuse(err, "bad_body", d);
-    }
+     * jansson would refuse as an integer; only shapes are inspected here. */
+    /* ALLOW_NUL: a \u0000 in a key is the kv guard's kv_bad_key, not a
+     * syntax error. */
+    json_t *root = json_loads(bundle_json, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &jerr);
+    if (root == NULL)
+        return refuse(err, "bad_body", "%s at line %d, column %d", jerr.text, jerr.line, jerr.column);
     int rc = -1;
     json_t *ops = json_object_get(root, "operations"), *kv = json_object_get(root, "kv");
     json_t *leases = json_object_get(root, "requiredLeases");
+    const char *name;
+    json_t *member;
     if (!json_is_object(root)) {
-        refuse(err, "bad_body", "the bundle must be a JSON object");
-    } else if (has_tenant(root)) {
-        refuse(err, "tenant_not_an_input", "the tenant comes from the caller, never from the bundle");
-    } else if (absent(ops) && absent(kv)) {
-        refuse(err, "log_bad_request", "operations or kv is required");
-    } else if (!absent(ops) && !json_is_array(ops)) {
-        refuse(err, "log_bad_request", "operations must be an array");
-    } else {
-        rc = 0;
-        for (size_t i = 0; rc == 0 && i < json_array_size(ops); i++) {
-            json_t *op = json_array_get(ops, i);
-            const char *type = json_string_value(json_object_get(op, "type"));
-            if (type && strcmp(type, "kv") == 0) {
-                char d[128];
-                snprintf(d, sizeof d, "operations[%zu]: kv ops go in the top-level kv array", i);
-                rc = refuse(err, "log_kv_in_operations", d);
-            } else if (type && strcmp(type, "push") == 0) {
-                plan->flat_before_kv += (int)json_array_size(json_object_get(op, "items"));
-            } else if (type && strcmp(type, "ack") == 0) {
-                plan->flat_before_kv += 1;
-            }
-        }
-        if (rc == 0 && !absent(kv))
-            rc = check_kv(kv, plan, err);
-        if (rc == 0)
-            plan->kv_only = json_array_size(ops) == 0 && plan->kv_ops > 0 &&
-                            (absent(leases) || (json_is_array(leases) && json_array_size(leases) == 0));
+        refuse(err, "log_bad_request", "the bundle must be a JSON object");
+        goto out;
     }
+    for (size_t t = 0; t < sizeof tenant_fields / sizeof tenant_fields[0]; t++)
+        if (json_object_get(root, tenant_fields[t]) != NULL) {
+            refuse(err, "tenant_not_an_input", "the tenant comes from the caller, never from the bundle");
+            goto out;
+        }
+    json_object_foreach(root, name, member)
+    {
+        if (strcmp(name, "operations") != 0 && strcmp(name, "requiredLeases") != 0 && strcmp(name, "kv") != 0) {
+            refuse(err, "log_bad_request", "unknown field \"%.64s\"; a bundle has operations, requiredLeases and kv",
+                   name);
+            goto out;
+        }
+    }
+    if (!absent(ops) && !json_is_array(ops))
+        refuse(err, "log_bad_request", "operations must be an array");
+    else if (!absent(leases) && !json_is_array(leases))
+        refuse(err, "log_bad_request", "requiredLeases must be an array");
+    else if (!absent(kv) && !json_is_array(kv))
+        refuse(err, "kv_bad_request", "kv must be an array of kv ops");
+    else if (absent(ops) && absent(kv))
+        refuse(err, "log_bad_request", "a bundle needs operations, kv or both");
+    else if (check_operations(ops, plan, err) == 0) {
+        rawjson_span raw = {NULL, 0};
+        rc = 0;
+        if (!absent(kv)) {
+            /* The kv array's text as the caller wrote it: jansson's tree
+             * would have turned its numbers into doubles. */
+            if (!rawjson_member(rawjson_trim((rawjson_span){bundle_json, strlen(bundle_json)}), "kv", &raw))
+                rc = refuse(err, "kv_bad_request", "kv must be an array of kv ops");
+            else
+                rc = kv_guard_ops(raw, lim, &plan->kv_demand, err);
+        }
+        plan->kv_ops = (int)json_array_size(kv);
+        plan->kv_only = rc == 0 && json_array_size(ops) == 0 && plan->kv_ops > 0 && json_array_size(leases) == 0;
+    }
+out:
     json_decref(root);
     return rc;
 }
 
-/* (SQLSTATE, message) -> reason, first match wins; message NULL matches
- * any. Class entries are two characters. */
-static const struct {
-    const char *state, *message, *reason;
-} failure_map[] = {
-    {"22001", NULL, "payload_too_large"},
-    {"54000", NULL, "payload_too_large"},
-    {"22", NULL, "bad_request"},
-    {"23505", "log_duplicate", "duplicate"},
-    {"55000", "log_ack_rejected", "ack_rejected"},
-    {"23514", "kv_precondition_failed", "kv_precondition"},
-    {"XX000", "log_result_misaligned", "misaligned"},
-    {"XX000", "kv_result_misaligned", "misaligned"},
-};
-
-const char *wire_failure_reason(const char *sqlstate, const char *message, bool *retryable)
-{
-    const char *s = sqlstate ? sqlstate : "";
-    *retryable = strcmp(s, "40001") == 0 || strcmp(s, "40P01") == 0 || strncmp(s, "08", 2) == 0 ||
-                 strncmp(s, "57", 2) == 0 || strncmp(s, "53", 2) == 0 || *s == '\0';
-    for (size_t i = 0; i < sizeof failure_map / sizeof failure_map[0]; i++) {
-        size_t n = strlen(failure_map[i].state);
-        if (strncmp(s, failure_map[i].state, n) == 0 && (n == 2 ? strlen(s) == 5 : s[n] == '\0') &&
-            (failure_map[i].message == NULL || (message && strcmp(message, failure_map[i].message) == 0)))
-            return failure_map[i].reason;
-    }
-    return "db_error";
-}
-
 char *wire_failure_body(const char *txid, const queen_error *err, int flat_before_kv)
 {
-    bool retryable;
-    const char *reason = wire_failure_reason(err->sqlstate, err->reason, &retryable);
+    const char *reason = error_wire_reason(err);
     json_t *o = json_object();
     json_object_set_new(o, "transactionId", json_string(txid));
     json_object_set_new(o, "success", json_false());
@@ -217,35 +168,22 @@ char *wire_failure_body(const char *txid, const queen_error *err, int flat_befor
     json_t *e = json_string(err->reason);
     json_object_set_new(o, "error", e ? e : json_string("db_error"));
     json_object_set_new(o, "results", json_array());
-    if (retryable)
+    if (queen_error_class_of(err->category)->retryable)
         json_object_set_new(o, "retryable", json_true());
 
-    if (strcmp(reason, "kv_precondition") == 0) {
-        json_object_set_new(o, "failedIndex", json_integer(flat_before_kv + err->precondition.index));
-        json_object_set_new(o, "kvReason", json_string(err->precondition.reason));
-        json_object_set_new(o, "version", json_integer(err->precondition.version));
-        size_t olen;
-        const char *omitted = json_raw_member(err->detail, "valueOmitted", &olen);
-        if (omitted != NULL && olen == 4 && memcmp(omitted, "true", 4) == 0)
-            json_object_set_new(o, "valueOmitted", json_true()); /* the value was over the DETAIL cap */
-        /* The value is spliced in as PostgreSQL rendered it (queen_error
-         * keeps it byte for byte): through jansson 0.1 would come back as
-         * 0.10000000000000001 and a 20-digit integer not at all. It is
-         * valid JSON by construction, and the rest is jansson's output. */
+    if (err->category == QUEEN_ERR_PRECONDITION) {
         char *head = json_dumps(o, JSON_COMPACT | JSON_EMBED);
+        char *members = queen_error_precondition_json(err, flat_before_kv);
         json_decref(o);
-        if (head == NULL)
-            return NULL;
-        const char *value = err->precondition.value[0] ? err->precondition.value : "null";
-        size_t len = strlen(head) + strlen(value) + 16;
-        char *body = malloc(len);
-        if (body != NULL)
-            snprintf(body, len, "{%s,\"value\":%s}", head, value);
+        char *body = NULL;
+        if (head == NULL || members == NULL || asprintf(&body, "{%s,%s}", head, members) < 0)
+            body = NULL;
         free(head);
+        free(members);
         return body;
     }
     json_t *detail = NULL;
-    if (strcmp(reason, "duplicate") == 0 || strcmp(reason, "ack_rejected") == 0)
+    if (err->category == QUEEN_ERR_CONFLICT)
         detail = json_loads(err->detail, JSON_DECODE_INT_AS_REAL, NULL); /* ids and indexes only */
     if (detail == NULL)
         detail = json_string(err->detail);
@@ -267,29 +205,35 @@ int queen_transaction(queen *q, const char *tenant, const char *bundle_json, cha
     queen_error local;
     if (err == NULL)
         err = &local;
-    tenant = engine_tenant(tenant);
-    wire_plan plan;
-    if (!wire_is_uuid(tenant) || wire_preflight(bundle_json, &plan, err) != 0) {
-        if (!wire_is_uuid(tenant))
-            queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_tenant", "the tenant must be a uuid");
-        if (q != NULL)
+    char canon[QUEEN_TENANT_LEN + 1];
+    tenant = engine_enter_tenant(q, tenant, canon, err);
+    if (tenant == NULL) {
+        if (q != NULL && err->category == QUEEN_ERR_BAD_REQUEST)
             count(q, TXN_REFUSED);
         return -1;
     }
-    if (!engine_enter(q, err))
+    wire_plan plan;
+    kv_limits lim = kv_limits_from(&q->cfg, true);
+    if (wire_preflight(bundle_json, &lim, &plan, err) != 0) {
+        count(q, TXN_REFUSED);
+        engine_leave(q);
         return -1;
-    char lower[37];
-    for (int i = 0; i < 37; i++)
-        lower[i] = (char)tolower((unsigned char)tenant[i]);
-
+    }
+    /* Quota and rate for the kv part, before the bundle takes a connection;
+     * the log part is not metered. */
+    if (engine_kv_admit(q, tenant, plan.kv_demand, err) != 0) {
+        count(q, TXN_REFUSED);
+        engine_leave(q);
+        return -1;
+    }
     int rc = -1;
-    queen_pool_conn *c = queen_acquire(q, err);
+    queen_pool_conn *c = sql_acquire(q->pool, err);
     if (c == NULL) {
         count(q, TXN_UNAVAILABLE);
         engine_leave(q);
         return -1;
     }
-    const char *params[] = {bundle_json, lower};
+    const char *params[] = {bundle_json, tenant};
     PGresult *res = plan.kv_only ? queen_pool_exec(c, "queen_wire_kv_only", SQL_KV_ONLY, 2, params)
                                  : queen_pool_exec(c, "queen_wire", SQL_WIRE, 2, params);
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {

@@ -6,42 +6,36 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kvguard.h"
 #include "queen.h"
 
-/* In the wire: at most 64 kv ops and 256 keys, no getPrefix (KV_CONTRACT §5;
- * SQL enforces the same, this is the 400 before a connection is taken). */
-#define WIRE_MAX_KV_OPS 64
-#define WIRE_MAX_KV_KEYS 256
-
 typedef struct wire_plan {
-    bool kv_only;         /* no operations, no requiredLeases, kv non-empty */
-    int flat_before_kv;   /* push items + acks: the flat index of kv[0] */
+    bool kv_only;        /* no operations, no requiredLeases, kv non-empty */
+    int flat_before_kv;  /* push items + acks: the flat index of kv[0] */
     int kv_ops;
+    kv_demand kv_demand; /* what the kv part asks of the tenant's quota */
 } wire_plan;
 
-/* Checks what must be refused with 400 before SQL: not JSON, not an object,
- * a tenant in the body, an operation of type kv, operations/kv not arrays,
- * neither present, a kv op that is not an object, carries a tenant, is
- * getPrefix, more than 64 kv ops or 256 keys. Fills plan. Returns 0, or -1
- * with err (category BAD_REQUEST, reason an opaque code). Pure. */
-int wire_preflight(const char *bundle_json, wire_plan *plan, queen_error *err);
-
-/* The failure body's reason for an error the wire raised, from (SQLSTATE,
- * message) as docs/sql-log.md tabulates it. *retryable says whether the
- * same bundle may succeed later (serialization, deadlock, connection,
- * operator intervention classes). Pure. */
-const char *wire_failure_reason(const char *sqlstate, const char *message, bool *retryable);
+/* The transaction's one pre-flight: everything refused with 400 before a
+ * connection is taken, for every caller (HTTP, embedded). Refuses: not
+ * JSON or duplicate members (bad_body), not an object or an unknown member
+ * (log_bad_request), a tenant member (tenant_not_an_input), operations /
+ * requiredLeases not arrays (log_bad_request), kv not an array
+ * (kv_bad_request), neither operations nor kv (log_bad_request; null is
+ * absent, as in SQL), an operation of type kv (log_kv_in_operations) or
+ * not ack/push (log_bad_operation), and every kv guard (kvguard.h) with
+ * lim, the wire's limits. Fills plan. 0, or -1 with err. Pure. */
+int wire_preflight(const char *bundle_json, const kv_limits *lim, wire_plan *plan, queen_error *err);
 
 /* Renders the 200 failure body {"transactionId","success":false,"reason",
- * "error","results":[]} for err (as filled by queen_error_from_fields), with
- * failedIndex/kvReason/version/value for kv_precondition. txid: the id to
- * report. Returns malloc'd text (caller frees) or NULL when out of memory. */
+ * "error","results":[]} for err (as filled by queen_error_from_fields):
+ * reason from the error registry, "retryable":true where the registry says
+ * the same bundle may succeed later, the precondition members
+ * (queen_error_precondition_json) for kv_precondition, else "detail".
+ * Returns malloc'd text (caller frees) or NULL when out of memory. */
 char *wire_failure_body(const char *txid, const queen_error *err, int flat_before_kv);
 
 /* A random (version 4) uuid, lower-case, into out[37]. */
 void wire_uuid4(char out[37]);
-
-/* true when s is a canonical uuid text (8-4-4-4-12 hex digits). */
-bool wire_is_uuid(const char *s);
 
 #endif

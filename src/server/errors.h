@@ -1,6 +1,7 @@
 /* errors: the one door every HTTP error body goes out through
  * ({"error","reason","detail"}), the one table mapping an error category to
- * a status and code per route family, and the small renderers routes share
+ * a status and code per route family (derived from the engine's error
+ * registry), and the small renderers routes share
  * (JSON values, raw JSON text passed through from PostgreSQL). */
 #ifndef QUEEN_ERRORS_H
 #define QUEEN_ERRORS_H
@@ -13,33 +14,16 @@
 void http_error(http_response *res, unsigned status, const char *code, const char *reason, const char *detail);
 
 /* Renders an error of category cat for a route of family fam: status, code
- * and Retry-After from the table; reason and detail as given. Used for the
- * edge's own refusals. */
+ * and Retry-After from the engine's error registry (queen_error_class_of);
+ * reason and detail as given. Used for the edge's own refusals. */
 void http_refuse(http_response *res, http_family fam, queen_error_category cat, const char *reason,
                  const char *detail);
 
-/* Renders an engine (or kvguard) error for the route's family. On the KV
- * routes a lost required op is not an error but a 200 verdict:
+/* Renders an engine error for the route's family, with the engine's
+ * Retry-After (a rate refusal's seconds until a token). On the KV routes a
+ * lost required op is not an error but a 200 verdict:
  * {"ok":false,"reason":"kv_precondition","failedIndex","kvReason","version","value"}. */
 void http_engine_error(http_response *res, http_family fam, const queen_error *err);
-
-/* http_engine_error with the engine's own Retry-After (queen_kv_admit's
- * seconds until a token) where the table gives one; never below the table's. */
-void http_engine_error_retry(http_response *res, http_family fam, const queen_error *err, int retry_after_s);
-
-/* An empty error (QUEEN_OK, empty strings) without zeroing the whole struct:
- * a queen_error is about 9.4 KB (detail and precondition buffers), and
- * `= {0}` on every request was a measurable share of the broker's CPU. The
- * engine fills every field it reports on every failing path. */
-static inline void http_error_init(queen_error *err)
-{
-    err->category = QUEEN_OK;
-    err->sqlstate[0] = err->reason[0] = err->detail[0] = '\0';
-    err->precondition.index = 0;
-    err->precondition.op[0] = err->precondition.ns[0] = err->precondition.key[0] = '\0';
-    err->precondition.reason[0] = err->precondition.value[0] = '\0';
-    err->precondition.version = 0;
-}
 
 /* 400 bad_body with jansson's message, line and column in detail. */
 void http_bad_body(http_response *res, const json_error_t *jerr);

@@ -400,7 +400,7 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     }
     http_family family = found ? found->family : FAMILY_OPS;
     st->route = found;
-    char tenant[TENANT_LEN + 1];
+    char tenant[QUEEN_TENANT_LEN + 1];
     if (st->too_large) {
         char detail[96];
         snprintf(detail, sizeof detail, "the body exceeds %d bytes (QUEEN_MAX_BODY_BYTES)", srv->cfg->max_body_bytes);
@@ -414,7 +414,7 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, family == FAMILY_KV ? "kv_bad_key" : "bad_path",
                     "a percent-escape in the path is malformed or encodes a NUL byte");
     } else if (family != FAMILY_OPS && srv->cfg->tenancy_header &&
-               tenant_parse(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, TENANT_HEADER), tenant) != 0) {
+               queen_tenant_canonical(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, TENANT_HEADER), tenant) != 0) {
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant",
                     "x-queen-tenant must be empty or a canonical uuid (8-4-4-4-12 hex)");
     } else {

@@ -13,9 +13,11 @@
 #include <microhttpd.h>
 
 #include "queen.h"
-#include "tenancy.h"
 
 #define HTTP_MAX_PARAMS 4
+/* With QUEEN_TENANCY_HEADER the tenant of a request (queen_tenant_canonical
+ * judges it): set by a trusted proxy, never read from a body. */
+#define TENANT_HEADER "x-queen-tenant"
 
 typedef struct server server;
 typedef struct http_poll http_poll;

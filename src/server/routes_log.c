@@ -70,7 +70,6 @@ void route_push(server *srv, const http_request *req, http_response *res)
         return;
     char *results = NULL;
     queen_error err;
-    http_error_init(&err);
     int rc = queen_push(srv->engine, req->tenant, items, &results, &err);
     answer(res, rc, 201, results, &err);
     free(items);
@@ -171,7 +170,6 @@ void route_pop(server *srv, const http_request *req, http_response *res)
                      http_poll_arm(srv, req, a.o.queue, left > INT_MAX ? INT_MAX : (int)left);
         char *body = NULL;
         queen_error err;
-        http_error_init(&err);
         if (queen_pop(srv->engine, req->tenant, &a.o, &body, &err) != 0) {
             http_engine_error(res, FAMILY_LOG, &err);
             return;
@@ -203,7 +201,6 @@ void route_ack(server *srv, const http_request *req, http_response *res)
         return;
     }
     queen_error err;
-    http_error_init(&err);
     int rc = queen_ack(srv->engine, req->tenant, acks, NULL, &results, &err);
     answer(res, rc, 200, results, &err);
     free(acks);
@@ -220,7 +217,6 @@ void route_ack_batch(server *srv, const http_request *req, http_response *res)
     if (acks != NULL) {
         char *results = NULL;
         queen_error err;
-        http_error_init(&err);
         int rc = queen_ack(srv->engine, req->tenant, acks, group, &results, &err);
         answer(res, rc, 200, results, &err);
     }
@@ -240,7 +236,6 @@ void route_lease_extend(server *srv, const http_request *req, http_response *res
     } else {
         char *result = NULL;
         queen_error err;
-        http_error_init(&err);
         int rc = queen_lease_extend(srv->engine, req->tenant, req->params[0], (int)secs, &result, &err);
         answer(res, rc, 200, result, &err);
     }
@@ -264,7 +259,6 @@ void route_configure(server *srv, const http_request *req, http_response *res)
     if (options != NULL) {
         char *result = NULL;
         queen_error err;
-        http_error_init(&err);
         int rc = queen_configure(srv->engine, req->tenant, queue, options, &result, &err);
         answer(res, rc, 200, result, &err);
     }
@@ -276,7 +270,6 @@ void route_queues(server *srv, const http_request *req, http_response *res)
 {
     char *result = NULL;
     queen_error err;
-    http_error_init(&err);
     int rc = queen_queues(srv->engine, req->tenant, &result, &err);
     answer(res, rc, 200, result, &err);
 }
@@ -285,7 +278,6 @@ void route_queue_delete(server *srv, const http_request *req, http_response *res
 {
     char *result = NULL;
     queen_error err;
-    http_error_init(&err);
     int rc = queen_queue_delete(srv->engine, req->tenant, req->params[0], &result, &err);
     answer(res, rc, 200, result, &err);
 }

@@ -13,7 +13,6 @@ void route_health(server *srv, const http_request *req, http_response *res)
     (void)req;
     char version[128];
     queen_error err;
-    http_error_init(&err);
     if (queen_health(srv->engine, version, sizeof version, &err) == 0) {
         http_json(res, 200, json_pack("{s:s, s:s, s:s, s:s}", "status", "healthy", "database", "connected",
                                       "version", QUEEN_VERSION, "postgres", version));

@@ -77,7 +77,8 @@ static void bundle_commits_ack_push_and_marker_together(void **state)
     free(b);
     json_t *r = take_json(out);
     assert_true(json_is_true(json_object_get(r, "success")));
-    assert_true(wire_is_uuid(jstr(r, "transactionId")));
+    char canon[QUEEN_TENANT_LEN + 1];
+    assert_int_equal(queen_tenant_canonical(jstr(r, "transactionId"), canon), 0);
     json_t *res = json_object_get(r, "results");
     assert_int_equal(json_array_size(res), 3);
     json_t *ack = json_array_get(res, 0), *push = json_array_get(res, 1), *kv = json_array_get(res, 2);
@@ -136,7 +137,8 @@ static void lost_marker_rolls_everything_back(void **state)
     assert_non_null(strstr(out, "\"value\":{\"x\": 0.1, \"big\": 12345678901234567890}"));
     r = take_json(out);
     assert_false(json_is_true(json_object_get(r, "success")));
-    assert_true(wire_is_uuid(jstr(r, "transactionId")));
+    char canon[QUEEN_TENANT_LEN + 1];
+    assert_int_equal(queen_tenant_canonical(jstr(r, "transactionId"), canon), 0);
     assert_string_equal(jstr(r, "reason"), "kv_precondition");
     assert_string_equal(jstr(r, "error"), "kv_precondition_failed");
     assert_int_equal(json_array_size(json_object_get(r, "results")), 0);
@@ -181,7 +183,8 @@ static void kv_only_bundle(void **state)
     must(queen_transaction(q, tenant, b, &out, &e), &e);
     json_t *r = take_json(out);
     assert_true(json_is_true(json_object_get(r, "success")));
-    assert_true(wire_is_uuid(jstr(r, "transactionId")));
+    char canon[QUEEN_TENANT_LEN + 1];
+    assert_int_equal(queen_tenant_canonical(jstr(r, "transactionId"), canon), 0);
     json_t *res = json_object_get(r, "results");
     assert_int_equal(json_array_size(res), 2);
     for (int i = 0; i < 2; i++) {
@@ -284,7 +287,7 @@ static void refusals_before_sql(void **state)
     char *out;
     queen_error e = {0};
     assert_int_equal(queen_transaction(q, "nope", "{\"kv\":[]}", &out, &e), -1);
-    assert_string_equal(e.reason, "log_bad_tenant");
+    assert_string_equal(e.reason, "bad_tenant");
     assert_int_equal(engine_stat(q, "transactions", "refused"), 5);
     queen_close(q);
 }

@@ -273,7 +273,7 @@ static void transaction_bundles(void **state)
     snprintf(many + n, cap - (size_t)n, "]}");
     http_refused(&B, "POST", "/api/v1/transaction", many, 400, "bad_request", "kv_too_many_ops");
     char *tenant = fmt("{\"operations\":[%s],\"tenant\":\"00000000-0000-0000-0000-000000000002\"}", push3);
-    http_refused(&B, "POST", "/api/v1/transaction", tenant, 400, "bad_request", "log_bad_tenant");
+    http_refused(&B, "POST", "/api/v1/transaction", tenant, 400, "bad_request", "tenant_not_an_input");
     char *kvtenant = fmt("{\"operations\":[%s],\"kv\":[{\"op\":\"get\",\"ns\":\"%s\",\"key\":\"k\",\"tenant\":\"x\"}]}",
                          push3, ns);
     http_refused(&B, "POST", "/api/v1/transaction", kvtenant, 400, "bad_request", "kv_tenant_not_an_input");

@@ -188,7 +188,7 @@ static void refusals(void **state)
     json_decref(v);
     char *bundle = fmt("{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\"}],\"tenant\":\"%s\"}", TB);
     v = as(&B, HA, "POST", "/api/v1/transaction", bundle, 400);
-    assert_string_equal(jstr(v, "reason"), "log_bad_tenant");
+    assert_string_equal(jstr(v, "reason"), "tenant_not_an_input");
     json_decref(v);
     free(op);
     free(bundle);

@@ -7,7 +7,7 @@
 -- Test ids in descriptions: "S" structure, "N" names, "H" helpers, "R<n>"
 -- KV_CONTRACT §4 rule n, "SH" result shapes, "C" console reads.
 BEGIN;
-SELECT plan(230);
+SELECT plan(231);
 
 SELECT set_config('t024.tenant', gen_random_uuid()::text, true);
 
@@ -414,9 +414,12 @@ SELECT is(pg_temp.kv1(format('{"op":"put","ns":"t024-c","key":"huge","value":"%s
 CREATE TEMP TABLE t024_e2 ON COMMIT DROP AS
 SELECT pg_temp.kv_err('[{"op":"putIfAbsent","ns":"t024-c","key":"huge","value":1,"forever":true,"required":true}]') AS e;
 SELECT cmp_ok((SELECT octet_length(e->>'detail') FROM t024_e2), '<=', 4096, 'R9.6 DETAIL capped at 4096 bytes');
-SELECT is((SELECT (e->>'detail')::jsonb - 'version' FROM t024_e2),
+SELECT is((SELECT (e->>'detail')::jsonb - 'version' - 'valueBytes' FROM t024_e2),
           '{"index":0,"op":"put","ns":"t024-c","key":"huge","reason":"exists","value":null,"valueOmitted":true}'::jsonb,
           'R9.7 ... still valid JSON: the value is dropped and valueOmitted says so');
+SELECT is((SELECT ((e->>'detail')::jsonb->>'valueBytes')::int FROM t024_e2),
+          (SELECT octet_length(value::text) FROM queen.kv WHERE namespace = 't024-c' AND key = 'huge'),
+          'R9.7b ... and valueBytes says how big the dropped value is');
 SELECT throws_ok($$SELECT pg_temp.kv('[{"op":"incr","ns":"t024-c","key":"k","delta":1,"forever":true,"required":true}]')$$,
                  '23514', 'kv_precondition_failed', 'R9.8 incr type failure escalates too');
 SELECT throws_ok($$SELECT pg_temp.kv('[{"op":"delete","ns":"t024-c","key":"absent-key","required":true}]')$$,

@@ -1,7 +1,7 @@
 /* Unit tests of the KV quota arithmetic (src/engine/quota.c), no database:
  * the token bucket (refill, burst cap, debt, Retry-After), quota_decide's
  * verdicts and their order, the delta kept across refreshes and reset by a
- * new measurement, and the edge's op counting (kvadmit.c). Table-driven. */
+ * new measurement, and the op counting of a call (kvguard.c). Table-driven. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "kvadmit.h"
+#include "kvguard.h"
 #include "quota.h"
 
 /* One step against one bucket: at `at` ms, take n at rate; expect ok, and
@@ -173,7 +173,11 @@ static void demand_of_ops(void **state)
         {"[{\"op\":\"nope\"},{\"key\":\"x\"}]", 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        kv_demand d = kv_demand_of((rawjson_span){cases[i].ops, strlen(cases[i].ops)});
+        const kv_limits lim = {.max_ops = 256, .max_keys = 4096, .max_value_bytes = 65536, .max_key_bytes = 512};
+        kv_demand d;
+        queen_error err;
+        if (kv_guard_ops((rawjson_span){cases[i].ops, strlen(cases[i].ops)}, &lim, &d, &err) != 0)
+            fail_msg("%s refused: %s", cases[i].ops, err.reason);
         if (d.reads != cases[i].reads || d.writes != cases[i].writes || d.creating != cases[i].creating ||
             d.bytes != cases[i].bytes)
             fail_msg("%s: reads %d writes %d creating %d bytes %ld", cases[i].ops, d.reads, d.writes, d.creating,

@@ -1,7 +1,7 @@
-/* Unit tests of the HTTP edge's input pieces: raw JSON spans (values travel
- * byte for byte), the KV edge guards, strict body parsing, and the one error
- * table (src/server/rawjson.c, kvguard.c, body.c, errors.c). Pure: no
- * daemon, no database. */
+/* Unit tests of the input pieces a request meets: raw JSON spans (values
+ * travel byte for byte), the engine's KV guards, strict body parsing, and
+ * the error rendering from the registry (src/engine/rawjson.c, kvguard.c,
+ * src/server/body.c, errors.c). Pure: no daemon, no database. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -74,16 +74,16 @@ static void raw_spans_keep_bytes(void **state)
 
 static const kv_limits lim = {.max_ops = 4, .max_keys = 10, .max_value_bytes = 8, .max_key_bytes = 5};
 
-/* Parses ops text with the broker's flags and runs the guards. */
+/* Checks the input is JSON the broker accepts, then runs the engine's
+ * guards on its raw text (as queen_kv_apply does). */
 static int guard(const char *ops_text, const kv_limits *l, queen_error *why)
 {
     json_error_t jerr;
     json_t *ops = json_loads(ops_text, BODY_JSON_FLAGS, &jerr);
     if (ops == NULL)
         fail_msg("test input does not parse: %s", jerr.text);
-    int rc = kv_guard_ops(ops, S(ops_text), l, why);
     json_decref(ops);
-    return rc;
+    return kv_guard_ops(S(ops_text), l, NULL, why);
 }
 
 static void kv_guards_table(void **state)
@@ -155,6 +155,12 @@ static void kv_limits_in_wire(void **state)
     (void)state;
     queen_config cfg = {.kv_max_ops_per_call = 256, .kv_max_keys_per_call = 1024, .kv_max_value_bytes = 65536,
                         .kv_max_key_bytes = 512};
+    /* A configured guard never passes the SQL budget it stands for. */
+    queen_config wide = {.kv_max_ops_per_call = 100000, .kv_max_keys_per_call = 100000,
+                         .kv_max_value_bytes = 65536, .kv_max_key_bytes = 100000};
+    assert_int_equal(kv_limits_from(&wide, false).max_ops, 256);
+    assert_int_equal(kv_limits_from(&wide, false).max_keys, 4096);
+    assert_int_equal(kv_limits_from(&wide, false).max_key_bytes, 512);
     kv_limits l = kv_limits_from(&cfg, false);
     assert_int_equal(l.max_ops, 256);
     assert_int_equal(l.max_keys, 1024);
@@ -273,7 +279,7 @@ static void error_table(void **state)
         {FAMILY_OPS, QUEEN_ERR_INTERNAL, 500, "internal_error", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        queen_error err = {.category = cases[i].cat};
+        queen_error err = {.category = cases[i].cat, .retry_after_s = queen_error_class_of(cases[i].cat)->retry_after_s};
         snprintf(err.reason, sizeof err.reason, "some_reason");
         snprintf(err.detail, sizeof err.detail, "some detail");
         http_response res = {0};
@@ -294,7 +300,7 @@ static void error_table(void **state)
 static void precondition_verdict(void **state)
 {
     (void)state;
-    queen_error err = {.category = QUEEN_ERR_PRECONDITION};
+    static queen_error err = {.category = QUEEN_ERR_PRECONDITION};
     err.precondition.index = 2;
     err.precondition.version = 77;
     snprintf(err.precondition.reason, sizeof err.precondition.reason, "version");
@@ -310,13 +316,14 @@ static void precondition_verdict(void **state)
     http_engine_error(&res, FAMILY_KV, &err);
     assert_non_null(strstr(res.body, "\"value\":null}"));
     free(res.body);
-    /* over SQL's DETAIL cap the value is dropped, and the verdict says so */
-    snprintf(err.precondition.value, sizeof err.precondition.value, "null");
-    snprintf(err.detail, sizeof err.detail,
-             "{\"index\": 2, \"op\": \"put\", \"value\": null, \"version\": 77, \"valueOmitted\": true}");
+    /* too large to carry: said so with its size, never as a null value */
+    err.precondition.value[0] = '\0';
+    err.precondition.value_omitted = true;
+    err.precondition.value_bytes = 70000;
     res = (http_response){0};
     http_engine_error(&res, FAMILY_KV, &err);
-    assert_non_null(strstr(res.body, "\"value\":null,\"valueOmitted\":true}"));
+    assert_non_null(strstr(res.body, "\"valueOmitted\":true,\"valueBytes\":70000}"));
+    assert_null(strstr(res.body, "\"value\":"));
     free(res.body);
     /* outside the KV family it is an error, not a verdict */
     res = (http_response){0};

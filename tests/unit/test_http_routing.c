@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "http.h"
-#include "tenancy.h"
 
 /* Table-driven: pattern, path, expected verdict, captures. */
 static void match_table(void **state)
@@ -161,8 +160,8 @@ static void tenant_header(void **state)
         {"00000000-0000-0000-0000-000000000001", QUEEN_DEFAULT_TENANT},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char out[TENANT_LEN + 1];
-        int rc = tenant_parse(cases[i].header, out);
+        char out[QUEEN_TENANT_LEN + 1];
+        int rc = queen_tenant_canonical(cases[i].header, out);
         if (cases[i].want == NULL) {
             if (rc != -1)
                 fail_msg("case %zu: '%s' accepted", i, cases[i].header);

@@ -202,3 +202,56 @@ bool rawjson_object_inner(rawjson_span s, rawjson_span *inner)
     *inner = rawjson_trim((rawjson_span){s.p + 1, s.len - 2});
     return true;
 }
+
+bool rawjson_string_info(rawjson_span s, size_t *bytes, bool *has_nul)
+{
+    *bytes = 0;
+    *has_nul = false;
+    if (s.len < 2 || s.p[0] != '"' || s.p[s.len - 1] != '"')
+        return false;
+    const char *p = s.p + 1, *end = s.p + s.len - 1;
+    while (p < end) {
+        if (*p != '\\') {
+            (*bytes)++;
+            p++;
+            continue;
+        }
+        if (end - p < 2)
+            return false;
+        if (p[1] != 'u') {
+            (*bytes)++;
+            p += 2;
+            continue;
+        }
+        if (end - p < 6)
+            return false;
+        int v = hex4(p + 2);
+        if (v < 0)
+            return false;
+        p += 6;
+        if (v >= 0xd800 && v <= 0xdbff && end - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+            int lo = hex4(p + 2);
+            if (lo >= 0xdc00 && lo <= 0xdfff) { /* a surrogate pair: one 4-byte character */
+                *bytes += 4;
+                p += 6;
+                continue;
+            }
+        }
+        if (v == 0)
+            *has_nul = true;
+        *bytes += v < 0x80 ? 1 : v < 0x800 ? 2 : 3;
+    }
+    return true;
+}
+
+long rawjson_array_count(rawjson_span s)
+{
+    rawjson_iter it;
+    if (!rawjson_open(&it, s, '['))
+        return -1;
+    long n = 0;
+    rawjson_span v;
+    while (rawjson_next(&it, NULL, &v))
+        n++;
+    return n;
+}

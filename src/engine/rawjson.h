@@ -1,10 +1,12 @@
-/* rawjson: byte spans inside JSON text that jansson has already validated.
+/* rawjson: byte spans inside JSON text (the engine's one raw scanner).
  *
  * Values travel from the client to PostgreSQL byte for byte: jansson would
  * re-render numbers (0.1 becomes 0.10000000000000001, 2^64 does not parse at
  * all on the way out), and the edge's value guard measures a value as the
  * client sent it. Pure: never allocates, never validates beyond what it needs
- * to skip a value, so call it only on text jansson accepted. */
+ * to skip a value. On text that is not JSON it answers something bounded by
+ * the span (never reads past it); a caller that needs validity gets it from
+ * jansson or from PostgreSQL, which parses every value again. */
 #ifndef QUEEN_RAWJSON_H
 #define QUEEN_RAWJSON_H
 
@@ -48,5 +50,13 @@ bool rawjson_member(rawjson_span s, const char *name, rawjson_span *value);
 /* The text between the braces of the object s, trimmed ("" for {}); false
  * when s is not an object. Used to splice a body's members into an op. */
 bool rawjson_object_inner(rawjson_span s, rawjson_span *inner);
+
+/* The decoded size of a raw string token (quotes included): *bytes its
+ * UTF-8 bytes once escapes are decoded, *has_nul whether it holds U+0000.
+ * false when s is not a string token. */
+bool rawjson_string_info(rawjson_span s, size_t *bytes, bool *has_nul);
+
+/* The elements of the array s; -1 when s is not an array. */
+long rawjson_array_count(rawjson_span s);
 
 #endif

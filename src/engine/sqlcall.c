@@ -1,0 +1,41 @@
+/* sqlcall: see sqlcall.h. */
+#include "sqlcall.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+queen_pool_conn *sql_acquire(queen_pool *pool, queen_error *err)
+{
+    char msg[512];
+    queen_pool_conn *c = queen_pool_acquire(pool, msg, sizeof msg);
+    if (c == NULL)
+        queen_error_set(err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "%s", msg);
+    return c;
+}
+
+int sql_call_text(queen_pool *pool, const char *name, const char *sql, int nparams, const char *const *params,
+                  char **out, queen_error *err)
+{
+    *out = NULL;
+    queen_pool_conn *c = sql_acquire(pool, err);
+    if (c == NULL)
+        return -1;
+    PGresult *res = queen_pool_exec(c, name, sql, nparams, params);
+    int rc = 0;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 1) {
+        if (PQresultStatus(res) == PGRES_TUPLES_OK)
+            queen_error_set(err, QUEEN_ERR_INTERNAL, "bad_result", "%s returned %d rows", name, PQntuples(res));
+        else
+            queen_error_from_result(err, res);
+        rc = -1;
+    } else if (!PQgetisnull(res, 0, 0)) {
+        *out = strdup(PQgetvalue(res, 0, 0));
+        if (*out == NULL) {
+            queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
+            rc = -1;
+        }
+    }
+    PQclear(res);
+    queen_pool_release(pool, c);
+    return rc;
+}

@@ -1,0 +1,13 @@
+/* util: the engine's bottom layer: the clock and one-line messages. Depends
+ * on nothing of Queen's. */
+#ifndef QUEEN_UTIL_H
+#define QUEEN_UTIL_H
+
+/* Milliseconds on the monotonic clock (a wall-clock step never moves it). */
+long long engine_now_ms(void);
+
+/* Makes a libpq message one line: inner newlines and tabs become spaces,
+ * trailing whitespace goes (log lines and error details stay single). */
+void engine_one_line(char *s);
+
+#endif
