@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 typedef enum setting_type { SET_STRING, SET_INT, SET_BOOL, SET_LOG_LEVEL } setting_type;
 
@@ -173,6 +174,37 @@ void queen_config_defaults(queen_config *cfg)
             abort();
         }
     }
+}
+
+/* QUEEN_PG_POOL=0: four connections per core keep every core busy while
+ * some requests wait on the database; 8 is the floor for small machines. */
+static int derived_pool_size(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 && cores * 4 > 8 ? (int)(cores * 4) : 8;
+}
+
+void queen_config_resolve(queen_config *cfg)
+{
+    char err[256];
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        void *field = (char *)cfg + s->offset;
+        if (s->type == SET_STRING && *(char **)field == NULL) {
+            *(const char **)field = s->fallback;
+        } else if (s->type == SET_INT && s->min >= 1 && *(int *)field <= 0) {
+            /* 0 is not a value of this setting: it means "not set". */
+            if (parse_into(cfg, s, s->fallback, err, sizeof err) != 0) {
+                fprintf(stderr, "queen: bad default: %s\n", err);
+                abort();
+            }
+        }
+    }
+    /* The settings whose 0 is documented as derived, in dependency order. */
+    if (cfg->pg_pool <= 0)
+        cfg->pg_pool = derived_pool_size();
+    if (cfg->http_threads <= 0)
+        cfg->http_threads = cfg->pg_pool;
 }
 
 void queen_config_free(queen_config *cfg)

@@ -532,9 +532,8 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
 
 int http_start(server *srv)
 {
-    unsigned threads = (unsigned)(srv->cfg->http_threads > 0 ? srv->cfg->http_threads : srv->cfg->pg_pool);
-    if (threads == 0)
-        threads = 8;
+    /* The config is resolved (main.c): 0 was replaced by the pool's size. */
+    unsigned threads = srv->cfg->http_threads > 0 ? (unsigned)srv->cfg->http_threads : 1U;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->cfg->port)};
     if (inet_pton(AF_INET, srv->cfg->bind, &addr.sin_addr) != 1) {
         log_error("QUEEN_BIND: '%s' is not an IPv4 address", srv->cfg->bind);
@@ -561,7 +560,8 @@ int http_start(server *srv)
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
-    log_info("http: listening on %s:%d with %u threads", srv->cfg->bind, srv->cfg->port, threads);
+    log_info("http: listening on %s:%d with %u threads (database pool %d)", srv->cfg->bind, srv->cfg->port,
+             threads, srv->cfg->pg_pool);
     return 0;
 }
 

@@ -43,6 +43,9 @@ static int load_config(queen_config *cfg, int argc, char **argv)
         fprintf(stderr, "queen: configuration: %s\n", err);
         return -1;
     }
+    /* Once, here: the engine and the HTTP edge then size themselves from the
+     * same numbers (the pool and the threads that share it). */
+    queen_config_resolve(cfg);
     queen_log_set_level(cfg->log_level);
     return 0;
 }
