@@ -121,8 +121,9 @@ void queen_log_set_level(queen_log_level level);
 /* Opens the engine on cfg (copied; cfg may be freed after): a connection
  * pool of cfg->pg_pool connections to cfg->pg_url, the notifier thread and,
  * when cfg->sweeper, the sweeper thread. The copy is resolved with
- * queen_config_resolve, so a zeroed setting takes its default. Does not apply the schema. NULL with err
- * filled (QUEEN_ERR_UNAVAILABLE when the database cannot be reached). Safe
+ * queen_config_resolve, so a zeroed setting takes its default. Does not
+ * apply the schema. NULL with err filled (QUEEN_ERR_UNAVAILABLE when the
+ * database cannot be reached). Safe
  * to call from several threads at once (handles share nothing). */
 queen *queen_open(const queen_config *cfg, queen_error *err);
 /* See "Threads" above. NULL is allowed. */
