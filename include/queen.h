@@ -45,6 +45,8 @@ typedef struct queen_config {
     int pg_acquire_timeout_ms;
     int http_threads;
     int max_body_bytes;
+    int max_connections;
+    int max_inflight_body_bytes;
     bool sweeper;
     int kv_expire_every_ms;
     int kv_expire_batch;

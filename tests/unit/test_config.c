@@ -22,7 +22,9 @@ static void defaults_are_documented_values(void **state)
     assert_string_equal(cfg.pg_url, "");
     assert_int_equal(cfg.log_level, QUEEN_LOG_INFO);
     assert_int_equal(cfg.stmt_timeout_ms, 30000);
-    assert_int_equal(cfg.max_body_bytes, 64 * 1024 * 1024);
+    assert_int_equal(cfg.max_body_bytes, 20 * 1024 * 1024);
+    assert_int_equal(cfg.max_connections, 1024);
+    assert_int_equal(cfg.max_inflight_body_bytes, 256 * 1024 * 1024);
     queen_config_free(&cfg);
 }
 
@@ -120,6 +122,28 @@ static void tenancy_needs_trusted_proxy(void **state)
     queen_config_free(&cfg);
 }
 
+/* A body the budget could never admit would be refused with a 503 forever;
+ * more threads than connections would leave a thread with none. */
+static void edge_limits_must_fit_each_other(void **state)
+{
+    (void)state;
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_INFLIGHT_BODY_BYTES", "2048", err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_BODY_BYTES", "4096", err, sizeof err), 0);
+    queen_config_resolve(&cfg);
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "QUEEN_MAX_INFLIGHT_BODY_BYTES"));
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_BODY_BYTES", "2048", err, sizeof err), 0);
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_HTTP_THREADS", "4", err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_CONNECTIONS", "3", err, sizeof err), 0);
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "QUEEN_MAX_CONNECTIONS"));
+    queen_config_free(&cfg);
+}
+
 /* The README's table is the table's own printout (scripts/readme-settings.sh
  * rewrites it); a setting added without it fails here. */
 static void readme_table_matches(void **state)
@@ -202,6 +226,8 @@ static void hand_zeroed_resolves_to_table_defaults(void **state)
     assert_int_equal(got.pg_acquire_timeout_ms, want.pg_acquire_timeout_ms);
     assert_int_equal(got.http_threads, want.http_threads);
     assert_int_equal(got.max_body_bytes, want.max_body_bytes);
+    assert_int_equal(got.max_connections, want.max_connections);
+    assert_int_equal(got.max_inflight_body_bytes, want.max_inflight_body_bytes);
     assert_int_equal(got.kv_expire_every_ms, want.kv_expire_every_ms);
     assert_int_equal(got.kv_expire_batch, want.kv_expire_batch);
     assert_int_equal(got.kv_expire_max_rows, want.kv_expire_max_rows);
@@ -227,7 +253,7 @@ int main(void)
         cmocka_unit_test(good_values_parse),             cmocka_unit_test(environment_then_flags),
         cmocka_unit_test(bad_flags_are_errors),            cmocka_unit_test(readme_table_matches),
         cmocka_unit_test(tenancy_needs_trusted_proxy),     cmocka_unit_test(resolve_derives_pool_and_threads),
-        cmocka_unit_test(hand_zeroed_resolves_to_table_defaults),
+        cmocka_unit_test(hand_zeroed_resolves_to_table_defaults), cmocka_unit_test(edge_limits_must_fit_each_other),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
