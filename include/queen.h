@@ -45,6 +45,8 @@ typedef struct queen_config {
     int pg_acquire_timeout_ms;
     int http_threads;
     int max_body_bytes;
+    int max_connections;
+    int max_inflight_body_bytes;
     bool sweeper;
     int kv_expire_every_ms;
     int kv_expire_batch;
@@ -149,6 +151,13 @@ int queen_config_from_env(queen_config *cfg, char *err, size_t errlen);
 int queen_config_set(queen_config *cfg, const char *name, const char *value, char *err, size_t errlen);
 void queen_config_free(queen_config *cfg);
 int queen_schema_apply(const queen_config *cfg, char *err, size_t errlen);
+/* Fills every setting whose 0 means "default" or "derived", from the one
+ * table: QUEEN_PG_POOL 0 -> four per CPU core, at least 8; QUEEN_HTTP_THREADS
+ * 0 -> the resolved pool; a numeric setting whose minimum is 1 or more and
+ * holds 0 (or less) -> its default; a NULL string -> its default. Booleans
+ * are left alone (false is a value). Idempotent. queen_open resolves its
+ * own copy; call it to read the values the engine will use. */
+void queen_config_resolve(queen_config *cfg);
 /* The engine logs one line per event to stderr (never keys or values);
  * this sets the process-wide level (cfg.log_level is what the broker
  * passes). Default: QUEEN_LOG_INFO. */
@@ -156,9 +165,10 @@ void queen_log_set_level(queen_log_level level);
 
 /* Opens the engine on cfg (copied; cfg may be freed after): a connection
  * pool of cfg->pg_pool connections to cfg->pg_url, the notifier thread and,
- * when cfg->sweeper, the sweeper thread. A zero in a numeric setting whose
- * minimum is 1 takes its default. Does not apply the schema. NULL with err
- * filled (QUEEN_ERR_UNAVAILABLE when the database cannot be reached). Safe
+ * when cfg->sweeper, the sweeper thread. The copy is resolved with
+ * queen_config_resolve, so a zeroed setting takes its default. Does not
+ * apply the schema. NULL with err filled (QUEEN_ERR_UNAVAILABLE when the
+ * database cannot be reached). Safe
  * to call from several threads at once (handles share nothing). */
 queen *queen_open(const queen_config *cfg, queen_error *err);
 /* See "Threads" above. NULL is allowed. */

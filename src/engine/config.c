@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 typedef enum setting_type { SET_STRING, SET_INT, SET_BOOL, SET_LOG_LEVEL } setting_type;
 
@@ -50,8 +51,17 @@ static const setting settings[] = {
      "How long a request waits for a free database connection before answering 503."},
     {"QUEEN_HTTP_THREADS", "http-threads", SET_INT, AT(http_threads), "0", 0, 1024,
      "HTTP worker threads. 0: the same as the connection pool."},
-    {"QUEEN_MAX_BODY_BYTES", "max-body-bytes", SET_INT, AT(max_body_bytes), "67108864", 1024, 1073741824,
-     "Largest request body accepted; larger is 413."},
+    {"QUEEN_MAX_BODY_BYTES", "max-body-bytes", SET_INT, AT(max_body_bytes), "20971520", 1024, 1073741824,
+     "Largest request body accepted; larger is 413. 20 MiB: the largest call the kv guards admit (256 ops of "
+     "64 KiB values, with keys and JSON about 16.3 MiB) plus headroom; push batches beyond it should be split."},
+    {"QUEEN_MAX_CONNECTIONS", "max-connections", SET_INT, AT(max_connections), "1024", 1, 1000000,
+     "Open HTTP connections at once, shared evenly by the HTTP threads; beyond, new ones wait in the listen "
+     "backlog. 1024: ample for keep-alive client pools, and it bounds the sockets and per-connection memory "
+     "a flood of clients can take."},
+    {"QUEEN_MAX_INFLIGHT_BODY_BYTES", "max-inflight-body-bytes", SET_INT, AT(max_inflight_body_bytes),
+     "268435456", 1024, 2147483647,
+     "Body bytes buffered across all requests at once; a body that would pass it is 503 with Retry-After. "
+     "256 MiB: a dozen largest bodies at once, a bounded share of a broker's memory."},
     {"QUEEN_SWEEPER", "sweeper", SET_BOOL, AT(sweeper), "1", 0, 0,
      "Run the expiry sweeper and partition maintenance in this process (safe with many brokers)."},
     {"QUEEN_KV_EXPIRE_EVERY_MS", "kv-expire-every-ms", SET_INT, AT(kv_expire_every_ms), "1000", 10, 3600000,
@@ -175,6 +185,37 @@ void queen_config_defaults(queen_config *cfg)
     }
 }
 
+/* QUEEN_PG_POOL=0: four connections per core keep every core busy while
+ * some requests wait on the database; 8 is the floor for small machines. */
+static int derived_pool_size(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 && cores * 4 > 8 ? (int)(cores * 4) : 8;
+}
+
+void queen_config_resolve(queen_config *cfg)
+{
+    char err[256];
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        void *field = (char *)cfg + s->offset;
+        if (s->type == SET_STRING && *(char **)field == NULL) {
+            *(const char **)field = s->fallback;
+        } else if (s->type == SET_INT && s->min >= 1 && *(int *)field <= 0) {
+            /* 0 is not a value of this setting: it means "not set". */
+            if (parse_into(cfg, s, s->fallback, err, sizeof err) != 0) {
+                fprintf(stderr, "queen: bad default: %s\n", err);
+                abort();
+            }
+        }
+    }
+    /* The settings whose 0 is documented as derived, in dependency order. */
+    if (cfg->pg_pool <= 0)
+        cfg->pg_pool = derived_pool_size();
+    if (cfg->http_threads <= 0)
+        cfg->http_threads = cfg->pg_pool;
+}
+
 void queen_config_free(queen_config *cfg)
 {
     for (size_t i = 0; i < NSETTINGS; i++) {
@@ -255,6 +296,18 @@ int queen_config_validate(const queen_config *cfg, char *err, size_t errlen)
         /* Without a proxy that owns the header, any client could name any
          * tenant: refuse to start rather than trust it. */
         snprintf(err, errlen, "QUEEN_TENANCY_HEADER=1 needs QUEEN_TRUSTED_PROXY=1 (a proxy that sets the header)");
+        return -1;
+    }
+    if (cfg->max_body_bytes > cfg->max_inflight_body_bytes) {
+        /* Such a body could never be admitted: retrying would not help. */
+        snprintf(err, errlen, "QUEEN_MAX_BODY_BYTES (%d) must not exceed QUEEN_MAX_INFLIGHT_BODY_BYTES (%d)",
+                 cfg->max_body_bytes, cfg->max_inflight_body_bytes);
+        return -1;
+    }
+    if (cfg->http_threads > cfg->max_connections) {
+        /* The limit is split among the threads: each needs one at least. */
+        snprintf(err, errlen, "QUEEN_HTTP_THREADS (%d) must not exceed QUEEN_MAX_CONNECTIONS (%d)",
+                 cfg->http_threads, cfg->max_connections);
         return -1;
     }
     if (cfg->bind == NULL || cfg->bind[0] == '\0') {

@@ -29,7 +29,8 @@ int queen_config_from_env(queen_config *cfg, char *err, size_t errlen);
  * Returns the number of arguments consumed, or -1 with err set. */
 int queen_config_from_args(queen_config *cfg, int argc, char **argv, char *err, size_t errlen);
 
-/* Cross-setting rules (tenancy needs a trusted proxy, ...). */
+/* Cross-setting rules (tenancy needs a trusted proxy, ...). Give it a
+ * resolved config (queen_config_resolve): the rules compare derived values. */
 int queen_config_validate(const queen_config *cfg, char *err, size_t errlen);
 
 /* --help text, and the README's markdown table, both from the table. */

@@ -19,30 +19,6 @@ static char *dup_or_empty(const char *s)
     return strdup(s ? s : "");
 }
 
-/* A zero in a setting whose table minimum is >= 1 means "not set": an
- * embedder who filled the struct by hand still gets working defaults. */
-static void default_zeroes(queen_config *c)
-{
-    if (c->pg_pool <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        c->pg_pool = cores > 0 && cores * 4 > 8 ? (int)(cores * 4) : 8;
-    }
-    if (c->stmt_timeout_ms <= 0)
-        c->stmt_timeout_ms = 30000;
-    if (c->pg_acquire_timeout_ms <= 0)
-        c->pg_acquire_timeout_ms = 5000;
-    if (c->kv_expire_every_ms <= 0)
-        c->kv_expire_every_ms = 1000;
-    if (c->kv_expire_batch <= 0)
-        c->kv_expire_batch = 1000;
-    if (c->kv_expire_max_rows <= 0)
-        c->kv_expire_max_rows = 100000;
-    if (c->partition_idle_seconds <= 0)
-        c->partition_idle_seconds = 3600;
-    if (c->kv_quota_refresh_ms <= 0)
-        c->kv_quota_refresh_ms = 5000;
-}
-
 queen *queen_open(const queen_config *cfg, queen_error *err)
 {
     if (cfg == NULL) {
@@ -57,10 +33,10 @@ queen *queen_open(const queen_config *cfg, queen_error *err)
     pthread_mutex_init(&q->idle_mu, NULL);
     pthread_cond_init(&q->idle_cv, NULL);
     q->cfg = *cfg;
-    q->cfg.pg_url = dup_or_empty(cfg->pg_url);
-    q->cfg.bind = dup_or_empty(cfg->bind);
-    q->cfg.dev_dir = dup_or_empty(cfg->dev_dir);
-    default_zeroes(&q->cfg);
+    queen_config_resolve(&q->cfg); /* NULL strings now point at the table's text */
+    q->cfg.pg_url = dup_or_empty(q->cfg.pg_url);
+    q->cfg.bind = dup_or_empty(q->cfg.bind);
+    q->cfg.dev_dir = dup_or_empty(q->cfg.dev_dir);
     char msg[512];
     q->pool = queen_pool_open(q->cfg.pg_url, q->cfg.pg_pool, q->cfg.stmt_timeout_ms, q->cfg.pg_acquire_timeout_ms,
                               msg, sizeof msg);

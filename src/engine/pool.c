@@ -73,7 +73,13 @@ queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeou
         return NULL;
     }
     pthread_mutex_init(&pool->mu, NULL);
-    pthread_cond_init(&pool->freed, NULL);
+    /* Acquire deadlines run on the monotonic clock: a wall-clock step (NTP,
+     * an operator) must not turn waits into instant 503s or hour-long hangs. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&pool->freed, &attr);
+    pthread_condattr_destroy(&attr);
     pool->conninfo = strdup(conninfo ? conninfo : "");
     pool->size = size;
     pool->statement_timeout_ms = statement_timeout_ms;
@@ -150,8 +156,8 @@ static int ensure_connected(queen_pool *pool, queen_pool_conn *c, char *err, siz
 
 queen_pool_conn *queen_pool_acquire(queen_pool *pool, char *err, size_t errlen)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
+    struct timespec deadline; /* on the clock the condvar was made with */
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += pool->acquire_timeout_ms / 1000;
     deadline.tv_nsec += (long)(pool->acquire_timeout_ms % 1000) * 1000000L;
     if (deadline.tv_nsec >= 1000000000L) {

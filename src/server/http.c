@@ -45,6 +45,7 @@ typedef struct request_state {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool over_budget;   /* the body would have passed QUEEN_MAX_INFLIGHT_BODY_BYTES */
     bool has_query;
     long long started_us;
     unsigned waits;
@@ -312,6 +313,92 @@ static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *con)
     return strchr(uri, '?') != NULL ? &query_marker : NULL;
 }
 
+/* ---- Body buffers under the global budget ------------------------------- */
+
+/* Takes n bytes of the budget shared by every request, or none. Two racing
+ * takers may both be refused when only one would have fit: the refusal is a
+ * 503 the client retries, never an overshoot. */
+static bool budget_take(server *srv, size_t n)
+{
+    long long after = atomic_fetch_add(&srv->body_bytes, (long long)n) + (long long)n;
+    if (after > (long long)srv->cfg->max_inflight_body_bytes) {
+        atomic_fetch_sub(&srv->body_bytes, (long long)n);
+        return false;
+    }
+    return true;
+}
+
+/* Frees the body and gives its whole buffer back to the budget. */
+static void body_drop(server *srv, request_state *st)
+{
+    if (st->cap > 0)
+        atomic_fetch_sub(&srv->body_bytes, (long long)st->cap);
+    free(st->body);
+    st->body = NULL;
+    st->len = st->cap = 0;
+}
+
+/* The declared Content-Length, or -1 when absent (chunked) or unreadable. */
+static long long declared_length(struct MHD_Connection *c)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (v == NULL || *v < '0' || *v > '9')
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    return errno == 0 && *end == '\0' ? n : -1;
+}
+
+/* The buffer size for len + n bytes and the NUL: the declared length at
+ * once when there is one (one allocation, and the budget sees the whole body
+ * before most of it arrives), else doubling, never past the body cap. */
+static size_t body_capacity(const request_state *st, long long declared, size_t n, size_t max)
+{
+    size_t need = st->len + n + 1;
+    if (declared >= 0 && (size_t)declared + 1 >= need)
+        return (size_t)declared + 1;
+    size_t ncap = st->cap ? st->cap : 1024;
+    while (ncap < need)
+        ncap *= 2;
+    return ncap > max + 1 ? max + 1 : ncap;
+}
+
+/* Appends one chunk MHD read. A body over the cap or the budget is dropped
+ * at once and the rest of it read and discarded; dispatch answers 413/503. */
+static enum MHD_Result body_append(server *srv, struct MHD_Connection *c, request_state *st, const char *data,
+                                   size_t n)
+{
+    if (st->too_large || st->over_budget)
+        return MHD_YES;
+    size_t max = (size_t)srv->cfg->max_body_bytes;
+    long long declared = st->cap == 0 ? declared_length(c) : -1;
+    if (st->len + n > max || (declared >= 0 && (unsigned long long)declared > max)) {
+        st->too_large = true;
+        body_drop(srv, st);
+        return MHD_YES;
+    }
+    if (st->len + n + 1 > st->cap) {
+        size_t ncap = body_capacity(st, declared, n, max);
+        if (!budget_take(srv, ncap - st->cap)) {
+            st->over_budget = true;
+            body_drop(srv, st);
+            return MHD_YES;
+        }
+        char *nb = realloc(st->body, ncap);
+        if (nb == NULL) {
+            atomic_fetch_sub(&srv->body_bytes, (long long)(ncap - st->cap));
+            return MHD_NO;
+        }
+        st->body = nb;
+        st->cap = ncap;
+    }
+    memcpy(st->body + st->len, data, n);
+    st->len += n;
+    st->body[st->len] = '\0';
+    return MHD_YES;
+}
+
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                               enum MHD_RequestTerminationCode toe)
 {
@@ -332,7 +419,7 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
             free(st->poll);
     }
     atomic_fetch_sub(&st->srv->inflight, 1);
-    free(st->body);
+    body_drop(st->srv, st); /* whatever the outcome: answered, refused, or the client left */
     free(st);
 }
 
@@ -405,6 +492,13 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
         char detail[96];
         snprintf(detail, sizeof detail, "the body exceeds %d bytes (QUEEN_MAX_BODY_BYTES)", srv->cfg->max_body_bytes);
         http_refuse(&res, family, QUEEN_ERR_TOO_LARGE, "body_too_large", detail);
+    } else if (st->over_budget) {
+        /* A server-side limit, not the client's fault: 503, Retry-After. */
+        char detail[160];
+        snprintf(detail, sizeof detail,
+                 "request bodies buffered now would pass %d bytes (QUEEN_MAX_INFLIGHT_BODY_BYTES); retry shortly",
+                 srv->cfg->max_inflight_body_bytes);
+        http_refuse(&res, family, QUEEN_ERR_UNAVAILABLE, "body_budget_exhausted", detail);
     } else if (found == NULL) {
         if (path_matched)
             http_error(&res, 405, "method_not_allowed", "method_not_allowed", "this path does not take that method");
@@ -491,27 +585,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (st->too_large || st->len + n > (size_t)srv->cfg->max_body_bytes) {
-            st->too_large = true; /* keep reading, drop the bytes, answer 413 */
-            free(st->body);
-            st->body = NULL;
-            st->len = st->cap = 0;
-            return MHD_YES;
-        }
-        if (st->len + n + 1 > st->cap) {
-            size_t ncap = st->cap ? st->cap : 1024;
-            while (ncap < st->len + n + 1)
-                ncap *= 2;
-            char *nb = realloc(st->body, ncap);
-            if (nb == NULL)
-                return MHD_NO;
-            st->body = nb;
-            st->cap = ncap;
-        }
-        memcpy(st->body + st->len, upload_data, n);
-        st->len += n;
-        st->body[st->len] = '\0';
-        return MHD_YES;
+        return body_append(srv, connection, st, upload_data, n);
     }
     if (st->poll != NULL && peer_gone(connection)) {
         /* 499: nginx's figure for "the client closed the request". */
@@ -532,9 +606,8 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
 
 int http_start(server *srv)
 {
-    unsigned threads = (unsigned)(srv->cfg->http_threads > 0 ? srv->cfg->http_threads : srv->cfg->pg_pool);
-    if (threads == 0)
-        threads = 8;
+    /* The config is resolved (main.c): 0 was replaced by the pool's size. */
+    unsigned threads = srv->cfg->http_threads > 0 ? (unsigned)srv->cfg->http_threads : 1U;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->cfg->port)};
     if (inet_pton(AF_INET, srv->cfg->bind, &addr.sin_addr) != 1) {
         log_error("QUEEN_BIND: '%s' is not an IPv4 address", srv->cfg->bind);
@@ -545,6 +618,7 @@ int http_start(server *srv)
     atomic_store(&srv->nsuspended, 0);
     atomic_store(&srv->stopping, false);
     atomic_store(&srv->inflight, 0);
+    atomic_store(&srv->body_bytes, 0);
     metrics_init();
     /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC, which quiesce needs. */
     /* MHD warns about a pool of one (its polling thread serves alone then):
@@ -555,13 +629,16 @@ int http_start(server *srv)
                                    threads > 1 ? threads : 0U, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
                                    request_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
                                    MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-                                   (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                                   (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
+                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections,
+                                   MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         log_error("http: cannot listen on %s:%d", srv->cfg->bind, srv->cfg->port);
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
-    log_info("http: listening on %s:%d with %u threads", srv->cfg->bind, srv->cfg->port, threads);
+    log_info("http: listening on %s:%d with %u threads (database pool %d)", srv->cfg->bind, srv->cfg->port,
+             threads, srv->cfg->pg_pool);
     return 0;
 }
 

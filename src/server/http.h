@@ -77,6 +77,7 @@ struct server {
     atomic_int nsuspended;
     atomic_bool stopping;
     atomic_int inflight;         /* requests between their first byte and their completion */
+    atomic_llong body_bytes;     /* body buffer bytes held by requests now (QUEEN_MAX_INFLIGHT_BODY_BYTES) */
 };
 
 /* Starts the daemon on cfg->bind:cfg->port. Returns 0 or -1 (logged). */

@@ -38,8 +38,15 @@ static int load_config(queen_config *cfg, int argc, char **argv)
 {
     char err[512];
     queen_config_defaults(cfg);
-    if (queen_config_from_env(cfg, err, sizeof err) != 0 || queen_config_from_args(cfg, argc, argv, err, sizeof err) < 0 ||
-        queen_config_validate(cfg, err, sizeof err) != 0) {
+    if (queen_config_from_env(cfg, err, sizeof err) != 0 || queen_config_from_args(cfg, argc, argv, err, sizeof err) < 0) {
+        fprintf(stderr, "queen: configuration: %s\n", err);
+        return -1;
+    }
+    /* Once, here: the engine and the HTTP edge then size themselves from the
+     * same numbers (the pool and the threads that share it), and the
+     * cross-setting rules see the values that will be used. */
+    queen_config_resolve(cfg);
+    if (queen_config_validate(cfg, err, sizeof err) != 0) {
         fprintf(stderr, "queen: configuration: %s\n", err);
         return -1;
     }

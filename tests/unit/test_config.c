@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -21,7 +22,9 @@ static void defaults_are_documented_values(void **state)
     assert_string_equal(cfg.pg_url, "");
     assert_int_equal(cfg.log_level, QUEEN_LOG_INFO);
     assert_int_equal(cfg.stmt_timeout_ms, 30000);
-    assert_int_equal(cfg.max_body_bytes, 64 * 1024 * 1024);
+    assert_int_equal(cfg.max_body_bytes, 20 * 1024 * 1024);
+    assert_int_equal(cfg.max_connections, 1024);
+    assert_int_equal(cfg.max_inflight_body_bytes, 256 * 1024 * 1024);
     queen_config_free(&cfg);
 }
 
@@ -119,6 +122,28 @@ static void tenancy_needs_trusted_proxy(void **state)
     queen_config_free(&cfg);
 }
 
+/* A body the budget could never admit would be refused with a 503 forever;
+ * more threads than connections would leave a thread with none. */
+static void edge_limits_must_fit_each_other(void **state)
+{
+    (void)state;
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    char err[256];
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_INFLIGHT_BODY_BYTES", "2048", err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_BODY_BYTES", "4096", err, sizeof err), 0);
+    queen_config_resolve(&cfg);
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "QUEEN_MAX_INFLIGHT_BODY_BYTES"));
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_BODY_BYTES", "2048", err, sizeof err), 0);
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_HTTP_THREADS", "4", err, sizeof err), 0);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_CONNECTIONS", "3", err, sizeof err), 0);
+    assert_int_equal(queen_config_validate(&cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "QUEEN_MAX_CONNECTIONS"));
+    queen_config_free(&cfg);
+}
+
 /* The README's table is the table's own printout (scripts/readme-settings.sh
  * rewrites it); a setting added without it fails here. */
 static void readme_table_matches(void **state)
@@ -143,13 +168,92 @@ static void readme_table_matches(void **state)
     free(printed);
 }
 
+/* QUEEN_PG_POOL 0 and QUEEN_HTTP_THREADS 0 are derived once, from the
+ * same numbers the engine and the HTTP edge then use. */
+static void resolve_derives_pool_and_threads(void **state)
+{
+    (void)state;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int expect_pool = cores * 4 > 8 ? (int)(cores * 4) : 8;
+    queen_config cfg;
+    queen_config_defaults(&cfg);
+    assert_int_equal(cfg.pg_pool, 0);
+    assert_int_equal(cfg.http_threads, 0);
+    queen_config_resolve(&cfg);
+    assert_int_equal(cfg.pg_pool, expect_pool);
+    assert_int_equal(cfg.http_threads, cfg.pg_pool);
+    queen_config_resolve(&cfg); /* idempotent */
+    assert_int_equal(cfg.http_threads, expect_pool);
+    queen_config_free(&cfg);
+
+    /* An explicit pool carries over to the threads; explicit threads stay. */
+    char err[256];
+    queen_config_defaults(&cfg);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_PG_POOL", "3", err, sizeof err), 0);
+    queen_config_resolve(&cfg);
+    assert_int_equal(cfg.pg_pool, 3);
+    assert_int_equal(cfg.http_threads, 3);
+    queen_config_free(&cfg);
+    queen_config_defaults(&cfg);
+    assert_int_equal(queen_config_set(&cfg, "QUEEN_HTTP_THREADS", "5", err, sizeof err), 0);
+    queen_config_resolve(&cfg);
+    assert_int_equal(cfg.http_threads, 5);
+    queen_config_free(&cfg);
+}
+
+/* An embedder who zeroes the struct by hand gets the table's defaults for
+ * every setting whose 0 is not a value; booleans and settings where 0 is a
+ * value (schema retries) keep their 0. */
+static void hand_zeroed_resolves_to_table_defaults(void **state)
+{
+    (void)state;
+    queen_config want;
+    queen_config_defaults(&want);
+    queen_config_resolve(&want);
+    queen_config got;
+    memset(&got, 0, sizeof got);
+    queen_config_resolve(&got);
+    assert_string_equal(got.pg_url, want.pg_url);
+    assert_string_equal(got.bind, want.bind);
+    assert_string_equal(got.dev_dir, want.dev_dir);
+    assert_int_equal(got.port, want.port);
+    assert_int_equal(got.dev_pg_port, want.dev_pg_port);
+    assert_int_equal(got.schema_lock_wait_ms, want.schema_lock_wait_ms);
+    assert_int_equal(got.schema_lock_timeout_ms, want.schema_lock_timeout_ms);
+    assert_int_equal(got.schema_retries, 0);
+    assert_int_equal(got.pg_pool, want.pg_pool);
+    assert_int_equal(got.stmt_timeout_ms, want.stmt_timeout_ms);
+    assert_int_equal(got.pg_acquire_timeout_ms, want.pg_acquire_timeout_ms);
+    assert_int_equal(got.http_threads, want.http_threads);
+    assert_int_equal(got.max_body_bytes, want.max_body_bytes);
+    assert_int_equal(got.max_connections, want.max_connections);
+    assert_int_equal(got.max_inflight_body_bytes, want.max_inflight_body_bytes);
+    assert_int_equal(got.kv_expire_every_ms, want.kv_expire_every_ms);
+    assert_int_equal(got.kv_expire_batch, want.kv_expire_batch);
+    assert_int_equal(got.kv_expire_max_rows, want.kv_expire_max_rows);
+    assert_int_equal(got.partition_idle_seconds, want.partition_idle_seconds);
+    assert_int_equal(got.kv_max_ops_per_call, want.kv_max_ops_per_call);
+    assert_int_equal(got.kv_max_keys_per_call, want.kv_max_keys_per_call);
+    assert_int_equal(got.kv_max_value_bytes, want.kv_max_value_bytes);
+    assert_int_equal(got.kv_max_key_bytes, want.kv_max_key_bytes);
+    assert_int_equal(got.kv_quota_refresh_ms, want.kv_quota_refresh_ms);
+    assert_false(got.sweeper);
+    assert_false(got.access_log);
+    /* The table's own values, not a second copy of them. */
+    assert_int_equal(got.stmt_timeout_ms, 30000);
+    assert_int_equal(got.port, 6632);
+    queen_config_free(&got);
+    queen_config_free(&want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults_are_documented_values), cmocka_unit_test(bad_values_name_the_setting),
         cmocka_unit_test(good_values_parse),             cmocka_unit_test(environment_then_flags),
         cmocka_unit_test(bad_flags_are_errors),            cmocka_unit_test(readme_table_matches),
-        cmocka_unit_test(tenancy_needs_trusted_proxy),
+        cmocka_unit_test(tenancy_needs_trusted_proxy),     cmocka_unit_test(resolve_derives_pool_and_threads),
+        cmocka_unit_test(hand_zeroed_resolves_to_table_defaults), cmocka_unit_test(edge_limits_must_fit_each_other),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
