@@ -69,7 +69,7 @@ typedef enum queen_error_category {
     QUEEN_ERR_UNAVAILABLE,   /* retry later: pool exhausted, 40001, 40P01, 08, 53, 57, 58 */
     QUEEN_ERR_MISCONFIGURED, /* class 42: the schema is older than the broker */
     QUEEN_ERR_INTERNAL,      /* anything else */
-    /* queen_kv_admit's refusals (KV_CONTRACT.md §7); nothing was written. */
+    /* queen_kv_admit's refusals (README.md, KV); nothing was written. */
     QUEEN_ERR_QUOTA_EXCEEDED, /* a write would pass max_rows / max_bytes */
     QUEEN_ERR_FEATURE_GATED,  /* tenancy on and no enabled kv_quota row */
     QUEEN_ERR_RATE_LIMITED,   /* the tenant's read or write token bucket is empty */
@@ -128,14 +128,14 @@ void queen_close(queen *q);
  * a canonical lower-case uuid text; NULL means QUEEN_DEFAULT_TENANT. */
 
 /* ---- KV (sql/024_kv.sql: queen.kv_apply_v1) ------------------------------
- * ops_json: a JSON array of ops (KV_CONTRACT.md §4). *results_json: the
+ * ops_json: a JSON array of ops (README.md, KV). *results_json: the
  * array of results aligned by index. in_wire applies the wire budgets.
  * A required op that loses: -1 with category QUEEN_ERR_PRECONDITION and
  * err->precondition filled from the SQL DETAIL. */
 int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_wire, char **results_json,
                    queen_error *err);
 
-/* ---- KV quota and rate limits (sql/027_kv_quota.sql, KV_CONTRACT.md §7) --
+/* ---- KV quota and rate limits (sql/027_kv_quota.sql) ---------------------
  * The admission of one kv call by tenant, before it is sent: reads and
  * writes are its ops (get/getMany/getPrefix one read each; put/putIfAbsent/
  * incr/delete one write each), creating the ops that may create a key (put,

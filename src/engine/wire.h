@@ -8,8 +8,8 @@
 
 #include "queen.h"
 
-/* In the wire: at most 64 kv ops and 256 keys, no getPrefix (KV_CONTRACT §5;
- * SQL enforces the same, this is the 400 before a connection is taken). */
+/* In the wire: at most 64 kv ops and 256 keys, no getPrefix (kv_apply_v1
+ * enforces the same, this is the 400 before a connection is taken). */
 #define WIRE_MAX_KV_OPS 64
 #define WIRE_MAX_KV_KEYS 256
 

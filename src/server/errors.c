@@ -53,7 +53,7 @@ void http_error(http_response *res, unsigned status, const char *code, const cha
 }
 
 /* (family, category) -> (status, error code, Retry-After). One table for
- * every route: the KV routes speak HTTP_API.md's kv_* codes, the others the
+ * every route: the KV routes speak README.md's kv_* codes, the others the
  * generic ones. A lost required KV op is a verdict, hence 200 (rendered by
  * http_engine_error); elsewhere it cannot happen and would be a 409. */
 static const struct {

@@ -1,5 +1,5 @@
-/* kvadmit: the KV quota and rate-limit gate of the HTTP edge (KV_CONTRACT.md
- * §7). Counts what a kv call asks for (reads, writes, keys it may create,
+/* kvadmit: the KV quota and rate-limit gate of the HTTP edge (README.md,
+ * HTTP API > KV). Counts what a kv call asks for (reads, writes, keys it may create,
  * value bytes) and asks queen_kv_admit, before any database connection is
  * taken for the call. The engine decides; this file only counts and renders
  * 403 kv_quota_exceeded / 403 feature_gated / 429 rate_limited. */

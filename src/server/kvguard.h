@@ -1,5 +1,5 @@
 /* kvguard: the edge guards on KV input, checked before a database
- * connection is taken (HTTP_API.md "Edge guards"). SQL enforces the same
+ * connection is taken (README.md, HTTP API > KV). SQL enforces the same
  * budgets again (the floor stays); the edge refuses early and cheaply, with
  * the same opaque reasons SQL uses, so a client sees one vocabulary.
  * Pure: jansson values and raw spans in, a queen_error out. */

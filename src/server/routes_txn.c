@@ -22,7 +22,7 @@ static bool txn_refuse(http_response *res, const char *reason, const char *detai
     return false;
 }
 
-/* The pre-flight checks of HTTP_API.md: operations an array of ack/push
+/* The pre-flight checks of the transaction (README.md, HTTP API): operations an array of ack/push
  * (a kv operation is refused: kv is the top-level array), kv within the
  * wire's guards (64 ops, 256 keys, no getPrefix), something to do, and no
  * tenant and no unknown member at the top. */

@@ -1,4 +1,4 @@
-/* The KV routes of HTTP_API.md against a real broker on the private cluster:
+/* The KV routes (README.md, HTTP API > KV) against a real broker on the private cluster:
  * the batch, the path routes (slash in a key, %2F, decoding once, ETag, the
  * query-string and field-in-path refusals, DELETE bodies, required losses as
  * 200 verdicts), the console reads, the edge guards (refused before a

@@ -1,5 +1,5 @@
-/* KV quota and rate limits over HTTP (KV_CONTRACT.md §7, HTTP_API.md KV
- * errors), against one real broker with tenancy on, its sweeper off (this
+/* KV quota and rate limits over HTTP (README.md, HTTP API > KV,
+ * "Quota and rate limits"), against one real broker with tenancy on, its sweeper off (this
  * file runs the usage measurement itself, when it wants it) and a 200 ms
  * quota refresh:
  *   - max_rows = 5: five new keys, then 403 kv_quota_exceeded on the path
