@@ -182,14 +182,17 @@ void queen_close(queen *q);
  * QUEEN_DEFAULT_TENANT. */
 
 /* ---- KV (sql/024_kv.sql: queen.kv_apply_v1) ------------------------------
- * ops_json: a JSON array of ops (KV_CONTRACT.md §4). *results_json: the
+ * ops_json: a JSON array of ops (README.md, KV). *results_json: the
  * array of results aligned by index. in_wire applies the wire budgets.
+ * Before SQL: the input guards (QUEEN_KV_MAX_* clamped to SQL's budgets:
+ * op and key counts, key and value bytes, NUL names, tenant fields) and the
+ * tenant's quota and rate (queen_kv_admit), each refusal with SQL's reason.
  * A required op that loses: -1 with category QUEEN_ERR_PRECONDITION and
  * err->precondition filled from the SQL DETAIL. */
 int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_wire, char **results_json,
                    queen_error *err);
 
-/* ---- KV quota and rate limits (sql/027_kv_quota.sql, KV_CONTRACT.md §7) --
+/* ---- KV quota and rate limits (sql/027_kv_quota.sql) -------------------
  * The admission of one kv call by tenant, before it is sent: reads and
  * writes are its ops (get/getMany/getPrefix one read each; put/putIfAbsent/
  * incr/delete one write each), creating the ops that may create a key (put,
@@ -205,9 +208,11 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
  * for a call with creating = 0 and bytes = 0: reads and deletes are never
  * refused for being full), QUEEN_ERR_RATE_LIMITED (*retry_after_s = whole
  * seconds until a token, >= 1; retry_after_s may be NULL), or what the
- * first load met (QUEEN_ERR_UNAVAILABLE, ...). queen_kv_apply and the typed
- * calls do not call it: the broker does, per request; an embedder who wants
- * the limits calls it the same way. */
+ * first load met (QUEEN_ERR_UNAVAILABLE, ...). queen_kv_apply, the typed
+ * kv calls and queen_transaction (its kv part) make this same admission
+ * themselves, after their input guards and before any connection is
+ * taken, so every caller meets the same limits; call this only to ask
+ * ahead (each call takes tokens and counts rows). */
 int queen_kv_admit(queen *q, const char *tenant, int reads, int writes, int creating, long bytes, int *retry_after_s,
                    queen_error *err);
 

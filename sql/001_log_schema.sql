@@ -11,7 +11,7 @@
 -- CREATE ... IF NOT EXISTS / CREATE OR REPLACE / ADD COLUMN IF NOT EXISTS, and
 -- applying it twice leaves the catalog identical.
 --
--- Lock order (KV_CONTRACT.md §8): queen.kv -> (timers) -> advisory ->
+-- Lock order (log and kv alike): queen.kv -> (timers) -> advisory ->
 -- queen.queues -> queen.log_partitions -> queen.log_consumers -> leaves
 -- (log_messages, log_dead_letters). Every function in 003-006 takes its row
 -- locks in that order; the comments there say where.
@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS queen.log_partitions (
     last_push_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     UNIQUE (queue_id, name)
 );
--- Storage, by analogy with queen.kv's counters (KV_CONTRACT.md §1), not
+-- Storage, by analogy with queen.kv's counters (024_kv.sql), not
 -- measured: one row rewritten by every push. fillfactor 70 leaves room on the
 -- page for HOT updates; scale_factor 0 + threshold 500 vacuums a small,
 -- hot table on dead-tuple count instead of on a fraction of its size.
@@ -124,7 +124,7 @@ CREATE TABLE IF NOT EXISTS queen.log_consumers (
 -- other acks (cursor moves inside a live lease) stay HOT.
 CREATE UNIQUE INDEX IF NOT EXISTS idx_log_consumers_lease
     ON queen.log_consumers (lease_id) WHERE lease_id IS NOT NULL;
--- Storage, by analogy with queen.kv (KV_CONTRACT.md §1), not measured as a
+-- Storage, by analogy with queen.kv (024_kv.sql), not measured as a
 -- choice: every pop and every ack rewrites the row. fillfactor 70 keeps room
 -- for HOT updates, and vacuum is triggered by dead-tuple count (threshold
 -- 500), not by a fraction of a table that stays small while it churns.

@@ -8,7 +8,7 @@
 -- May call: 001, 003 (_log_push_check_v1, _log_push_apply_v1) and, from the
 -- wire only and at run time (plpgsql resolves names when it runs, so 005 may
 -- call a function that 024 creates later in the boot), queen.kv_apply_v1.
--- Lock order (KV_CONTRACT.md §8): the wire calls kv_apply_v1 before it takes
+-- Lock order (001_log_schema.sql): the wire calls kv_apply_v1 before it takes
 -- any log lock; after that: queen.queues -> queen.log_partitions (ascending
 -- id) -> queen.log_consumers (ascending partition, group) -> leaves
 -- (log_dead_letters). Nothing here takes a kv lock after a log lock.

@@ -8,7 +8,7 @@
 -- file: log_partition_dead_v1 is LANGUAGE sql, so PostgreSQL resolves its
 -- tables when this file is applied, and at boot 024_kv.sql has not run yet. A
 -- leg naming queen.kv fails the boot; that is the mechanical check that the
--- kv never vetoes (or slows) a partition reclaim (seed, KV_CONTRACT.md §8).
+-- kv never vetoes (or slows) a partition reclaim (lock order: 001_log_schema.sql).
 -- Tested by tests/integration/test_log_file_order.c.
 -- Locks: log_partitions (FOR UPDATE SKIP LOCKED) -> log_consumers (SKIP
 -- LOCKED) -> leaves, as the global order says. Never waits on a lock.

@@ -25,7 +25,7 @@
 -- the OID), so a second apply leaves the catalog identical.
 --
 -- Errors: every RAISE carries an ERRCODE; the MESSAGE is an opaque code from
--- the list in KV_CONTRACT.md §4 (kv_bad_request, kv_unknown_op, ...) and any
+-- a fixed list (kv_bad_request, kv_unknown_op, ...) and any
 -- namespace, key or number goes in DETAIL only, because names end up in
 -- shared logs and callers must match on the code, never on prose.
 
@@ -249,7 +249,7 @@ END
 $$;
 
 -- kv_op_fields_v1(op) -> text[]
--- The fields each op may carry (KV_CONTRACT §4 "Shape of an op"); NULL for
+-- The fields each op may carry; NULL for
 -- an unknown op. kv_apply_v1 refuses any other field with kv_bad_request
 -- and names the offenders in DETAIL from the same list, so it is written
 -- once. Inlined into the caller's expression. Raises nothing.
@@ -361,7 +361,7 @@ $$;
 -- kv_apply_v1(p_ops jsonb, p_tenant uuid, p_now timestamptz, p_in_wire boolean) -> jsonb
 --
 -- Arguments
---   p_ops     JSON array of ops (KV_CONTRACT.md §4), applied in one call.
+--   p_ops     JSON array of ops (README.md, HTTP API > KV), applied in one call.
 --   p_tenant  the tenant; an argument, never an input field of an op.
 --   p_now     the call's instant; NULL means now(). ONE instant for every op.
 --   p_in_wire true inside log_transaction_wire_v1 (tighter budgets, no
@@ -453,7 +453,7 @@ CREATE OR REPLACE FUNCTION queen.kv_apply_v1(p_ops JSONB, p_tenant UUID, p_now T
 RETURNS JSONB LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT
 AS $$
 DECLARE
-    -- Budgets (KV_CONTRACT §4 rule 5) are literals in the code below, each
+    -- Budgets are literals in the code below, each
     -- named where it is used: 65536 value bytes, 4194304 read bytes (4 MiB),
     -- 256/64 ops and 4096/256 keys (HTTP/wire). The wire's are tighter
     -- because a wire bundle also holds queue and partition locks for its

@@ -6,7 +6,7 @@
 
 #include "queen.h"
 
-/* A waiting pop with timeout_ms 0 waits this long (HTTP_API.md: 30000). */
+/* A waiting pop with timeout_ms 0 waits this long (the HTTP API default). */
 #define QUEEN_POP_DEFAULT_TIMEOUT_MS 30000
 
 #endif

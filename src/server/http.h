@@ -27,7 +27,7 @@ typedef struct http_poll http_poll;
 typedef enum http_family {
     FAMILY_OPS, /* /health, /metrics: no tenant, generic codes */
     FAMILY_LOG, /* messages and the transaction: generic codes */
-    FAMILY_KV,  /* the KV routes: kv_* codes of HTTP_API.md */
+    FAMILY_KV,  /* the KV routes: kv_* codes (README.md, KV) */
 } http_family;
 
 typedef struct http_request {

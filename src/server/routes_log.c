@@ -1,4 +1,4 @@
-/* routes_log: the message routes of HTTP_API.md: push, pop (with its long
+/* routes_log: the message routes (README.md, HTTP API): push, pop (with its long
  * poll), ack, ack batch, lease extend, configure, queue listing and delete.
  * Each handler parses, calls one engine function and renders the body
  * PostgreSQL rendered. Never calls libpq; never re-renders a payload (items
@@ -136,7 +136,7 @@ static bool str_arg(const http_request *req, const char *name, char *buf, size_t
     return true;
 }
 
-/* Query arguments of HTTP_API.md's pop. 0 means "default" to the engine, so
+/* Query arguments of the pop (README.md, HTTP API > Messages). 0 means "default" to the engine, so
  * an explicit 0 for batch or leaseSeconds is refused here, as SQL would. */
 static bool pop_parse(const http_request *req, http_response *res, pop_args *a)
 {

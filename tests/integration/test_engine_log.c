@@ -1,9 +1,14 @@
 /* libqueen messages through the library itself (no HTTP): push/pop/ack,
- * the long-poll pop woken by a push from another thread (well before its
- * timeout) and timing out when nothing comes, lease extend, configure /
- * queues / delete, queen_wait_for_push (woken, timeout, other tenant), and
- * the notifier surviving the loss of its LISTEN connection. Queue names and
- * tenants are unique per run. */
+ * the long-poll pop woken by a push from another thread and timing out when
+ * nothing comes, lease extend, configure / queues / delete,
+ * queen_wait_for_push (woken, timeout, other tenant), and the notifier
+ * surviving the loss of its LISTEN connection. Queue names and tenants are
+ * unique per run.
+ *
+ * A waiter is also fired by its re-check, NOTIFY_RECHECK_MS after it was
+ * registered, push or no push: a wake-up test only shows that NOTIFY works
+ * when the wake-up lands before that re-check could have fired, and when the
+ * notifier counted the notification. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,6 +24,7 @@
 #include <unistd.h>
 
 #include "engine_fixture.h"
+#include "notify.h"
 #include "pgtest.h"
 #include "queen.h"
 #include "testutil.h"
@@ -26,13 +32,7 @@
 
 static void wait_listening(queen *q)
 {
-    long long until = now_ms() + 5000;
-    while (now_ms() < until) {
-        if (engine_stat(q, "notifier", "connected"))
-            return;
-        usleep(5000);
-    }
-    fail_msg("the notifier never connected");
+    WAIT_UNTIL(engine_stat(q, "notifier", "connected"), 5000, "the notifier never connected");
 }
 
 static void push_one(queen *q, const char *tenant, const char *queue, const char *txid)
@@ -136,6 +136,28 @@ static void *waiting_pop(void *p)
     return NULL;
 }
 
+/* Starts a waiting pop on a thread and returns once its first attempt found
+ * nothing: from then on only a wake-up can deliver a push to it (the waiter
+ * is registered before that attempt). */
+static void start_waiting_pop(pop_arg *a, pthread_t *th)
+{
+    long long empty = engine_stat(a->q, "pops", "empty");
+    pthread_create(th, NULL, waiting_pop, a);
+    WAIT_UNTIL(engine_stat(a->q, "pops", "empty") > empty, 5000, "the waiting pop never made its first attempt");
+}
+
+/* A pop that registered its waiter after t0 and returned took_ms later was
+ * woken by the NOTIFY only if it returned before its first re-check. */
+static void expect_notify_wake(const char *what, long long took_ms, long long notifies_before, long long notifies_after)
+{
+    if (took_ms >= NOTIFY_RECHECK_MS)
+        fail_msg("%s: woken after %lld ms, not before the %d ms re-check: the NOTIFY did not wake it", what,
+                 took_ms, NOTIFY_RECHECK_MS);
+    if (notifies_after <= notifies_before)
+        fail_msg("%s: the notifier received no notification (%lld before, %lld after)", what, notifies_before,
+                 notifies_after);
+}
+
 static void long_poll_is_woken_by_a_push(void **state)
 {
     (void)state;
@@ -154,8 +176,8 @@ static void long_poll_is_woken_by_a_push(void **state)
     for (int round = 0; round < 3; round++) {
         pop_arg a = {.q = q, .tenant = tenant, .queue = queue, .timeout_ms = 10000};
         pthread_t th;
-        pthread_create(&th, NULL, waiting_pop, &a);
-        usleep(300 * 1000);
+        start_waiting_pop(&a, &th);
+        long long notifies = engine_stat(q, "notifier", "notifies");
         long long pushed_at = now_ms();
         char txid[16];
         snprintf(txid, sizeof txid, "r%d", round);
@@ -174,10 +196,9 @@ static void long_poll_is_woken_by_a_push(void **state)
         long long after_push = now_ms() - pushed_at;
         if (after_push > worst)
             worst = after_push;
-        /* Well before the 10 s timeout, and faster than the 1 s re-check:
-         * the NOTIFY woke it. */
-        if (a.took_ms > 2000 || after_push > 900)
-            fail_msg("round %d: pop took %lld ms, %lld ms after the push", round, a.took_ms, after_push);
+        char what[32];
+        snprintf(what, sizeof what, "round %d", round);
+        expect_notify_wake(what, a.took_ms, notifies, engine_stat(q, "notifier", "notifies"));
     }
     print_message("# long-poll wake-up: worst %lld ms from push to popped\n", worst);
 
@@ -241,7 +262,22 @@ static void wait_calls(wake_rec *w, int want, int within_ms)
 {
     long long until = now_ms() + within_ms;
     while (atomic_load(&w->calls) < want && now_ms() < until)
-        usleep(5000);
+        pause_ms(5);
+}
+
+/* Returns once the notifier has fired everything due within ms from now and
+ * has returned from those callbacks: a marker waiter (of a queue nobody
+ * pushes to) due then, then one due at once, which the notifier thread can
+ * only fire after it finished the marker's pass. */
+static void notifier_passes_after(queen *q, const char *tenant, int ms)
+{
+    wake_rec marker = {0}, next = {0};
+    assert_non_null(queen_wait_for_push(q, tenant, "q-marker-never-pushed", ms, on_wake, &marker));
+    wait_calls(&marker, 1, ms + 5000);
+    assert_int_equal(atomic_load(&marker.calls), 1);
+    assert_non_null(queen_wait_for_push(q, tenant, "q-marker-never-pushed", 1, on_wake, &next));
+    wait_calls(&next, 1, 5000);
+    assert_int_equal(atomic_load(&next.calls), 1);
 }
 
 static void wait_for_push_fires_exactly_once(void **state)
@@ -258,14 +294,16 @@ static void wait_for_push_fires_exactly_once(void **state)
      * wake-up measured is the push's.) */
     wait_listening(q);
     wake_rec a = {0};
+    long long notifies = engine_stat(q, "notifier", "notifies");
+    long long registered = now_ms();
     assert_non_null(queen_wait_for_push(q, tenant, queue, 5000, on_wake, &a));
-    usleep(100 * 1000);
     long long pushed = now_ms();
     push_one(q, tenant, queue, "w1");
     wait_calls(&a, 1, 3000);
     assert_int_equal(atomic_load(&a.calls), 1);
     assert_true(atomic_load(&a.woken));
-    assert_true(atomic_load(&a.at) >= pushed && atomic_load(&a.at) - pushed < 900);
+    assert_true(atomic_load(&a.at) >= pushed);
+    expect_notify_wake("one waiter", atomic_load(&a.at) - registered, notifies, engine_stat(q, "notifier", "notifies"));
 
     /* A push for another tenant's queue of the same name does not wake it:
      * it ends on its timeout, not woken. */
@@ -280,12 +318,21 @@ static void wait_for_push_fires_exactly_once(void **state)
     enum { N = 50 };
     wake_rec many[N];
     memset(many, 0, sizeof many);
+    notifies = engine_stat(q, "notifier", "notifies");
+    registered = now_ms();
     for (int i = 0; i < N; i++)
         assert_non_null(queen_wait_for_push(q, tenant, queue, 4000, on_wake, &many[i]));
     push_one(q, tenant, queue, "w3");
     for (int i = 0; i < N; i++)
         wait_calls(&many[i], 1, 3000);
-    usleep(200 * 1000);
+    long long last = 0;
+    for (int i = 0; i < N; i++)
+        if (atomic_load(&many[i].at) > last)
+            last = atomic_load(&many[i].at);
+    expect_notify_wake("50 waiters", last - registered, notifies, engine_stat(q, "notifier", "notifies"));
+    /* Exactly once even past their re-check time, when a waiter left behind
+     * would fire again. */
+    notifier_passes_after(q, tenant, NOTIFY_RECHECK_MS);
     for (int i = 0; i < N; i++) {
         assert_int_equal(atomic_load(&many[i].calls), 1);
         assert_true(atomic_load(&many[i].woken));
@@ -320,48 +367,28 @@ static void notifier_survives_losing_its_connection(void **state)
     free(out);
     /* Wait for the notifier's first connection, then kill it. */
     PGconn *admin = pgtest_connect();
-    long long until = now_ms() + 5000;
-    char *n = NULL;
-    while (now_ms() < until) {
-        n = pgtest_scalar(admin,
+    WAIT_UNTIL(pgtest_int(admin,
                           "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'queen_listen' "
                           "AND datname = current_database()",
-                          0, NULL);
-        if (n && strcmp(n, "0") != 0)
-            break;
-        free(n);
-        n = NULL;
-        usleep(20000);
-    }
-    assert_non_null(n);
-    free(n);
+                          0, NULL) > 0,
+               5000, "the notifier never connected");
     PQclear(pgtest_exec(admin,
                         "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
                         "WHERE application_name = 'queen_listen' AND datname = current_database()",
                         0, NULL));
     /* Reconnected within a second or so (the stats say so)... */
-    until = now_ms() + 5000;
-    bool back = false;
-    while (!back && now_ms() < until) {
-        json_t *s = take_json(queen_stats_json(q));
-        json_t *nt = json_object_get(s, "notifier");
-        back = json_is_true(json_object_get(nt, "connected")) && json_number_value(json_object_get(nt, "reconnects")) >= 1;
-        json_decref(s);
-        if (!back)
-            usleep(20000);
-    }
-    assert_true(back);
+    WAIT_UNTIL(engine_stat(q, "notifier", "connected") && engine_stat(q, "notifier", "reconnects") >= 1, 5000,
+               "the notifier did not reconnect");
     /* ...and a long poll is woken by a push again. */
     pop_arg a = {.q = q, .tenant = tenant, .queue = queue, .timeout_ms = 10000};
     pthread_t th;
-    pthread_create(&th, NULL, waiting_pop, &a);
-    usleep(200 * 1000);
-    long long pushed = now_ms();
+    start_waiting_pop(&a, &th);
+    long long notifies = engine_stat(q, "notifier", "notifies");
     push_one(q, tenant, queue, "after");
     pthread_join(th, NULL);
     assert_non_null(a.body);
     free(a.body);
-    assert_true(now_ms() - pushed < 900);
+    expect_notify_wake("after the reconnect", a.took_ms, notifies, engine_stat(q, "notifier", "notifies"));
     PQfinish(admin);
     free(queue);
     queen_close(q);

@@ -1,4 +1,4 @@
-/* The KV routes of HTTP_API.md against a real broker on the private cluster:
+/* The KV routes (README.md, HTTP API > KV) against a real broker on the private cluster:
  * the batch, the path routes (slash in a key, %2F, decoding once, ETag, the
  * query-string and field-in-path refusals, DELETE bodies, required losses as
  * 200 verdicts), the console reads, the edge guards (refused before a
@@ -453,7 +453,15 @@ static void pool_exhausted_is_503(void **state)
     blocked_put bp = {.b = &small, .path = path};
     pthread_t t;
     pthread_create(&t, NULL, put_thread, &bp);
-    usleep(300 * 1000); /* the PUT now holds the only connection, waiting on the lock */
+    /* The PUT holds the only connection once its backend waits on our lock. */
+    PGconn *watch = pgtest_connect();
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(c));
+    const char *holder[] = {pid};
+    WAIT_UNTIL(pgtest_int(watch, "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", 1,
+                          holder) > 0,
+               5000, "the PUT never reached the locked row");
+    PQfinish(watch);
     char *other = fmt("/api/v1/kv/%s/other", ns);
     http_reply r = call(&small, "GET", other, NULL);
     http_expect(&r, 503, "kv_unavailable", NULL);

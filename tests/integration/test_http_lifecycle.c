@@ -85,7 +85,7 @@ static void sweeper_removes_expired_rows(void **state)
             gone_at = now_ms();
             break;
         }
-        usleep(100 * 1000);
+        pause_ms(100);
     }
     if (gone_at == 0)
         fail_msg("the expired row was still there 6 s after a 1 s ttl");
@@ -196,11 +196,14 @@ static void gone_client_leases_nothing(void **state)
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     assert_int_equal(curl_easy_perform(curl), CURLE_OPERATION_TIMEDOUT);
     curl_easy_cleanup(curl);
-    /* the push wakes the orphaned poll, which must not even attempt a pop */
+    WAIT_UNTIL(http_metric(&b, "http", NULL, "longPollsWaiting") == 1, 5000, "the orphaned poll is not suspended");
+    /* the push wakes the orphaned poll, which must not even attempt a pop:
+     * once it is accounted as 499 it is over */
     long long pops = http_metric(&b, "engine", "pops", "total");
     char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1}]}", q);
     assert_int_equal(status_of(&b, "POST", "/api/v1/push", push), 201);
-    usleep(400 * 1000);
+    WAIT_UNTIL(http_requests_counted(&b, "GET", "/api/v1/pop/queue/:queue", 499) == 1, 5000,
+               "the orphaned poll was never answered 499");
     assert_int_equal(http_metric(&b, "engine", "pops", "total"), pops);
     char *pop = fmt("/api/v1/pop/queue/%s", q);
     assert_int_equal(status_of(&b, "GET", pop, NULL), 200);
@@ -219,7 +222,7 @@ typedef struct writer {
     const test_broker *b;
     const char *ns;
     int id;
-    int acked;              /* keys w<id>-0 .. w<id>-(acked-1)... recorded below */
+    atomic_int acked;       /* how many of acked_keys are filled in */
     int *acked_keys;
     atomic_bool *stop;
 } writer;
@@ -260,17 +263,27 @@ static void *write_loop(void *arg)
         long status = 0;
         if (curl_easy_perform(curl) == CURLE_OK)
             curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-        if (status == 200 && body && strstr(body, "\"applied\": true"))
-            w->acked_keys[w->acked++] = i;
+        if (status == 200 && body && strstr(body, "\"applied\": true")) {
+            w->acked_keys[atomic_load(&w->acked)] = i;
+            atomic_fetch_add(&w->acked, 1);
+        }
         else if (atomic_load(w->stop))
             failures++;
         free(body);
         if (status != 200 && failures > 0)
-            usleep(20 * 1000);
+            pause_ms(20);
     }
     curl_slist_free_all(h);
     curl_easy_cleanup(curl);
     return NULL;
+}
+
+static bool every_writer_acked(writer *w, int n)
+{
+    for (int i = 0; i < WRITERS; i++)
+        if (atomic_load(&w[i].acked) < n)
+            return false;
+    return true;
 }
 
 static void sigterm_under_load_loses_no_acknowledged_write(void **state)
@@ -292,7 +305,9 @@ static void sigterm_under_load_loses_no_acknowledged_write(void **state)
     timed_get poll = {.b = &b, .path = lp};
     pthread_t pt;
     pthread_create(&pt, NULL, timed_get_run, &poll);
-    usleep(800 * 1000);
+    /* Under load: every writer acknowledged, the long poll suspended. */
+    WAIT_UNTIL(every_writer_acked(w, 3) && http_metric(&b, "http", NULL, "longPollsWaiting") == 1, 10000,
+               "the load never got going");
 
     atomic_store(&stop, true);
     int rc = broker_stop(&b); /* SIGTERM, then wait for the exit */
@@ -308,7 +323,7 @@ static void sigterm_under_load_loses_no_acknowledged_write(void **state)
     PGresult *res = pgtest_exec(c, "SELECT key FROM queen.kv WHERE namespace = $1", 1, p);
     int rows = PQntuples(res), acked = 0;
     for (int i = 0; i < WRITERS; i++) {
-        for (int k = 0; k < w[i].acked; k++) {
+        for (int k = 0; k < atomic_load(&w[i].acked); k++) {
             char key[32];
             snprintf(key, sizeof key, "w%d-%d", i, w[i].acked_keys[k]);
             bool found = false;

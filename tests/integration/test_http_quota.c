@@ -1,5 +1,5 @@
-/* KV quota and rate limits over HTTP (KV_CONTRACT.md §7, HTTP_API.md KV
- * errors), against one real broker with tenancy on, its sweeper off (this
+/* KV quota and rate limits over HTTP (README.md, HTTP API > KV,
+ * "Quota and rate limits"), against one real broker with tenancy on, its sweeper off (this
  * file runs the usage measurement itself, when it wants it) and a 200 ms
  * quota refresh:
  *   - max_rows = 5: five new keys, then 403 kv_quota_exceeded on the path
@@ -11,7 +11,9 @@
  *   - no quota row, or enabled = false: 403 feature_gated;
  *   - rows written behind the broker's back count once a measurement
  *     (kv_usage_measure_v1) lands and a refresh reads it;
- *   - the refusals are counted in /metrics and /metrics/prometheus. */
+ *   - the refusals are counted in /metrics and /metrics/prometheus.
+ * Every test has tenants and namespaces of its own and reads counters as
+ * deltas, so each runs alone or in any order. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -82,6 +84,52 @@ static void expect(const char *header, const char *method, const char *path, con
     http_reply r = as(header, method, path, body);
     http_expect(&r, status, error, NULL);
     http_reply_free(&r);
+}
+
+/* Returns once a quota refresh that started after this call has been
+ * applied: the broker's refresh thread reads kv_quota_read_v1 over and over,
+ * so a second read starting after the first one began means the first one's
+ * answer is in the table. (Reads come from the refresh thread only here: every
+ * tenant the caller uses is loaded already.) */
+static void wait_quota_refresh(void)
+{
+    static const char *const last_read =
+        "SELECT coalesce(max(query_start), '-infinity')::text FROM pg_stat_activity "
+        "WHERE application_name = 'queen' AND datname = current_database() AND query LIKE '%kv_quota_read_v1%'";
+    char *since = pgtest_scalar(DB, "SELECT clock_timestamp()::text", 0, NULL);
+    for (int reads = 0; reads < 2; reads++) {
+        long long until = now_ms() + 10 * REFRESH_MS + 5000;
+        char *seen;
+        for (;;) {
+            seen = pgtest_scalar(DB, last_read, 0, NULL);
+            const char *p[] = {seen, since};
+            if (pgtest_int(DB, "SELECT ($1::timestamptz > $2::timestamptz)::int", 2, p) == 1)
+                break;
+            free(seen);
+            if (now_ms() >= until)
+                fail_msg("no quota refresh read began after %s", since);
+            pause_ms(10);
+        }
+        free(since);
+        since = seen;
+    }
+    free(since);
+}
+
+/* The broker's quota refusals of one kind so far (engine.kv.quotaRefusals). */
+static long long refusals(const char *reason)
+{
+    http_reply r = broker_http(&B, "GET", "/metrics", NULL, NULL);
+    http_expect(&r, 200, NULL, NULL);
+    json_t *m = json_loads(r.body, 0, NULL);
+    json_t *q = json_object_get(json_object_get(json_object_get(m, "engine"), "kv"), "quotaRefusals");
+    json_t *v = json_object_get(q, reason);
+    if (!json_is_integer(v))
+        fail_msg("/metrics has no quotaRefusals.%s: %s", reason, r.body);
+    long long n = json_integer_value(v);
+    json_decref(m);
+    http_reply_free(&r);
+    return n;
 }
 
 static long long rows_of(const char *tenant)
@@ -177,20 +225,33 @@ static void no_grant_is_feature_gated(void **state)
     fresh_tenant(d, hd, "enabled", "false");
     char *ns = pgtest_unique("gate");
     char *path = fmt("/api/v1/kv/%s/k", ns);
-    free(ns);
     expect(h, "GET", path, NULL, 403, "feature_gated");
     expect(h, "PUT", path, "{\"value\":1,\"forever\":true}", 403, "feature_gated");
     expect(h, "DELETE", path, NULL, 403, "feature_gated");
     expect(hd, "GET", path, NULL, 403, "feature_gated");
-    expect(h, "POST", "/api/v1/transaction",
-           "{\"kv\":[{\"op\":\"get\",\"ns\":\"gate\",\"key\":\"k\"}]}", 403, "feature_gated");
-    /* Granting it reaches the broker within a refresh. */
+    char *bundle = fmt("{\"kv\":[{\"op\":\"get\",\"ns\":\"%s\",\"key\":\"k\"}]}", ns);
+    expect(h, "POST", "/api/v1/transaction", bundle, 403, "feature_gated");
+    /* Granting it reaches the broker with a refresh: a read is admitted
+     * then, and a refused read writes nothing, so asking again is safe. */
     const char *p[] = {d};
     PQclear(pgtest_exec(DB, "UPDATE queen.kv_quota SET enabled = true WHERE tenant_id = $1::uuid", 1, p));
-    usleep(3 * REFRESH_MS * 1000);
-    expect(hd, "GET", path, NULL, 200, NULL);
+    long long until = now_ms() + 10 * REFRESH_MS + 5000;
+    for (;;) {
+        http_reply r = as(hd, "GET", path, NULL);
+        long status = r.status;
+        if (status != 200)
+            http_expect(&r, 403, "feature_gated", NULL);
+        http_reply_free(&r);
+        if (status == 200)
+            break;
+        if (now_ms() >= until)
+            fail_msg("the grant never reached the broker");
+        pause_ms(20);
+    }
     assert_int_equal(rows_of(t), 0);
+    free(bundle);
     free(path);
+    free(ns);
 }
 
 static void measurement_catches_up(void **state)
@@ -212,30 +273,60 @@ static void measurement_catches_up(void **state)
                             3, p));
     }
     PQclear(pgtest_exec(DB, "SELECT queen.kv_usage_measure_v1(now(), 1000000000000, 64)", 0, NULL));
-    usleep(3 * REFRESH_MS * 1000);
+    wait_quota_refresh();
     expect(h, "PUT", path, "{\"value\":1,\"forever\":true}", 403, "kv_quota_exceeded");
     assert_int_equal(rows_of(t), 3);
     free(path);
     free(ns);
 }
 
+/* One refusal of each kind, from tenants of its own, counted once each in
+ * /metrics and present in /metrics/prometheus. */
 static void refusals_are_counted(void **state)
 {
     (void)state;
-    http_reply r = broker_http(&B, "GET", "/metrics", NULL, NULL);
+    long long full0 = refusals("kv_quota_exceeded"), gated0 = refusals("feature_gated"),
+              rate0 = refusals("rate_limited");
+    char full[37], hfull[64], none[37], hnone[64], slow[37], hslow[64];
+    fresh_tenant(full, hfull, "max_rows", "1");
+    fresh_tenant(none, hnone, NULL, NULL);
+    fresh_tenant(slow, hslow, "max_writes_per_sec", "1");
+    char *ns = pgtest_unique("counted");
+    char *k1 = fmt("/api/v1/kv/%s/k1", ns), *k2 = fmt("/api/v1/kv/%s/k2", ns);
+    expect(hfull, "PUT", k1, "{\"value\":1,\"forever\":true}", 200, NULL);
+    expect(hfull, "PUT", k2, "{\"value\":1,\"forever\":true}", 403, "kv_quota_exceeded");
+    expect(hnone, "GET", k1, NULL, 403, "feature_gated");
+    /* A bucket of 1: the first write empties it; the next, sent at once,
+     * finds it empty unless a whole second passed in between. */
+    int limited = 0;
+    for (int i = 0; i < 5 && limited == 0; i++) {
+        http_reply r = as(hslow, "PUT", k1, "{\"value\":1,\"forever\":true}");
+        if (r.status == 429)
+            limited = 1;
+        else
+            http_expect(&r, 200, NULL, NULL);
+        http_reply_free(&r);
+    }
+    assert_int_equal(limited, 1);
+    assert_int_equal(refusals("kv_quota_exceeded") - full0, 1);
+    assert_int_equal(refusals("feature_gated") - gated0, 1);
+    assert_int_equal(refusals("rate_limited") - rate0, 1);
+
+    http_reply r = broker_http(&B, "GET", "/metrics/prometheus", NULL, NULL);
     http_expect(&r, 200, NULL, NULL);
-    json_t *m = json_loads(r.body, 0, NULL);
-    json_t *q = json_object_get(json_object_get(json_object_get(m, "engine"), "kv"), "quotaRefusals");
-    assert_true(json_integer_value(json_object_get(q, "kv_quota_exceeded")) >= 5);
-    assert_true(json_integer_value(json_object_get(q, "feature_gated")) >= 5);
-    assert_true(json_integer_value(json_object_get(q, "rate_limited")) >= 1);
-    json_decref(m);
+    char *line = fmt("queen_kv_quota_refusals_total{reason=\"kv_quota_exceeded\"} %lld\n", full0 + 1);
+    assert_non_null(strstr(r.body, line));
+    free(line);
+    line = fmt("queen_kv_quota_refusals_total{reason=\"feature_gated\"} %lld\n", gated0 + 1);
+    assert_non_null(strstr(r.body, line));
+    free(line);
+    line = fmt("queen_kv_quota_refusals_total{reason=\"rate_limited\"} %lld\n", rate0 + 1);
+    assert_non_null(strstr(r.body, line));
+    free(line);
     http_reply_free(&r);
-    r = broker_http(&B, "GET", "/metrics/prometheus", NULL, NULL);
-    http_expect(&r, 200, NULL, NULL);
-    assert_non_null(strstr(r.body, "queen_kv_quota_refusals_total{reason=\"kv_quota_exceeded\"}"));
-    assert_non_null(strstr(r.body, "queen_kv_quota_refusals_total{reason=\"rate_limited\"}"));
-    http_reply_free(&r);
+    free(k1);
+    free(k2);
+    free(ns);
 }
 
 int main(void)

@@ -1,4 +1,4 @@
-/* The file-number invariant (KV_CONTRACT.md §8, ARCHITECTURE.md): 006's
+/* The file-number invariant (sql/006_log_maintenance.sql): 006's
  * log_partition_dead_v1 is LANGUAGE sql, so PostgreSQL resolves its tables
  * when 006 is applied, before 024_kv.sql has created queen.kv. A variant of
  * 006 whose dead-partition check gains a leg naming queen.kv therefore fails

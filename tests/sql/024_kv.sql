@@ -1,11 +1,11 @@
--- tests/sql/024_kv.sql: pgTAP for sql/024_kv.sql (KV_CONTRACT.md §1-§5).
+-- tests/sql/024_kv.sql: pgTAP for sql/024_kv.sql.
 --
 -- Self-contained: every row lives under a tenant drawn at random for this
 -- run, inside one transaction that is rolled back, so the file passes when
 -- run twice and beside other test files. Time is moved with p_now (T0 =
 -- 2030-01-01 00:00:00Z), never by sleeping.
 -- Test ids in descriptions: "S" structure, "N" names, "H" helpers, "R<n>"
--- KV_CONTRACT §4 rule n, "SH" result shapes, "C" console reads.
+-- kv_apply_v1 rule n (the "-- R<n>:" headings below), "SH" result shapes, "C" console reads.
 BEGIN;
 SELECT plan(231);
 

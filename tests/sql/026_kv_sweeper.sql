@@ -1,4 +1,4 @@
--- tests/sql/026_kv_sweeper.sql: pgTAP for sql/026_kv_sweeper.sql (KV_CONTRACT §6).
+-- tests/sql/026_kv_sweeper.sql: pgTAP for sql/026_kv_sweeper.sql.
 --
 -- Self-contained: rows belong to a tenant drawn at random for this run and
 -- are rolled back. The sweeper deletes across tenants, so every instant here

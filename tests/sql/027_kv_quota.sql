@@ -1,4 +1,4 @@
--- tests/sql/027_kv_quota.sql: pgTAP for sql/027_kv_quota.sql (KV_CONTRACT §7).
+-- tests/sql/027_kv_quota.sql: pgTAP for sql/027_kv_quota.sql.
 --
 -- Self-contained: three tenants drawn at random for this run, every row
 -- rolled back.

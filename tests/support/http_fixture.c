@@ -61,10 +61,33 @@ long long http_metric(const test_broker *b, const char *section, const char *gro
     http_reply r = call_for(b, NULL, "GET", "/metrics", NULL, 200);
     /* Integers kept as integers here: a counter must be one. */
     json_t *m = json_loads(r.body, 0, NULL);
-    json_t *v = json_object_get(json_object_get(json_object_get(m, section), group), name);
+    json_t *parent = json_object_get(m, section);
+    if (group != NULL)
+        parent = json_object_get(parent, group);
+    json_t *v = json_object_get(parent, name);
     if (!json_is_integer(v))
-        fail_msg("/metrics %s.%s.%s is not an integer: %s", section, group, name, r.body);
+        fail_msg("/metrics %s.%s.%s is not an integer: %s", section, group ? group : "", name, r.body);
     long long n = json_integer_value(v);
+    json_decref(m);
+    http_reply_free(&r);
+    return n;
+}
+
+long long http_requests_counted(const test_broker *b, const char *method, const char *route, long status)
+{
+    http_reply r = call_for(b, NULL, "GET", "/metrics", NULL, 200);
+    json_t *m = json_loads(r.body, 0, NULL);
+    long long n = 0;
+    size_t i;
+    json_t *el;
+    json_array_foreach(json_object_get(json_object_get(m, "http"), "requests"), i, el)
+    {
+        const char *mt = json_string_value(json_object_get(el, "method"));
+        const char *rt = json_string_value(json_object_get(el, "route"));
+        if (mt && rt && strcmp(mt, method) == 0 && strcmp(rt, route) == 0 &&
+            json_integer_value(json_object_get(el, "status")) == status)
+            n += json_integer_value(json_object_get(el, "count"));
+    }
     json_decref(m);
     http_reply_free(&r);
     return n;

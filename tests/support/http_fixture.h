@@ -1,6 +1,6 @@
 /* http_fixture: the request-and-assert helpers of the tests that talk to a
  * real broker over HTTP (test_http_*.c): a reply's JSON body, its status and
- * error envelope ({error, reason, detail}, HTTP_API.md), and one call that
+ * error envelope ({error, reason, detail}, README.md), and one call that
  * must answer a given status. Every helper fails the running cmocka test
  * (fail_msg) instead of returning an error. JSON is read as in testutil.h
  * (integers as reals). */
@@ -32,9 +32,14 @@ void http_refused(const test_broker *b, const char *method, const char *path, co
                   const char *error, const char *reason);
 
 /* The counter section.group.name of GET /metrics (e.g. engine.pool.
- * acquiredTotal); fails the test unless /metrics answers 200 and the
- * counter is an integer. */
+ * acquiredTotal; group NULL: section.name, e.g. http.longPollsWaiting);
+ * fails the test unless /metrics answers 200 and the counter is an
+ * integer. */
 long long http_metric(const test_broker *b, const char *section, const char *group, const char *name);
+
+/* How many requests /metrics counts for method, route pattern and status
+ * (0 when that line is absent yet). */
+long long http_requests_counted(const test_broker *b, const char *method, const char *route, long status);
 
 /* A GET timed on a thread of its own, for long polls:
  *   timed_get g = {.b = b, .path = path};
@@ -44,7 +49,7 @@ typedef struct timed_get {
     const test_broker *b;
     const char *path;
     long status;
-    long long took_ms;
+    long long took_ms; /* from just before the request was sent */
 } timed_get;
 void *timed_get_run(void *arg);
 

@@ -36,4 +36,21 @@ bool jtrue(const json_t *o, const char *k);
 /* A JSON number truncated to an integer (0 when v is not a number). */
 long long jnum(const json_t *v);
 
+/* Sleeps ms milliseconds: only as the pause of a polling loop. */
+void pause_ms(int ms);
+
+/* Waits for the condition a test needs instead of guessing a delay: cond is
+ * re-evaluated every 5 ms until it holds; when within_ms pass first, the
+ * test fails with the printf-style message that follows. cond may call
+ * helpers that fail the test themselves. */
+#define WAIT_UNTIL(cond, within_ms, ...)                                                                         \
+    do {                                                                                                         \
+        long long wait_until_ = now_ms() + (within_ms);                                                          \
+        while (!(cond)) {                                                                                        \
+            if (now_ms() >= wait_until_)                                                                         \
+                fail_msg(__VA_ARGS__);                                                                           \
+            pause_ms(5);                                                                                         \
+        }                                                                                                        \
+    } while (0)
+
 #endif

@@ -1,5 +1,5 @@
-/* No C source builds SQL against the kv table (ARCHITECTURE.md: "the engine
- * calls the functions (kv_apply_v1, kv_list_v1, ...) and nothing else").
+/* No C source builds SQL against the kv table (the engine calls
+ * the functions: kv_apply_v1, kv_list_v1, ... and nothing else).
  *
  * Scans every file under src/ for SQL naming the table: the C string
  * literals of each file (adjacent literals joined, as the compiler joins
