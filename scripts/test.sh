@@ -66,6 +66,7 @@ run_suite() { # name command...
 QUEEN_PG_URL=$QUEEN_TEST_PG_URL "$QUEEN_BIN" schema apply >"$logdir/schema.log" 2>&1 || { cat "$logdir/schema.log"; echo "0 passed, 1 failed"; exit 1; }
 psql "$QUEEN_TEST_PG_URL" -qtAc 'CREATE EXTENSION IF NOT EXISTS pgtap' >/dev/null
 
+run_suite "lint/include_structure" python3 scripts/check-includes.py
 for t in "$BUILD"/tests/unit/test_*; do
   [ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
 done

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
 #include "logging.h"
+#include "util.h"
 
 struct queen_pool {
     pthread_mutex_t mu;
