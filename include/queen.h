@@ -323,7 +323,7 @@ typedef struct queen_stats {
     long long waiters; /* long-poll waiters registered now */
 } queen_stats;
 
-/* Fills *out: 0, or -1 when q is NULL or closing. */
+/* Fills *out: 0, or -1 when q or out is NULL or q is closing. */
 int queen_stats_get(queen *q, queen_stats *out);
 
 /* The same figures as a JSON object (malloc'd, caller frees; NULL when
