@@ -330,12 +330,68 @@ queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queu
                                   void *ctx);
 
 /* ---- Figures for /metrics -------------------------------------------------
- * A JSON object of the engine's counters and gauges (malloc'd, caller
- * frees; NULL when closing). Never touches the database. Shape:
+ * The engine's counters and gauges. Reading them never touches the database
+ * nor takes a pooled connection: a scrape must work while the pool is
+ * exhausted, which is when it matters. Every field is a long long so that
+ * one table in the engine (src/engine/stats.h) can walk the struct for both
+ * renderings, JSON (queen_stats_json, /metrics) and Prometheus
+ * (/metrics/prometheus); flags are 0 or 1, durations milliseconds. */
+/* Indices of the arrays below; the names are those of the JSON keys and
+ * the Prometheus labels. */
+enum { /* kv.ops first index */
+    QUEEN_STATS_KV_GET, QUEEN_STATS_KV_PUT, QUEEN_STATS_KV_PUT_IF_ABSENT, QUEEN_STATS_KV_DELETE,
+    QUEEN_STATS_KV_INCR, QUEEN_STATS_KV_GET_MANY, QUEEN_STATS_KV_GET_PREFIX, QUEEN_STATS_KV_OPS
+};
+enum { /* kv.ops second index */
+    QUEEN_STATS_KV_APPLIED, QUEEN_STATS_KV_NOT_APPLIED, QUEEN_STATS_KV_FOUND, QUEEN_STATS_KV_MISSING,
+    QUEEN_STATS_KV_OK, QUEEN_STATS_KV_PRECONDITION, QUEEN_STATS_KV_ERROR, QUEEN_STATS_KV_OUTCOMES
+};
+enum { QUEEN_STATS_BATCH_OK, QUEEN_STATS_BATCH_PRECONDITION, QUEEN_STATS_BATCH_ERROR, QUEEN_STATS_BATCH_OUTCOMES };
+enum { /* kv.quota_refusals */
+    QUEEN_STATS_REFUSED_QUOTA_EXCEEDED, QUEEN_STATS_REFUSED_FEATURE_GATED, QUEEN_STATS_REFUSED_RATE_LIMITED,
+    QUEEN_STATS_REFUSALS
+};
+enum { /* transactions */
+    QUEEN_STATS_TXN_SUCCESS, QUEEN_STATS_TXN_FAILED, QUEEN_STATS_TXN_REFUSED, QUEEN_STATS_TXN_UNAVAILABLE,
+    QUEEN_STATS_TXN_OUTCOMES
+};
+
+typedef struct queen_stats {
+    struct {
+        long long size, in_use, waiting; /* now */
+        long long acquired_total, timeouts_total, reconnects_total;
+    } pool;
+    struct {
+        long long ops[QUEEN_STATS_KV_OPS][QUEEN_STATS_KV_OUTCOMES]; /* typed conveniences */
+        long long batch[QUEEN_STATS_BATCH_OUTCOMES];                /* queen_kv_apply, per call */
+        long long quota_refusals[QUEEN_STATS_REFUSALS];             /* queen_kv_admit, by reason */
+    } kv;
+    long long transactions[QUEEN_STATS_TXN_OUTCOMES];
+    struct {
+        long long total, empty; /* attempts (one per long-poll round), and those that found nothing */
+        long long waits;        /* queen_pop calls with wait */
+    } pops;
+    struct {
+        long long enabled; /* this handle runs the sweeper (cfg.sweeper) */
+        long long deleted_total, lag_ms, cycles, errors, partitions_reclaimed_total, retention_deleted_total,
+            usage_measures, last_cycle_ms;
+    } sweeper;
+    struct {
+        long long connected, reconnects, notifies; /* the LISTEN connection */
+    } notifier;
+    long long waiters; /* long-poll waiters registered now */
+} queen_stats;
+
+/* Fills *out: 0, or -1 when q or out is NULL or q is closing. */
+int queen_stats_get(queen *q, queen_stats *out);
+
+/* The same figures as a JSON object (malloc'd, caller frees; NULL when
+ * closing). Shape:
  *  "pool": {size, inUse, waiting, acquiredTotal, timeoutsTotal, reconnectsTotal}
  *  "kv": {"ops": {"get"|"put"|"putIfAbsent"|"delete"|"incr"|"getMany"|
  *          "getPrefix": {"applied"|"notApplied"|"found"|"missing"|"ok"|
- *          "precondition"|"error": n}}   (typed conveniences, per op)
+ *          "precondition"|"error": n}}   (typed conveniences, per op; an
+ *                                         outcome at 0 is left out)
  *         "batch": {ok, precondition, error},  (queen_kv_apply, per call)
  *         "quotaRefusals": {kv_quota_exceeded, feature_gated, rate_limited}}
  *                                               (queen_kv_admit)
@@ -343,7 +399,8 @@ queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queu
  *  "pops": {total, empty, waits}
  *  "sweeper": {enabled, deletedTotal, lagMs, cycles, errors,
  *              partitionsReclaimedTotal, retentionDeletedTotal, usageMeasures, lastCycleMs}
- *  "notifier": {connected, reconnects, notifies}, "waiters": n */
+ *  "notifier": {connected, reconnects, notifies}, "waiters": n
+ * (enabled and connected are booleans). */
 char *queen_stats_json(queen *q);
 
 /* A real database round trip. On success writes the server's version text

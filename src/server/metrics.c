@@ -1,6 +1,7 @@
 /* metrics: request counters and latency histograms per route, lock-free
  * (atomics), and their two renderings (see metrics.h). Never calls libpq:
- * the engine's figures come from queen_stats_json. */
+ * the engine's figures come from queen_stats_get, rendered by walking the
+ * engine's table of families (stats.h), as queen_stats_json does. */
 #include "metrics.h"
 
 #include <jansson.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "logging.h"
+#include "stats.h"
 
 /* The route table is static and small; one slot more for unmatched paths. */
 #define MAX_ROUTES 48
@@ -198,96 +200,43 @@ static void http_families(FILE *out, server *srv)
     fprintf(out, "queen_http_requests_in_flight %d\n", atomic_load(&srv->inflight));
 }
 
-/* The engine's scalar figures (queen_stats_json, src/engine/stats.c): JSON
- * path -> family. Scale turns milliseconds into Prometheus' base unit. */
-static const struct {
-    const char *path[2];
-    const char *name, *type, *help;
-    double scale;
-} engine_scalars[] = {
-    {{"pool", "size"}, "queen_pool_size", "gauge", "Database connections in the pool.", 1},
-    {{"pool", "inUse"}, "queen_pool_in_use", "gauge", "Pooled connections handed out now.", 1},
-    {{"pool", "waiting"}, "queen_pool_waiting", "gauge", "Callers waiting for a pooled connection now.", 1},
-    {{"pool", "acquiredTotal"}, "queen_pool_acquired_total", "counter", "Pooled connections handed out.", 1},
-    {{"pool", "timeoutsTotal"}, "queen_pool_timeouts_total", "counter",
-     "Waits for a connection that ended unavailable (503).", 1},
-    {{"pool", "reconnectsTotal"}, "queen_pool_reconnects_total", "counter", "Broken connections replaced.", 1},
-    {{"pops", "total"}, "queen_pops_total", "counter", "Pop attempts (one per long-poll round).", 1},
-    {{"pops", "empty"}, "queen_pops_empty_total", "counter", "Pop attempts that found nothing.", 1},
-    {{"sweeper", "enabled"}, "queen_sweeper_enabled", "gauge", "1 when this process runs the sweeper.", 1},
-    {{"sweeper", "deletedTotal"}, "queen_sweeper_deleted_total", "counter", "Expired kv rows deleted.", 1},
-    {{"sweeper", "lagMs"}, "queen_sweeper_lag_seconds", "gauge",
-     "Age of the oldest expired row seen by the last pass.", 1e-3},
-    {{"sweeper", "cycles"}, "queen_sweeper_cycles_total", "counter", "Sweeper passes.", 1},
-    {{"sweeper", "errors"}, "queen_sweeper_errors_total", "counter", "Sweeper passes that failed.", 1},
-    {{"sweeper", "partitionsReclaimedTotal"}, "queen_sweeper_partitions_reclaimed_total", "counter",
-     "Idle empty partitions reclaimed.", 1},
-    {{"sweeper", "retentionDeletedTotal"}, "queen_sweeper_retention_deleted_total", "counter",
-     "Messages deleted by retention.", 1},
-    {{"sweeper", "lastCycleMs"}, "queen_sweeper_last_cycle_seconds", "gauge", "Duration of the last pass.", 1e-3},
-    {{"notifier", "connected"}, "queen_notifier_connected", "gauge", "1 while the LISTEN connection is up.", 1},
-    {{"notifier", "reconnects"}, "queen_notifier_reconnects_total", "counter", "LISTEN connection re-opened.", 1},
-    {{"notifier", "notifies"}, "queen_notifier_notifies_total", "counter", "Push notifications received.", 1},
-    {{"waiters", NULL}, "queen_push_waiters", "gauge", "Long-poll waiters registered with the engine.", 1},
-};
-
-static double leaf(const json_t *v)
+/* A figure in the family's unit: integers stay exact (no double on the
+ * way), milliseconds become seconds written in decimal. */
+static void value(FILE *out, stats_unit unit, long long v)
 {
-    return json_is_boolean(v) ? (json_is_true(v) ? 1 : 0) : json_number_value(v);
-}
-
-/* One family with one label over an object of counters:
- * {"ok":3,"error":1} -> name{label="ok"} 3 ... */
-static void labelled(FILE *out, const char *name, const char *help, const char *label_name, const json_t *obj)
-{
-    if (!json_is_object(obj))
+    if (unit != STATS_MS) {
+        fprintf(out, "%lld", v);
         return;
-    family(out, name, "counter", help);
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)obj, k, v)
-    {
-        fprintf(out, "%s{%s=\"", name, label_name);
-        label(out, k);
-        fprintf(out, "\"} %.17g\n", leaf(v));
     }
+    unsigned long long a = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    fprintf(out, "%s%llu.%03llu", v < 0 ? "-" : "", a / 1000, a % 1000);
 }
 
-static void engine_families(FILE *out, const json_t *stats)
+void metrics_engine_prometheus(FILE *out, const queen_stats *s)
 {
-    for (size_t i = 0; i < sizeof engine_scalars / sizeof engine_scalars[0]; i++) {
-        const json_t *v = json_object_get(stats, engine_scalars[i].path[0]);
-        if (engine_scalars[i].path[1] != NULL)
-            v = json_object_get(v, engine_scalars[i].path[1]);
-        if (!json_is_number(v) && !json_is_boolean(v))
-            continue;
-        family(out, engine_scalars[i].name, engine_scalars[i].type, engine_scalars[i].help);
-        fprintf(out, "%s %.17g\n", engine_scalars[i].name, leaf(v) * engine_scalars[i].scale);
-    }
-    const json_t *kv = json_object_get(stats, "kv");
-    const json_t *ops = json_object_get(kv, "ops");
-    if (json_is_object(ops)) {
-        family(out, "queen_kv_ops_total", "counter",
-               "Single-op kv calls (the path routes, the typed API) by op and outcome.");
-        const char *op, *outcome;
-        json_t *outcomes, *v;
-        json_object_foreach((json_t *)ops, op, outcomes)
-        {
-            json_object_foreach(outcomes, outcome, v)
-            {
-                fputs("queen_kv_ops_total{op=\"", out);
-                label(out, op);
-                fputs("\",outcome=\"", out);
-                label(out, outcome);
-                fprintf(out, "\"} %.17g\n", leaf(v));
+    for (size_t i = 0; i < stats_family_count; i++) {
+        const stats_family *f = &stats_families[i];
+        family(out, f->name, f->type, f->help);
+        for (size_t k = 0, n = stats_cells(f); k < n; k++) {
+            long long v = stats_cell(s, f, k);
+            if (f->sparse && v == 0)
+                continue;
+            fputs(f->name, out);
+            if (f->dim[0].label != NULL) {
+                int ix[2];
+                stats_cell_labels(f, k, &ix[0], &ix[1]);
+                for (int d = 0; d < 2 && f->dim[d].label != NULL; d++) {
+                    fprintf(out, "%s%s=\"", d == 0 ? "{" : ",", f->dim[d].label);
+                    label(out, f->dim[d].values[ix[d]]);
+                    fputc('"', out);
+                }
+                fputc('}', out);
             }
+            fputc(' ', out);
+            value(out, f->unit, v);
+            fputc('\n', out);
         }
     }
-    labelled(out, "queen_kv_batches_total", "kv batch calls by outcome.", "outcome", json_object_get(kv, "batch"));
-    labelled(out, "queen_kv_quota_refusals_total", "kv calls refused by quota, grant or rate limit, by reason.",
-             "reason", json_object_get(kv, "quotaRefusals"));
-    labelled(out, "queen_transactions_total", "Transaction bundles by outcome.", "outcome",
-             json_object_get(stats, "transactions"));
 }
 
 char *metrics_prometheus(server *srv)
@@ -298,12 +247,9 @@ char *metrics_prometheus(server *srv)
     if (out == NULL)
         return NULL;
     http_families(out, srv);
-    char *engine = queen_stats_json(srv->engine);
-    json_t *stats = engine ? json_loads(engine, 0, NULL) : NULL;
-    free(engine);
-    if (stats != NULL)
-        engine_families(out, stats);
-    json_decref(stats);
+    queen_stats stats;
+    if (queen_stats_get(srv->engine, &stats) == 0) /* not while closing */
+        metrics_engine_prometheus(out, &stats);
     fclose(out);
     return text;
 }

@@ -1,9 +1,11 @@
 /* metrics: the HTTP edge's own figures (requests by route pattern and
  * status, latency histograms, long polls waiting) plus the engine's
- * (queen_stats_json), rendered as JSON (/metrics) or Prometheus text
+ * (queen_stats), rendered as JSON (/metrics) or Prometheus text
  * (/metrics/prometheus). Labels are route patterns, never raw paths. */
 #ifndef QUEEN_METRICS_H
 #define QUEEN_METRICS_H
+
+#include <stdio.h>
 
 #include "http.h"
 
@@ -16,5 +18,9 @@ void metrics_record(const route *r, unsigned status, double seconds);
 /* The renderings; malloc'd text (caller frees), NULL when out of memory. */
 char *metrics_json(server *srv);
 char *metrics_prometheus(server *srv);
+
+/* The engine's families of the Prometheus text (one per row of
+ * stats_families), for s. Part of metrics_prometheus; for tests. */
+void metrics_engine_prometheus(FILE *out, const queen_stats *s);
 
 #endif
