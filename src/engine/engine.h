@@ -20,9 +20,10 @@ typedef struct queen_notifier queen_notifier;
 typedef struct queen_sweeper queen_sweeper;
 typedef struct queen_quota queen_quota;
 
-/* Counters of kv calls, for queen_stats_json. Typed conveniences count by op
- * and outcome (their single result is inspected anyway); batch calls count
- * per call, because counting per op would mean parsing every result. */
+/* Counters of kv calls, read by queen_stats_get (stats.c). Typed
+ * conveniences count by op and outcome (their single result is inspected
+ * anyway); batch calls count per call, because counting per op would mean
+ * parsing every result. */
 enum { KV_OP_GET, KV_OP_PUT, KV_OP_PUT_IF_ABSENT, KV_OP_DELETE, KV_OP_INCR, KV_OP_GET_MANY, KV_OP_GET_PREFIX, KV_OP_N };
 enum { KV_OUT_APPLIED, KV_OUT_NOT_APPLIED, KV_OUT_FOUND, KV_OUT_MISSING, KV_OUT_OK, KV_OUT_PRECONDITION,
        KV_OUT_ERROR, KV_OUT_N };

@@ -545,6 +545,11 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     http_free_params(params, nparams);
     if (res.suspended) /* answered (and accounted) when the handler runs again */
         return MHD_YES;
+    /* The answer is rendered (it never points into the body): give the
+     * body's bytes back now, not when MHD has sent the answer, so a client
+     * that sends its next body as soon as it reads this answer finds them
+     * free. */
+    body_drop(srv, st);
     unsigned status = res.status;
     enum MHD_Result ok = send_response(srv, connection, &res);
     account(srv, method, found, status, st);
