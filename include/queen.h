@@ -84,6 +84,10 @@ typedef enum queen_error_category {
  * its whole DETAIL at 4096 bytes, so a value that SQL sends always fits. */
 #define QUEEN_PRECONDITION_VALUE_MAX 4096
 #define QUEEN_TENANT_LEN 36
+/* The members no body, op or bundle may carry (refused with *_tenant_not_an_input
+ * / tenant_not_an_input): the tenant is an argument, never an input. SQL's
+ * kv_apply_v1 names the same three; tests/unit/test_limits.c compares them. */
+#define QUEEN_TENANT_FIELDS {"tenant", "tenantId", "_tenant"}
 
 /* Filled by every failing call, every field, so a caller never initialises
  * one (declaring it costs nothing). */

@@ -48,7 +48,7 @@ int queen_kv_admit(queen *q, const char *tenant, int reads, int writes, int crea
     queen_error local;
     if (err == NULL)
         err = &local;
-    int rc = engine_kv_admit(q, tenant, (kv_demand){reads, writes, creating, bytes}, err);
+    int rc = engine_kv_admit(q, tenant, (kv_demand){reads, writes, creating, bytes, 0}, err);
     if (rc != 0 && err->category == QUEEN_ERR_RATE_LIMITED && retry_after_s != NULL)
         *retry_after_s = err->retry_after_s;
     engine_leave(q);

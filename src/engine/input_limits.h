@@ -26,7 +26,4 @@
  * omitted by SQL and reported with its size). */
 #define QUEEN_KV_DETAIL_MAX_BYTES 4096
 
-/* The tenant fields a body may never carry: the tenant is an argument. */
-#define QUEEN_TENANT_FIELDS {"tenant", "tenantId", "_tenant"}
-
 #endif

@@ -62,7 +62,7 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
     kv_demand d;
     rawjson_span ops = rawjson_trim((rawjson_span){ops_json, strlen(ops_json)});
     int rc = kv_guard_ops(ops, &lim, &d, err);
-    if (rc == 0 && rawjson_array_count(ops) == 0) {
+    if (rc == 0 && d.ops == 0) {
         /* Nothing to do, and nothing to take a connection for. */
         *results_json = strdup("[]");
         rc = *results_json ? 0 : -1;

@@ -73,67 +73,104 @@ static long prefix_keys(rawjson_span op)
     return l < 1 ? 1 : l > QUEEN_KV_PAGE_MAX ? QUEEN_KV_PAGE_MAX : (long)l;
 }
 
-static bool kind_is(rawjson_span kind, const char *name)
+/* The members and op names the guard tells apart. */
+enum member { M_OTHER, M_TENANT, M_OP, M_NS, M_KEY, M_PREFIX, M_KEYS, M_VALUE };
+enum kind { K_OTHER, K_GET, K_GET_MANY, K_GET_PREFIX, K_PUT, K_PUT_IF_ABSENT, K_INCR, K_DELETE };
+
+static const struct name_row {
+    const char *name;
+    int value;
+} member_names[] = {{"op", M_OP},     {"ns", M_NS},       {"key", M_KEY},
+                    {"prefix", M_PREFIX}, {"keys", M_KEYS}, {"value", M_VALUE}},
+  kind_names[] = {{"get", K_GET},       {"getMany", K_GET_MANY}, {"getPrefix", K_GET_PREFIX}, {"put", K_PUT},
+                  {"putIfAbsent", K_PUT_IF_ABSENT}, {"incr", K_INCR}, {"delete", K_DELETE}};
+
+/* Which row a raw string token names, as SQL will read it (escapes
+ * decoded); fallback when none or when the token is not a string. Most
+ * tokens hold no escape and are compared as bytes: this runs for every
+ * member of every op. */
+static bool token_is(rawjson_span token, bool escaped, const char *name)
 {
-    return kind.len > 0 && rawjson_key_is(kind, name);
+    size_t len = token.len - 2;
+    return escaped ? rawjson_key_is(token, name) : strlen(name) == len && memcmp(name, token.p + 1, len) == 0;
+}
+
+static int lookup(rawjson_span token, const struct name_row *rows, size_t n, int fallback)
+{
+    static const char *const tenant_fields[] = QUEEN_TENANT_FIELDS;
+    if (token.len < 2 || token.p[0] != '"')
+        return fallback;
+    bool escaped = memchr(token.p + 1, '\\', token.len - 2) != NULL;
+    for (size_t i = 0; i < n; i++)
+        if (token_is(token, escaped, rows[i].name))
+            return rows[i].value;
+    if (rows == member_names)
+        for (size_t i = 0; i < sizeof tenant_fields / sizeof tenant_fields[0]; i++)
+            if (token_is(token, escaped, tenant_fields[i]))
+                return M_TENANT;
+    return fallback;
 }
 
 int kv_guard_ops(rawjson_span ops, const kv_limits *lim, kv_demand *d, queen_error *err)
 {
-    static const char *const tenant_fields[] = QUEEN_TENANT_FIELDS;
     kv_demand none;
     if (d == NULL)
         d = &none;
-    *d = (kv_demand){0, 0, 0, 0};
-    long n = rawjson_array_count(ops);
-    if (n < 0) {
+    *d = (kv_demand){0, 0, 0, 0, 0};
+    rawjson_iter it;
+    if (!rawjson_open(&it, ops, '[')) {
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_bad_request", "ops must be a JSON array");
         return -1;
     }
-    /* The count first, as SQL does: a call over budget is refused whole
-     * before any op is looked at. */
-    if (n > lim->max_ops) {
-        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_too_many_ops", "%ld ops in one call, the limit is %d", n,
-                        lim->max_ops);
-        return -1;
-    }
-    rawjson_iter it;
-    rawjson_open(&it, ops, '[');
     rawjson_span op;
-    long keys = 0;
-    for (long i = 0; rawjson_next(&it, NULL, &op); i++) {
+    long keys = 0, i;
+    for (i = 0; rawjson_next(&it, NULL, &op); i++) {
+        /* Counted on the way, not in a pass of its own (it would read every
+         * value twice): a call with too many ops whose first ones are also
+         * malformed is refused for those, where SQL would name the count
+         * first; either way a 4xx and nothing written. */
+        if (i == lim->max_ops) {
+            queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_too_many_ops", "%ld ops in one call, the limit is %d",
+                            rawjson_array_count(ops), lim->max_ops);
+            return -1;
+        }
         rawjson_iter members;
         if (!rawjson_open(&members, op, '{')) {
             queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_bad_request", "op %ld is not a JSON object", i);
             return -1;
         }
-        rawjson_span kind = {NULL, 0}, ns = {NULL, 0}, key = {NULL, 0}, prefix = {NULL, 0}, many = {NULL, 0},
-                     value = {NULL, 0}, name, v;
+        rawjson_span ns = {NULL, 0}, key = {NULL, 0}, prefix = {NULL, 0}, many = {NULL, 0}, value = {NULL, 0}, name,
+                     v;
+        int kind = K_OTHER;
         bool has_value = false;
         while (rawjson_next(&members, &name, &v)) {
-            for (size_t t = 0; t < sizeof tenant_fields / sizeof tenant_fields[0]; t++) {
-                if (rawjson_key_is(name, tenant_fields[t])) {
-                    queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_tenant_not_an_input",
-                                    "op %ld carries a tenant field; the tenant comes from the request", i);
-                    return -1;
-                }
-            }
-            if (rawjson_key_is(name, "op"))
-                kind = v;
-            else if (rawjson_key_is(name, "ns"))
+            switch (lookup(name, member_names, sizeof member_names / sizeof member_names[0], M_OTHER)) {
+            case M_TENANT:
+                queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_tenant_not_an_input",
+                                "op %ld carries a tenant field; the tenant comes from the request", i);
+                return -1;
+            case M_OP:
+                kind = lookup(v, kind_names, sizeof kind_names / sizeof kind_names[0], K_OTHER);
+                break;
+            case M_NS:
                 ns = v;
-            else if (rawjson_key_is(name, "key"))
+                break;
+            case M_KEY:
                 key = v;
-            else if (rawjson_key_is(name, "prefix"))
+                break;
+            case M_PREFIX:
                 prefix = v;
-            else if (rawjson_key_is(name, "keys"))
+                break;
+            case M_KEYS:
                 many = v;
-            else if (rawjson_key_is(name, "value")) {
+                break;
+            case M_VALUE:
                 value = v;
                 has_value = true;
+                break;
             }
         }
-        if (lim->in_wire && kind_is(kind, "getPrefix")) {
+        if (lim->in_wire && kind == K_GET_PREFIX) {
             queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_get_prefix_not_allowed_in_transaction",
                             "op %ld: getPrefix is not allowed in a transaction bundle", i);
             return -1;
@@ -147,7 +184,7 @@ int kv_guard_ops(rawjson_span ops, const kv_limits *lim, kv_demand *d, queen_err
         if (kv_guard_key_token(key, lim, err) != 0 || kv_guard_key_token(prefix, lim, err) != 0)
             return -1;
         long op_keys = 1;
-        if (kind_is(kind, "getMany")) {
+        if (kind == K_GET_MANY) {
             rawjson_iter ks;
             rawjson_span k;
             op_keys = 0;
@@ -157,7 +194,7 @@ int kv_guard_ops(rawjson_span ops, const kv_limits *lim, kv_demand *d, queen_err
                         return -1;
                     op_keys++;
                 }
-        } else if (kind_is(kind, "getPrefix")) {
+        } else if (kind == K_GET_PREFIX) {
             op_keys = prefix_keys(op);
         }
         keys += op_keys;
@@ -172,15 +209,16 @@ int kv_guard_ops(rawjson_span ops, const kv_limits *lim, kv_demand *d, queen_err
                             lim->max_value_bytes);
             return -1;
         }
-        if (kind_is(kind, "get") || kind_is(kind, "getMany") || kind_is(kind, "getPrefix")) {
+        if (kind == K_GET || kind == K_GET_MANY || kind == K_GET_PREFIX) {
             d->reads++;
-        } else if (kind_is(kind, "put") || kind_is(kind, "putIfAbsent") || kind_is(kind, "incr")) {
+        } else if (kind == K_PUT || kind == K_PUT_IF_ABSENT || kind == K_INCR) {
             d->writes++;
             d->creating++;
             d->bytes += has_value ? (long)value.len : 8; /* incr: a number */
-        } else if (kind_is(kind, "delete")) {
+        } else if (kind == K_DELETE) {
             d->writes++;
         }
     }
+    d->ops = (int)i;
     return 0;
 }

@@ -33,6 +33,7 @@ kv_limits kv_limits_from(const queen_config *cfg, bool in_wire);
 typedef struct kv_demand {
     int reads, writes, creating;
     long bytes;
+    int ops; /* the call's ops, counted on the way */
 } kv_demand;
 
 /* One key (or prefix) as a raw JSON string token: a NUL is kv_bad_key

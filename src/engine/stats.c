@@ -262,3 +262,18 @@ char *queen_stats_json(queen *q)
         return NULL;
     return stats_render_json(&s);
 }
+
+const json_t *stats_json_cell(const json_t *root, const stats_family *f, size_t k)
+{
+    const json_t *v = root;
+    for (int d = 0; d < 2 && f->json[d] != NULL; d++)
+        v = json_object_get(v, f->json[d]);
+    if (f->dim[0].label != NULL) {
+        int i0, i1;
+        stats_cell_labels(f, k, &i0, &i1);
+        v = json_object_get(v, f->dim[0].values[i0]);
+        if (f->dim[1].label != NULL)
+            v = json_object_get(v, f->dim[1].values[i1]);
+    }
+    return v;
+}

@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "queen.h"
 
 typedef enum stats_unit {
@@ -55,5 +57,10 @@ void stats_cell_labels(const stats_family *f, size_t k, int *i0, int *i1);
 /* queen_stats_json's text for s (malloc'd, caller frees; NULL when memory
  * is short). Pure: for queen_stats_json and tests. */
 char *stats_render_json(const queen_stats *s);
+
+/* The JSON value of cell k of f inside root (queen_stats_json parsed): its
+ * path, then its label values as keys; NULL when absent (a sparse cell at
+ * 0). For readers that check the rendering against the struct. */
+const json_t *stats_json_cell(const json_t *root, const stats_family *f, size_t k);
 
 #endif

@@ -17,7 +17,6 @@
 #include "errors.h"
 
 static const char *const path_fields[] = {"op", "ns", "namespace", "key", NULL};
-static const char *const tenant_fields[] = {"tenant", "tenantId", "_tenant", NULL};
 
 static void refuse(http_response *res, const char *reason, const char *detail)
 {
@@ -61,7 +60,8 @@ static const char *object_refusal(const json_t *body, const char *const *allowed
             return detail;
         }
     }
-    for (size_t i = 0; tenant_fields[i] != NULL; i++) {
+    static const char *const tenant_fields[] = QUEEN_TENANT_FIELDS;
+    for (size_t i = 0; i < sizeof tenant_fields / sizeof tenant_fields[0]; i++) {
         if (json_object_get(body, tenant_fields[i]) != NULL) {
             *reason = "kv_tenant_not_an_input";
             return "the tenant comes from the request, never the body";

@@ -24,23 +24,6 @@
 #include "stats.h"
 #include "testutil.h"
 
-/* The JSON value of cell k of f: its path, then its label values as keys
- * (NULL when absent). */
-static const json_t *json_cell(const json_t *root, const stats_family *f, size_t k)
-{
-    const json_t *v = root;
-    for (int d = 0; d < 2 && f->json[d] != NULL; d++)
-        v = json_object_get(v, f->json[d]);
-    if (f->dim[0].label != NULL) {
-        int i0, i1;
-        stats_cell_labels(f, k, &i0, &i1);
-        v = json_object_get(v, f->dim[0].values[i0]);
-        if (f->dim[1].label != NULL)
-            v = json_object_get(v, f->dim[1].values[i1]);
-    }
-    return v;
-}
-
 /* Fails unless every cell of s is in root with s's value (a sparse cell
  * at 0 is absent). */
 static void json_matches(const json_t *root, const queen_stats *s, const char *text)
@@ -49,7 +32,7 @@ static void json_matches(const json_t *root, const queen_stats *s, const char *t
         const stats_family *f = &stats_families[i];
         for (size_t k = 0; k < stats_cells(f); k++) {
             long long want = stats_cell(s, f, k);
-            const json_t *v = json_cell(root, f, k);
+            const json_t *v = stats_json_cell(root, f, k);
             bool ok = f->sparse && want == 0 ? v == NULL
                       : f->unit == STATS_FLAG ? json_is_boolean(v) && json_is_true(v) == (want != 0)
                                               : json_is_integer(v) && json_integer_value(v) == want;
@@ -161,7 +144,7 @@ static void broker_serves_every_family(void **state)
     for (size_t i = 0; i < stats_family_count; i++) {
         const stats_family *f = &stats_families[i];
         for (size_t k = 0; k < stats_cells(f); k++) {
-            const json_t *v = json_cell(engine, f, k);
+            const json_t *v = stats_json_cell(engine, f, k);
             if (f->sparse ? v != NULL && !json_is_integer(v) : !json_is_integer(v) && !json_is_boolean(v))
                 fail_msg("/metrics engine lacks %s cell %zu:\n%s", f->name, k, r.body);
         }

@@ -32,23 +32,6 @@ static void start(test_broker *b, const char *const *env)
         fail_msg("broker did not become healthy (log: %s)", b->log);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        fail_msg("cannot read %s", path);
-    size_t cap = 1 << 16, len = 0, n;
-    char *buf = malloc(cap);
-    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len < 2)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* QUEEN_PG_POOL and QUEEN_HTTP_THREADS left at 0: the broker serves with as
  * many HTTP threads as the pool it opened (README: "0: the same as the
  * connection pool"), both from one resolved config. */
@@ -59,7 +42,7 @@ static void http_threads_follow_the_pool(void **state)
     test_broker b;
     start(&b, env);
     long long pool = http_metric(&b, "engine", "pool", "size");
-    char *log = slurp(b.log);
+    char *log = read_file(b.log);
     const char *at = strstr(log, " threads (database pool ");
     if (at == NULL)
         fail_msg("no listening line with the thread count in %s", b.log);

@@ -38,24 +38,6 @@ static long status_of(const test_broker *b, const char *method, const char *path
     return s;
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        fail_msg("cannot read %s", path);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len < 2)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* ---- the sweeper ----------------------------------------------------------- */
 
 static void sweeper_removes_expired_rows(void **state)

@@ -80,3 +80,26 @@ long long jnum(const json_t *v)
 {
     return (long long)json_number_value(v);
 }
+
+char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        fail_msg("cannot read %s", path);
+    size_t cap = 1 << 16, len = 0, n;
+    char *buf = malloc(cap);
+    if (buf == NULL)
+        fail_msg("out of memory");
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            char *grown = realloc(buf, cap *= 2);
+            if (grown == NULL)
+                fail_msg("out of memory");
+            buf = grown;
+        }
+    }
+    buf[len] = '\0';
+    fclose(f);
+    return buf;
+}

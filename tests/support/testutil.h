@@ -19,6 +19,10 @@ double now_s(void);
 /* vasprintf into a malloc'd string (fails the test when out of memory). */
 char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 
+/* A whole file as a malloc'd NUL-terminated string (a broker's log, say);
+ * fails the test when it cannot be read. */
+char *read_file(const char *path);
+
 /* JSON text (any value) parsed; fails the test when text is not JSON. The
  * caller json_decref()s it. */
 json_t *json_parse(const char *text);

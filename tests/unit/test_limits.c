@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "input_limits.h"
+#include "queen.h"
 #include "schema.h"
 
 static const char *sql_text(const char *name)

@@ -59,22 +59,6 @@ static char *expected_sample(const stats_family *f, size_t k, long long v)
     return line;
 }
 
-/* The JSON value of cell k: its path, then its label values as keys. */
-static const json_t *json_cell(const json_t *root, const stats_family *f, size_t k)
-{
-    const json_t *v = root;
-    for (int d = 0; d < 2 && f->json[d] != NULL; d++)
-        v = json_object_get(v, f->json[d]);
-    if (f->dim[0].label != NULL) {
-        int i0, i1;
-        stats_cell_labels(f, k, &i0, &i1);
-        v = json_object_get(v, f->dim[0].values[i0]);
-        if (f->dim[1].label != NULL)
-            v = json_object_get(v, f->dim[1].values[i1]);
-    }
-    return v;
-}
-
 static size_t json_leaves(const json_t *v)
 {
     if (!json_is_object(v))
@@ -166,7 +150,7 @@ static void every_figure_in_both_renderings(void **state)
         free(type);
         for (size_t k = 0; k < stats_cells(f); k++, cells++) {
             long long v = *cell_ptr(&s, f, k);
-            const json_t *j = json_cell(root, f, k);
+            const json_t *j = stats_json_cell(root, f, k);
             bool same = f->unit == STATS_FLAG ? json_is_true(j) : json_is_integer(j) && json_integer_value(j) == v;
             if (!same)
                 fail_msg("JSON: %s.%s cell %zu is not %lld\n%s", f->json[0], f->json[1] ? f->json[1] : "", k, v,
