@@ -1,4 +1,5 @@
-/* The pool's acquire deadline against a wall clock that jumps. This program
+/* The pool's acquire deadline and the quota refresh's cadence against a
+ * wall clock that jumps. This program
  * defines clock_gettime itself: the definition in the executable wins over
  * libc's for every caller that links to it (libqueen.a is linked in
  * statically), so a test can move CLOCK_REALTIME by an hour while
@@ -20,6 +21,8 @@
 
 #include "pgtest.h"
 #include "pool.h"
+#include "quota.h"
+#include "wire.h"
 
 static atomic_long realtime_shift_s;
 
@@ -118,12 +121,46 @@ static void steady_clock_acquire_times_out(void **state)
     acquire_times_out_on_time(0);
 }
 
+/* With the wall clock an hour ahead, a refresh whose wait were taken on it
+ * would sleep an hour: a raised limit must still arrive within a few
+ * refresh periods. */
+static void wall_clock_forward_does_not_stall_the_quota_refresh(void **state)
+{
+    (void)state;
+    char err[256], tenant[37];
+    queen_pool *pool = queen_pool_open(pgtest_url(), 2, 30000, 5000, err, sizeof err);
+    if (pool == NULL)
+        fail_msg("queen_pool_open: %s", err);
+    PGconn *db = pgtest_connect();
+    wire_uuid4(tenant);
+    const char *p[] = {tenant};
+    PQclear(pgtest_exec(db, "INSERT INTO queen.kv_quota (tenant_id, max_rows) VALUES ($1::uuid, 1)", 1, p));
+    atomic_store(&realtime_shift_s, 3600);
+    queen_quota *qq = quota_start(pool, 50, err, sizeof err);
+    assert_non_null(qq);
+    queen_error e;
+    int retry;
+    assert_int_equal(quota_admit(qq, tenant, false, 0, 1, 1, 1, &retry, &e), QUOTA_ADMIT);
+    assert_int_equal(quota_admit(qq, tenant, false, 0, 1, 1, 1, &retry, &e), QUOTA_FULL);
+    PQclear(pgtest_exec(db, "UPDATE queen.kv_quota SET max_rows = 1000000 WHERE tenant_id = $1::uuid", 1, p));
+    long long deadline = true_mono_ms() + 5000;
+    quota_verdict v;
+    while ((v = quota_admit(qq, tenant, false, 0, 1, 1, 1, &retry, &e)) != QUOTA_ADMIT && true_mono_ms() < deadline)
+        usleep(20000); /* polling the condition, with a deadline */
+    atomic_store(&realtime_shift_s, 0);
+    assert_int_equal(v, QUOTA_ADMIT);
+    quota_stop(qq);
+    queen_pool_close(pool);
+    PQfinish(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(steady_clock_acquire_times_out),
         cmocka_unit_test(wall_clock_back_does_not_shorten_acquire),
         cmocka_unit_test(wall_clock_forward_does_not_lengthen_acquire),
+        cmocka_unit_test(wall_clock_forward_does_not_stall_the_quota_refresh),
     };
     return cmocka_run_group_tests_name("engine_clock", tests, NULL, NULL);
 }

@@ -257,6 +257,26 @@ static void required_loss_fills_the_precondition(void **state)
     r = take_json(out);
     assert_false(jtrue(r, "found"));
     json_decref(r);
+
+    /* A live value too large for SQL's 4096-byte DETAIL is reported as
+     * omitted, with its size, never as a null value. */
+    size_t big = 6000;
+    char *value = malloc(big + 3);
+    value[0] = '"';
+    memset(value + 1, 'v', big);
+    memcpy(value + 1 + big, "\"", 2);
+    must(queen_kv_put(q, tenant, ns, "big", value, QUEEN_FOREVER, -1, false, &out, &e), &e);
+    free(out);
+    assert_int_equal(queen_kv_put_if_absent(q, tenant, ns, "big", "1", QUEEN_FOREVER, true, &out, &e), -1);
+    assert_int_equal(e.category, QUEEN_ERR_PRECONDITION);
+    assert_true(e.precondition.value_omitted);
+    assert_int_equal(e.precondition.value_bytes, big + 2);
+    assert_string_equal(e.precondition.value, "");
+    char *members = queen_error_precondition_json(&e, 0);
+    assert_non_null(strstr(members, "\"valueOmitted\":true"));
+    assert_null(strstr(members, "\"value\":"));
+    free(members);
+    free(value);
     free(ns);
     queen_close(q);
 }

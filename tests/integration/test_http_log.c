@@ -286,6 +286,13 @@ static void transaction_bundles(void **state)
     http_refused(&B, "POST", "/api/v1/transaction", "{\"operations\":{}}", 400, "bad_request", "log_bad_request");
     http_refused(&B, "POST", "/api/v1/transaction", "{\"operations\":[", 400, "bad_body", "invalid_json");
     assert_int_equal(queue_rows(q3), 0);
+    /* null is absent, over HTTP as embedded and in SQL: one pre-flight. */
+    char *kvnull = fmt("{\"operations\":[%s],\"kv\":null,\"requiredLeases\":null}", push3);
+    json_t *accepted = http_ok(&B, "POST", "/api/v1/transaction", kvnull, 200);
+    assert_true(jtrue(accepted, "success"));
+    json_decref(accepted);
+    assert_int_equal(queue_rows(q3), 1);
+    free(kvnull);
     free(q);
     free(ns);
     free(q2);
