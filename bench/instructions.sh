@@ -10,12 +10,12 @@
 # (total - baseline) / N. Prints one line per scenario.
 #
 #   BUILD=build N=2000 bash bench/instructions.sh [scenario...]
-#   scenarios: get put batch txn (default: all)
+#   scenarios: get put batch txn wire (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 N=${N:-2000}
-SCENARIOS=${*:-get put batch txn}
+SCENARIOS=${*:-get put batch txn wire}
 BIN=$PWD/$BUILD/queen
 work=$(mktemp -d /tmp/queen-instr.XXXXXX)
 chmod 755 "$work"
@@ -60,6 +60,7 @@ for s in $SCENARIOS; do
   put) total=$(measure /api/v1/kv -d '{"operations":[{"op":"put","ns":"bench","key":"k42","value":{"a":1,"b":"xyz"},"forever":true}]}') ;;
   batch) total=$(measure /api/v1/kv -d "{\"operations\":[$(for i in $(seq 1 25); do printf '%s{"op":"incr","ns":"bench","key":"c%d","delta":1,"forever":true}' "$([ "$i" -gt 1 ] && echo ,)" "$i"; done)]}") ;;
   txn) total=$(measure /api/v1/transaction -d '{"kv":[{"op":"put","ns":"bench","key":"t","value":1,"forever":true},{"op":"get","ns":"bench","key":"k42"}]}') ;;
+  wire) total=$(measure /api/v1/transaction -d '{"operations":[{"type":"push","items":[{"queue":"instr","payload":{"n":1}}]}],"kv":[{"op":"putIfAbsent","ns":"bench","key":"marker","value":true,"forever":true}]}') ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
   echo "$s: $(( (total - base) / N )) instructions per request (total $total, baseline $base, N $N)"
