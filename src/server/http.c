@@ -51,6 +51,7 @@ typedef struct request_state {
     unsigned waits;
     http_poll *poll;
     const route *route; /* matched at the last dispatch: what a 499 is counted under */
+    bool accounted;     /* counted and logged once: an answer or a 499 */
 } request_state;
 
 /* The URI log callback's verdict, carried to the first access-handler call
@@ -399,6 +400,15 @@ static enum MHD_Result body_append(server *srv, struct MHD_Connection *c, reques
     return MHD_YES;
 }
 
+static void account(server *srv, const char *method, const route *r, unsigned status, request_state *st)
+{
+    st->accounted = true;
+    double seconds = (double)(now_us() - st->started_us) / 1e6;
+    metrics_record(r, status, seconds);
+    if (srv->cfg->access_log)
+        log_info("http %s %s %u %.2fms", method, r ? r->pattern : "(unmatched)", status, seconds * 1e3);
+}
+
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                               enum MHD_RequestTerminationCode toe)
 {
@@ -409,6 +419,11 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
     *con_cls = NULL;
     if (st == NULL || (void *)st == &query_marker)
         return;
+    /* A suspended poll whose client hung up may be ended by MHD itself (it
+     * read the EOF when the connection resumed) before the access handler
+     * could see it: count it here, once, as the 499 it is. */
+    if (st->poll != NULL && !st->accounted && st->route != NULL)
+        account(st->srv, st->route->method, st->route, 499, st);
     if (st->poll != NULL) {
         server *srv = st->srv;
         pthread_mutex_lock(&srv->poll_lock);
@@ -455,13 +470,6 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
 }
 
 /* Counts and logs one finished request: the pattern, never the path. */
-static void account(server *srv, const char *method, const route *r, unsigned status, const request_state *st)
-{
-    double seconds = (double)(now_us() - st->started_us) / 1e6;
-    metrics_record(r, status, seconds);
-    if (srv->cfg->access_log)
-        log_info("http %s %s %u %.2fms", method, r ? r->pattern : "(unmatched)", status, seconds * 1e3);
-}
 
 static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, const char *method,
                                 const char *url, request_state *st)
