@@ -25,6 +25,7 @@ SERVER_SRC := $(filter-out src/server/main.c,$(wildcard src/server/*.c))
 SQL_FILES  := $(sort $(wildcard sql/*.sql))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 INTEG_SRC  := $(wildcard tests/integration/test_*.c)
+COMPAT_SRC := $(wildcard tests/compat/test_*.c)
 SUPPORT_SRC:= $(wildcard tests/support/*.c)
 EXAMPLE_SRC:= $(wildcard examples/*.c)
 
@@ -34,13 +35,14 @@ MAIN_OBJ   := $(BUILD)/obj/src/server/main.o $(BUILD)/obj/gen/pg_script.o
 SUPPORT_OBJ:= $(SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN  := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
+COMPAT_BIN := $(COMPAT_SRC:tests/compat/%.c=$(BUILD)/tests/compat/%)
 EXAMPLE_BIN:= $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
 .PHONY: all tests test test-san run bench clean deps
 # Keep objects of the test and example programs between builds.
 .SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
-tests: all $(UNIT_BIN) $(INTEG_BIN)
+tests: all $(UNIT_BIN) $(INTEG_BIN) $(COMPAT_BIN)
 
 $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -73,6 +75,12 @@ $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(SERVER_OBJ) $(BUILD)/libque
 	$(CC) $(SANLD) -o $@ $< $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
 
 $(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
+
+# tests/compat: what the reference broker's clients send and read, over a
+# real broker (the same support objects as the integration tests).
+$(BUILD)/tests/compat/%: $(BUILD)/obj/tests/compat/%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
 

@@ -76,6 +76,9 @@ done
 for t in "$BUILD"/tests/integration/test_*; do
   [ -x "$t" ] && run_suite "integration/$(basename "$t")" "$t"
 done
+for t in "$BUILD"/tests/compat/test_*; do
+  [ -x "$t" ] && run_suite "compat/$(basename "$t")" "$t"
+done
 
 echo
 [ ${#failures[@]} -gt 0 ] && echo "failed suites: ${failures[*]}"
