@@ -112,11 +112,17 @@ static void exhausted_pool_answers_unavailable_in_time(void **state)
     held h = {.q = q, .tenant = tenant, .ns = ns};
     pthread_t th;
     pthread_create(&th, NULL, blocked_put, &h);
-    /* Wait until the put holds the only connection and waits on the lock. */
+    /* Wait until the put holds the only connection and waits on the lock:
+     * a backend blocked by this admin session is exactly that. */
+    char admin_pid[16];
+    snprintf(admin_pid, sizeof admin_pid, "%d", PQbackendPID(admin));
+    const char *pid_param[] = {admin_pid};
     long long until = now_ms() + 5000;
-    while (engine_stat(q, "pool", "inUse") < 1 && now_ms() < until)
+    while ((engine_stat(q, "pool", "inUse") < 1 ||
+            pgtest_int(admin, "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", 1,
+                       pid_param) < 1) &&
+           now_ms() < until)
         usleep(5000);
-    usleep(50 * 1000);
 
     char *out = (char *)1;
     queen_error e = {0};
@@ -195,7 +201,12 @@ static void close_ends_a_waiting_pop(void **state)
     popper a = {.q = q, .queue = queue};
     pthread_t th;
     pthread_create(&th, NULL, long_pop, &a);
-    usleep(300 * 1000);
+    /* Close while the pop is waiting, not before it started. */
+    long long until = now_ms() + 5000;
+    queen_stats st;
+    while ((queen_stats_get(q, &st) != 0 || st.waiters < 1) && now_ms() < until)
+        usleep(5000);
+    assert_int_equal(st.waiters, 1);
     long long t0 = now_ms();
     queen_close(q); /* while the pop is inside queen_pop */
     long long took = now_ms() - t0;
