@@ -92,6 +92,9 @@ CREATE INDEX IF NOT EXISTS idx_log_messages_txn
 -- EXCLUSIVE, which would stall every pop of every partition for its duration
 -- (the same reason queen.kv carries vacuum_truncate = off).
 ALTER TABLE queen.log_messages SET (vacuum_truncate = off);
+-- The traceId a push gave (a uuid, as the reference broker stores it); NULL
+-- when the push gave none. Returned by push and pop.
+ALTER TABLE queen.log_messages ADD COLUMN IF NOT EXISTS trace_id UUID;
 
 -- One cursor per (partition, consumer group).
 --   committed_offset  every offset <= it is consumed by the group.

@@ -15,7 +15,8 @@
 -- before anything is written. where prefixes the DETAIL ('items' or
 -- 'operations[2].items'). Raises 22023: log_bad_request (not an array, item
 -- not an object), log_bad_queue, log_bad_partition, log_bad_payload (absent;
--- JSON null is a payload), log_bad_transaction_id.
+-- JSON null is a payload), log_bad_transaction_id, log_bad_trace_id (present,
+-- not null and not "", and not a uuid string).
 CREATE OR REPLACE FUNCTION queen._log_push_check_v1(p_items JSONB, p_where TEXT)
 RETURNS VOID
 LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
@@ -58,15 +59,24 @@ BEGIN
                 DETAIL = format('%s[%s].transactionId must be a string of 1..255 bytes without control characters',
                                 p_where, v_i);
         END IF;
+        IF v_item ? 'traceId' AND jsonb_typeof(v_item -> 'traceId') <> 'null'
+           AND (jsonb_typeof(v_item -> 'traceId') <> 'string'
+                OR ((v_item ->> 'traceId') <> ''
+                    AND (v_item ->> 'traceId') !~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')) THEN
+            RAISE EXCEPTION 'log_bad_trace_id' USING ERRCODE = '22023',
+                DETAIL = format('%s[%s].traceId must be a uuid string', p_where, v_i);
+        END IF;
         v_i := v_i + 1;
     END LOOP;
 END
 $$;
 
 -- _log_push_apply_v1(tenant, items) -> jsonb[] of
--- {index, message_id, transaction_id, queueName, status} in item order.
--- items must have passed _log_push_check_v1. Status is 'queued' or
--- 'duplicate' (message_id of the message already in the window). Creates
+-- {index, message_id, transaction_id, queueName, partition_id, trace_id,
+-- status} in item order. items must have passed _log_push_check_v1. Status is
+-- 'queued' or 'duplicate' (message_id and trace_id of the message already in
+-- the window). trace_id is the item's traceId (uuid text), null without one
+-- ("" counts as none). Creates
 -- missing queues (leaseTime 60) and partitions, locks every partition it
 -- writes FOR NO KEY UPDATE in ascending id, decides dedup under that lock,
 -- bumps last_offset once per partition, notifies 'queen_push'.
@@ -88,6 +98,8 @@ DECLARE
     v_txn     TEXT;
     v_msg     UUID;
     v_dup     UUID;
+    v_dup_tr  UUID;
+    v_trace   UUID;
     v_next    BIGINT;
     v_out     JSONB[] := '{}';
     v_queues  TEXT[] := '{}';
@@ -153,11 +165,12 @@ BEGIN
         v_part := v_parts -> v_key;
         v_dup  := NULL;
         v_msg  := gen_random_uuid();
+        v_trace := NULLIF(v_item ->> 'traceId', '')::uuid;
         IF jsonb_typeof(v_item -> 'transactionId') = 'string' THEN
             v_txn := v_item ->> 'transactionId';
             -- Exact dedup inside the window, under the partition lock: also
             -- sees the rows this very call inserted (created_at = now()).
-            SELECT m.id INTO v_dup
+            SELECT m.id, m.trace_id INTO v_dup, v_dup_tr
             FROM queen.log_messages m
             WHERE m.partition_id = (v_part ->> 'id')::uuid
               AND m.transaction_id = v_txn
@@ -171,16 +184,19 @@ BEGIN
         IF v_dup IS NOT NULL THEN
             v_out := array_append(v_out, jsonb_build_object(
                 'index', v_i, 'message_id', v_dup, 'transaction_id', v_txn,
-                'queueName', v_item ->> 'queue', 'status', 'duplicate'));
+                'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
+                'trace_id', v_dup_tr, 'status', 'duplicate'));
         ELSE
             v_next := (v_part ->> 'next')::bigint + 1;
-            INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at)
-            VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now());
+            INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
+                                            trace_id)
+            VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace);
             v_parts := jsonb_set(v_parts, ARRAY[v_key, 'next'], to_jsonb(v_next));
             v_parts := jsonb_set(v_parts, ARRAY[v_key, 'dirty'], 'true');
             v_out := array_append(v_out, jsonb_build_object(
                 'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
-                'queueName', v_item ->> 'queue', 'status', 'queued'));
+                'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
+                'trace_id', v_trace, 'status', 'queued'));
         END IF;
         v_i := v_i + 1;
     END LOOP;
@@ -201,9 +217,11 @@ END
 $$;
 
 -- log_push_v1(tenant, items) -> jsonb array, request order:
--- [{index, message_id, transaction_id, queueName, status: queued|duplicate}].
--- items: [{queue, partition? = "Default", payload, transactionId?}]; the
--- transactionId defaults to the new message id. One transaction: every item
+-- [{index, message_id, transaction_id, queueName, partition_id, trace_id,
+--   status: queued|duplicate}].
+-- items: [{queue, partition? = "Default", payload, transactionId?, traceId?}];
+-- the transactionId defaults to the new message id; traceId (a uuid) is
+-- stored with the message, none is NULL (nothing is generated). One transaction: every item
 -- lands or (on a raise) none. Raises 22023 log_bad_tenant (NULL tenant) and
 -- the refusals of _log_push_check_v1; 40001 log_partition_vanished.
 CREATE OR REPLACE FUNCTION queen.log_push_v1(p_tenant UUID, p_items JSONB)

@@ -101,7 +101,9 @@ END
 $$;
 
 -- _log_ack_apply_v1(tenant, acks, required_leases) -> jsonb[] of
--- {index, transactionId, success, error, leaseReleased, dlq, noop}, aligned
+-- {index, transactionId, success, error, queueName, partitionName,
+-- leaseReleased, dlq, noop} (the names null when the partition is not this
+-- tenant's or does not exist), aligned
 -- with acks (normalized by _log_ack_check_v1; index = its i).
 -- Locks the cursor rows of every ack and every required lease, ascending
 -- (partition, group), then checks the required leases (55000
@@ -251,7 +253,8 @@ BEGIN
 
         v_res[r.i + 1] := jsonb_build_object(
             'index', r.i, 'transactionId', r.txid, 'success', v_err IS NULL,
-            'error', v_err, 'leaseReleased', v_released, 'dlq', v_dlq, 'noop', v_noop);
+            'error', v_err, 'queueName', r.qname, 'partitionName', r.pname,
+            'leaseReleased', v_released, 'dlq', v_dlq, 'noop', v_noop);
     END LOOP;
 
     IF COALESCE(array_length(v_res, 1), 0) <> v_n OR array_position(v_res, NULL) IS NOT NULL THEN
@@ -263,7 +266,8 @@ END
 $$;
 
 -- log_ack_v1(tenant, acks, group) -> jsonb array in input order:
--- [{index, transactionId, success, error, leaseReleased, dlq, noop}].
+-- [{index, transactionId, success, error, queueName, partitionName,
+--   leaseReleased, dlq, noop}].
 -- acks: [{transactionId, partitionId, consumerGroup?, leaseId?,
 -- status? = completed|failed, error?}]; group: batch-level consumer group
 -- (NULL = '__QUEUE_MODE__'). A refused ack is success:false with an error
@@ -285,9 +289,11 @@ END
 $$;
 
 -- log_lease_extend_v1(tenant, lease_id, seconds) ->
--- {leaseId, success, renewed, expiresAt}. Extends a live lease of this tenant
--- to now + seconds (NULL = 60). An unknown, malformed, foreign or expired
--- lease answers success:false, renewed:false, expiresAt:null. Locks one
+-- {leaseId, success, renewed, expiresAt, newExpiresAt}. Extends a live lease
+-- of this tenant to now + seconds (NULL = 60). newExpiresAt = expiresAt: the
+-- name the reference broker's clients read (an object, never an array:
+-- Queen.renew reads result.newExpiresAt). An unknown, malformed, foreign or
+-- expired lease answers success:false, renewed:false, both times null. Locks one
 -- cursor row (waits for a pop holding it, which is short).
 -- Raises 22023: log_bad_tenant, log_bad_seconds (1..604800).
 CREATE OR REPLACE FUNCTION queen.log_lease_extend_v1(p_tenant UUID, p_lease_id TEXT, p_seconds INTEGER)
@@ -313,7 +319,8 @@ BEGIN
     END IF;
     RETURN jsonb_build_object('leaseId', p_lease_id, 'success', v_expires IS NOT NULL,
                               'renewed', v_expires IS NOT NULL,
-                              'expiresAt', queen.log_iso_v1(v_expires));
+                              'expiresAt', queen.log_iso_v1(v_expires),
+                              'newExpiresAt', queen.log_iso_v1(v_expires));
 END
 $$;
 

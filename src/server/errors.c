@@ -14,7 +14,8 @@ void http_json(http_response *res, unsigned status, json_t *value)
     json_decref(value);
     if (res->body == NULL) { /* only out of memory or a NULL value from a failed json_pack */
         res->status = 500;
-        res->body = strdup("{\"error\":\"internal_error\",\"reason\":\"render_failed\",\"detail\":\"\"}");
+        res->body = strdup("{\"error\":\"render_failed\",\"code\":\"internal_error\",\"reason\":\"render_failed\","
+                           "\"detail\":\"\"}");
     }
 }
 
@@ -40,12 +41,19 @@ void http_wrap(http_response *res, unsigned status, const char *prefix, const ch
     http_text(res, status, out);
 }
 
+/* error is what the reference broker's clients show a person (Error.message
+ * is body.error), so it carries the explanation; code is what a program
+ * branches on (their Error.code is body.code). */
 void http_error(http_response *res, unsigned status, const char *code, const char *reason, const char *detail)
 {
-    json_t *body = json_pack("{s:s, s:s, s:s}", "error", code, "reason", reason ? reason : code, "detail",
-                             detail ? detail : "");
+    if (reason == NULL)
+        reason = code;
+    if (detail == NULL)
+        detail = "";
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s}", "error", detail[0] ? detail : reason, "code", code, "reason",
+                             reason, "detail", detail);
     if (body == NULL) /* reason or detail was not UTF-8 */
-        body = json_pack("{s:s, s:s, s:s}", "error", code, "reason", code, "detail", "");
+        body = json_pack("{s:s, s:s, s:s, s:s}", "error", code, "code", code, "reason", code, "detail", "");
     http_json(res, status, body);
     res->content_type = NULL;
 }

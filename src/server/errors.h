@@ -1,5 +1,5 @@
 /* errors: the one door every HTTP error body goes out through
- * ({"error","reason","detail"}), the one table mapping an error category to
+ * ({"error","code","reason","detail"}), the one table mapping an error category to
  * a status and code per route family (derived from the engine's error
  * registry), and the small renderers routes share
  * (JSON values, raw JSON text passed through from PostgreSQL). */
@@ -10,7 +10,9 @@
 
 #include "http.h"
 
-/* Renders {"error":code,"reason":reason,"detail":detail} with status. */
+/* Renders {"error": detail, or reason when detail is empty (the sentence a
+ * person reads), "code": code (the category), "reason": reason (the stable
+ * machine id), "detail": detail} with status. */
 void http_error(http_response *res, unsigned status, const char *code, const char *reason, const char *detail);
 
 /* Renders an error of category cat for a route of family fam: status, code

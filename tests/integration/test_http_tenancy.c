@@ -161,11 +161,11 @@ static void refusals(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         json_t *v = as(&B, bad[i], "GET", "/api/v1/kv/ns/k", NULL, 400);
-        assert_string_equal(jstr(v, "error"), "kv_bad_request");
+        assert_string_equal(jstr(v, "code"), "kv_bad_request");
         assert_string_equal(jstr(v, "reason"), "bad_tenant");
         json_decref(v);
         v = as(&B, bad[i], "GET", "/api/v1/resources/queues", NULL, 400);
-        assert_string_equal(jstr(v, "error"), "bad_request");
+        assert_string_equal(jstr(v, "code"), "bad_request");
         json_decref(v);
         /* operations routes are not tenant-scoped */
         json_decref(as(&B, bad[i], "GET", "/health", NULL, 200));

@@ -2,8 +2,8 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(36);
-SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2 \gset
+SELECT plan(46);
+SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
 SELECT isnt_strict('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'log_push_v1 is not STRICT (NULL tenant raises)');
@@ -26,7 +26,29 @@ SELECT ok((r -> 0 ->> 'message_id') ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
           'message ids are uuids') FROM r1;
 SELECT is(r -> 0 ->> 'queueName', 't003_a', 'queueName echoes the queue') FROM r1;
 SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(r -> 0) AS k),
-          ARRAY['index', 'message_id', 'queueName', 'status', 'transaction_id'], 'element keys') FROM r1;
+          ARRAY['index', 'message_id', 'partition_id', 'queueName', 'status', 'trace_id', 'transaction_id'],
+          'element keys') FROM r1;
+SELECT is(r -> 0 ->> 'partition_id',
+          (SELECT p.id::text FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+           WHERE q.tenant_id = :'t' AND q.name = 't003_a' AND p.name = 'Default'),
+          'partition_id is the partition''s id') FROM r1;
+SELECT is(r -> 1 ->> 'partition_id', r -> 0 ->> 'partition_id', 'a duplicate names its partition too') FROM r1;
+SELECT isnt(r -> 2 ->> 'partition_id', r -> 0 ->> 'partition_id', 'another partition, another id') FROM r1;
+SELECT is(r -> 0 -> 'trace_id', 'null'::jsonb, 'no traceId: trace_id is null, none is generated') FROM r1;
+
+-- traceId: stored with the message, echoed as trace_id; "" is none
+CREATE TEMP TABLE rt AS SELECT queen.log_push_v1(:'t3', '[
+    {"queue":"t003_t","payload":1,"transactionId":"tr1","traceId":"0190B3C4-5D6E-7F80-9A1B-2C3D4E5F6A7B"},
+    {"queue":"t003_t","payload":2,"transactionId":"tr2","traceId":""},
+    {"queue":"t003_t","payload":3,"transactionId":"tr3","traceId":null},
+    {"queue":"t003_t","payload":4,"transactionId":"tr1"}]'::jsonb) AS r;
+SELECT is(r -> 0 ->> 'trace_id', '0190b3c4-5d6e-7f80-9a1b-2c3d4e5f6a7b', 'trace_id echoes the traceId (as a uuid)') FROM rt;
+SELECT is((SELECT array_agg(COALESCE(m.trace_id::text, '-') ORDER BY m.msg_offset) FROM queen.log_messages m
+           JOIN queen.log_partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
+           WHERE q.tenant_id = :'t3' AND q.name = 't003_t'),
+          ARRAY['0190b3c4-5d6e-7f80-9a1b-2c3d4e5f6a7b', '-', '-'], 'trace_id stored per message; "" and null are none');
+SELECT is(r -> 3 ->> 'trace_id', r -> 0 ->> 'trace_id', 'a duplicate answers the stored message''s trace_id') FROM rt;
+SELECT col_type_is('queen', 'log_messages', 'trace_id', 'uuid', 'trace_id is a uuid column');
 
 SELECT row_eq(format($$ SELECT lease_time, retry_limit FROM queen.queues WHERE tenant_id = %L AND name = 't003_a' $$, :'t'),
               ROW(60, 3), 'the queue is created on first push with leaseTime 60');
@@ -72,6 +94,8 @@ SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","partitio
 SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q"}]') $$, :'t'), '22023', 'log_bad_payload', 'missing payload');
 SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","payload":1,"transactionId":5}]') $$, :'t'), '22023', 'log_bad_transaction_id', 'transactionId not a string');
 SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","payload":1,"transactionId":""}]') $$, :'t'), '22023', 'log_bad_transaction_id', 'empty transactionId');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","payload":1,"traceId":"abc"}]') $$, :'t'), '22023', 'log_bad_trace_id', 'traceId not a uuid');
+SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"q","payload":1,"traceId":7}]') $$, :'t'), '22023', 'log_bad_trace_id', 'traceId not a string');
 SELECT throws_ok(format($$ SELECT queen.log_push_v1(%L, '[{"queue":"t003_new","payload":1},{"queue":"q"}]') $$, :'t'),
                  '22023', 'log_bad_payload', 'a bad second item refuses the call');
 SELECT is((SELECT count(*)::int FROM queen.queues WHERE tenant_id = :'t' AND name = 't003_new'), 0,

@@ -3,7 +3,7 @@
 -- refusal. Expiry is simulated by moving lease_expires_at. Own tenant; rolled
 -- back.
 BEGIN;
-SELECT plan(85);
+SELECT plan(87);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2 \gset
 
 -- pg_temp helpers: push n messages k1..kn to (queue, partition) and pop them.
@@ -28,7 +28,8 @@ SELECT b ->> 'partitionId' AS pid, b ->> 'leaseId' AS lease
 FROM (SELECT queen.log_pop_v1(:'t', 't005_a', NULL, NULL, 3, NULL, NULL, NULL) AS b) s \gset
 
 SELECT is(pg_temp.ack(:'t', 'k2', :'pid', :'lease'),
-          '{"index":0,"transactionId":"k2","success":true,"error":null,"leaseReleased":false,"dlq":false,"noop":false}'::jsonb,
+          '{"index":0,"transactionId":"k2","success":true,"error":null,"queueName":"t005_a","partitionName":"Default",
+            "leaseReleased":false,"dlq":false,"noop":false}'::jsonb,
           'completed k2 inside the lease: success, lease kept');
 SELECT is(pg_temp.cursor(:'pid'), 2::bigint, 'acking offset 2 commits through 2 (k1 too)');
 SELECT is(pg_temp.ack(:'t', 'k1', :'pid', :'lease') -> 'noop', 'true', 'completed at or below the cursor: noop');
@@ -39,6 +40,8 @@ SELECT is(pg_temp.ack(:'t', 'nope', :'pid', :'lease') ->> 'error', 'message_not_
 SELECT is(pg_temp.ack(:'t', 'k3', :'pid', NULL, NULL, 'never') ->> 'error', 'not_delivered', 'a group that never popped');
 SELECT is(pg_temp.ack(:'t2', 'k3', :'pid', :'lease') ->> 'error', 'partition_not_found', 'another tenant''s partition');
 SELECT is(pg_temp.ack(:'t', 'k3', gen_random_uuid()::text, :'lease') ->> 'error', 'partition_not_found', 'unknown partition');
+SELECT is(pg_temp.ack(:'t2', 'k3', :'pid', :'lease') - ARRAY['index', 'transactionId', 'success', 'error', 'leaseReleased', 'dlq', 'noop'],
+          '{"queueName":null,"partitionName":null}'::jsonb, 'another tenant''s partition: no names are told');
 SELECT is(pg_temp.cursor(:'pid'), 2::bigint, 'refused acks moved nothing');
 SELECT is(pg_temp.ack(:'t', 'k3', :'pid', :'lease') -> 'leaseReleased', 'true', 'acking the end of the batch releases the lease');
 SELECT is((SELECT lease_id FROM queen.log_consumers WHERE partition_id = :'pid'::uuid), NULL, 'lease gone');
@@ -55,7 +58,8 @@ SELECT lives_ok(format($$ SELECT queen.log_configure_v1(%L, 't005_f', '{"retryLi
 SELECT pg_temp.fill(:'t', 't005_f', 3);
 SELECT b ->> 'partitionId' AS fpid, b ->> 'leaseId' AS fl1 FROM (SELECT queen.log_pop_v1(:'t', 't005_f', NULL, NULL, 3, NULL, NULL, NULL) AS b) s \gset
 SELECT is(pg_temp.ack(:'t', 'k2', :'fpid', :'fl1', 'failed'),
-          '{"index":0,"transactionId":"k2","success":true,"error":null,"leaseReleased":true,"dlq":false,"noop":false}'::jsonb,
+          '{"index":0,"transactionId":"k2","success":true,"error":null,"queueName":"t005_f","partitionName":"Default",
+            "leaseReleased":true,"dlq":false,"noop":false}'::jsonb,
           'failed k2: success, lease released, not yet dead');
 SELECT is(pg_temp.cursor(:'fpid'), 1::bigint, 'failed on 2 commits through 1');
 SELECT is((SELECT array_agg(m ->> 'transactionId') || array_agg((m ->> 'deliveryAttempt')::text)
@@ -100,13 +104,15 @@ SELECT is(queen.log_ack_v1(:'t', '[]', NULL), '[]'::jsonb, 'ack: empty batch ans
 -- ---------------------------------------------------------------- lease extend
 SELECT pg_temp.fill(:'t', 't005_l', 1);
 SELECT b ->> 'leaseId' AS ll FROM (SELECT queen.log_pop_v1(:'t', 't005_l', NULL, NULL, 1, 10, NULL, NULL) AS b) s \gset
-SELECT is(queen.log_lease_extend_v1(:'t', :'ll', 120) - 'expiresAt',
+SELECT is(queen.log_lease_extend_v1(:'t', :'ll', 120) - 'expiresAt' - 'newExpiresAt',
           jsonb_build_object('leaseId', :'ll', 'success', true, 'renewed', true), 'extend a live lease');
+SELECT is(queen.log_lease_extend_v1(:'t', :'ll', 120) ->> 'newExpiresAt', queen.log_iso_v1(now() + interval '120 seconds'),
+          'newExpiresAt, the name the reference clients read, is expiresAt');
 SELECT is((SELECT lease_expires_at - now() FROM queen.log_consumers WHERE lease_id = :'ll'::uuid), interval '120 seconds', 'expiry = now + seconds');
 SELECT is(queen.log_lease_extend_v1(:'t', :'ll', 120) ->> 'expiresAt', queen.log_iso_v1(now() + interval '120 seconds'), 'expiresAt ISO');
 SELECT is(queen.log_lease_extend_v1(:'t2', :'ll', 120) -> 'success', 'false', 'another tenant cannot extend it');
 SELECT is(queen.log_lease_extend_v1(:'t', gen_random_uuid()::text, 120) -> 'success', 'false', 'unknown lease');
-SELECT is(queen.log_lease_extend_v1(:'t', 'not-a-uuid', 120), '{"leaseId":"not-a-uuid","success":false,"renewed":false,"expiresAt":null}'::jsonb, 'malformed lease id');
+SELECT is(queen.log_lease_extend_v1(:'t', 'not-a-uuid', 120), '{"leaseId":"not-a-uuid","success":false,"renewed":false,"expiresAt":null,"newExpiresAt":null}'::jsonb, 'malformed lease id');
 UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second' WHERE lease_id = :'ll'::uuid;
 SELECT is(queen.log_lease_extend_v1(:'t', :'ll', 120) -> 'success', 'false', 'an expired lease is not revived');
 SELECT throws_ok(format($$ SELECT queen.log_lease_extend_v1(%L, %L, 0) $$, :'t', :'ll'), '22023', 'log_bad_seconds', 'extend: 0 seconds');

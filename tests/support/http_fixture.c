@@ -23,11 +23,14 @@ void http_expect(const http_reply *r, long status, const char *error, const char
     if (error == NULL)
         return;
     json_t *v = json_of(r);
-    const char *e = jstr(v, "error");
+    const char *code = jstr(v, "code");
     const char *why = jstr(v, "reason");
-    if (e == NULL || strcmp(e, error) != 0 || (reason && (why == NULL || strcmp(why, reason) != 0)))
+    if (code == NULL || strcmp(code, error) != 0 || (reason && (why == NULL || strcmp(why, reason) != 0)))
         fail_msg("want %s/%s, got %s", error, reason ? reason : "*", r->body);
     assert_non_null(json_object_get(v, "detail"));
+    /* error is the sentence a person reads: never empty */
+    if (jstr(v, "error") == NULL || jstr(v, "error")[0] == '\0')
+        fail_msg("no error text in %s", r->body);
     json_decref(v);
 }
 

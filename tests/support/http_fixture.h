@@ -1,6 +1,6 @@
 /* http_fixture: the request-and-assert helpers of the tests that talk to a
  * real broker over HTTP (test_http_*.c): a reply's JSON body, its status and
- * error envelope ({error, reason, detail}, README.md), and one call that
+ * error envelope ({error, code, reason, detail}, README.md), and one call that
  * must answer a given status. Every helper fails the running cmocka test
  * (fail_msg) instead of returning an error. JSON is read as in testutil.h
  * (integers as reals). */
@@ -15,7 +15,9 @@
 json_t *json_of(const http_reply *r);
 
 /* Fails the test unless r answered status and, when error is given, the
- * error envelope carries that error, that reason (when given) and a detail. */
+ * error envelope carries that code (error names the category, which the
+ * envelope's member code holds), that reason (when given), a detail and a
+ * non-empty error text. */
 void http_expect(const http_reply *r, long status, const char *error, const char *reason);
 
 /* One call (headers: NULL-terminated "Name: value" list or NULL) that must
@@ -26,7 +28,7 @@ json_t *http_call_json(const test_broker *b, const char *const *headers, const c
 /* http_call_json without headers. */
 json_t *http_ok(const test_broker *b, const char *method, const char *path, const char *body, long status);
 
-/* One call that must be refused with status and the envelope error/reason
+/* One call that must be refused with status and the envelope code/reason
  * (reason NULL: any). */
 void http_refused(const test_broker *b, const char *method, const char *path, const char *body, long status,
                   const char *error, const char *reason);

@@ -200,7 +200,7 @@ static void bodies_refused(void **state)
         assert_int_equal(res.status, 400);
         json_t *err = json_loads(res.body, 0, NULL);
         assert_non_null(err);
-        assert_string_equal(json_string_value(json_object_get(err, "error")), "bad_body");
+        assert_string_equal(json_string_value(json_object_get(err, "code")), "bad_body");
         assert_non_null(strstr(json_string_value(json_object_get(err, "detail")), "line"));
         json_decref(err);
         free(res.body);
@@ -287,7 +287,8 @@ static void error_table(void **state)
         assert_int_equal(res.status, cases[i].status);
         assert_int_equal(res.retry_after, cases[i].retry);
         json_t *b = json_loads(res.body, 0, NULL);
-        assert_string_equal(json_string_value(json_object_get(b, "error")), cases[i].code);
+        assert_string_equal(json_string_value(json_object_get(b, "code")), cases[i].code);
+        assert_string_equal(json_string_value(json_object_get(b, "error")), "some detail");
         assert_string_equal(json_string_value(json_object_get(b, "reason")), "some_reason");
         assert_string_equal(json_string_value(json_object_get(b, "detail")), "some detail");
         json_decref(b);
