@@ -260,21 +260,26 @@ int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_
 int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err);
 
 typedef struct queen_pop_options {
-    const char *queue;             /* required */
+    const char *queue;             /* the queue; NULL: pop by labels */
     const char *partition;         /* NULL: any partition with work */
+    const char *namespace_label;   /* queue NULL: the queues labelled so (NULL: any) */
+    const char *task_label;        /* queue NULL: likewise; one of the two is required */
     const char *consumer_group;    /* NULL: __QUEUE_MODE__ */
-    int batch;                     /* 0: 200 */
+    int batch;                     /* 0: 200; the cap of the whole call */
     int lease_seconds;             /* 0: the queue's leaseTime */
+    int partitions;                /* 0: 1; partition NULL: claim up to this many */
     bool auto_ack;
-    const char *subscription_mode; /* NULL, "new" or "all" */
+    const char *subscription_mode; /* NULL or "all" (any value), "new"/"new-only" */
+    const char *subscription_from; /* NULL, "now" or an ISO-8601 instant: a new group's start */
     bool wait;                     /* block until a message or timeout */
     int timeout_ms;                /* with wait; 0: 30000 */
 } queen_pop_options;
 
 /* *body_json is the pop body, or NULL when nothing was available (HTTP 204).
  * With wait: blocks the calling thread (holding no database connection)
- * until a message is popped or timeout_ms passed; a push to the queue wakes
- * it within milliseconds. queen_close ends the wait (0, NULL body). */
+ * until a message is popped or timeout_ms passed; a push to the queue (by
+ * labels: to any queue of the tenant) wakes it within milliseconds.
+ * queen_close ends the wait (0, NULL body). */
 int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char **body_json, queen_error *err);
 
 /* acks_json: an array of ack items; group: the batch-level consumerGroup or NULL. */
@@ -326,8 +331,9 @@ int queen_transaction(queen *q, const char *tenant, const char *bundle_json, cha
  * not block (no queen_pop from inside it: every other waiter waits for it).
  * Callable from any thread. The returned handle is an opaque token that
  * says "registered"; the engine frees it after fn returned, so never
- * dereference it. NULL when it cannot register (closing, or queue NULL or
- * longer than 255 bytes): then fn is never called. */
+ * dereference it. queue NULL: a push to any queue of the tenant wakes it.
+ * NULL when it cannot register (closing, or queue longer than 255 bytes):
+ * then fn is never called. */
 typedef struct queen_waiter queen_waiter;
 typedef void (*queen_wake_fn)(void *ctx, bool woken);
 queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,

@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS queen.queues (
     updated_at           TIMESTAMPTZ NOT NULL DEFAULT now(),
     UNIQUE (tenant_id, name)
 );
+-- A queue's labels, set by configure; GET /api/v1/pop?namespace=&task= pops
+-- from every queue of the tenant whose labels match. NULL: unlabelled.
+ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS namespace TEXT;
+ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS task TEXT;
 
 -- One row per (queue, partition name). Its row lock (FOR NO KEY UPDATE)
 -- serialises the pushes to the partition and so allocates offsets: last_offset

@@ -2,7 +2,8 @@
 -- cursor row with FOR UPDATE SKIP LOCKED, reads from committed+1 up to the
 -- batch size, records the lease (or, with autoAck, moves the cursor).
 --
--- Owns: queen._log_pop_partition_v1, queen.log_pop_v1.
+-- Owns: queen._log_subscription_start_v1, queen._log_pop_partition_v1,
+-- queen._log_pop_claim_v1, queen.log_pop_v1, queen.log_pop_labels_v1.
 -- May call: 001. Never names queen.kv.
 -- Never waits on a lock: the cursor row is claimed with SKIP LOCKED; the
 -- first pop of a group on a partition creates its row under a try-advisory
@@ -14,7 +15,8 @@
 -- _log_pop_partition_v1(tenant-checked ids...) -> the pop body for one
 -- partition, or NULL when its cursor is held, there is nothing to deliver, or
 -- a first-pop lock is busy. Arguments are already validated by log_pop_v1.
--- p_since: the instant the group first popped this queue (seed of mode 'new').
+-- p_since: where the group's subscription starts on this queue (its first pop,
+-- or its subscriptionFrom); mode 'new' seeds the cursor from it.
 CREATE OR REPLACE FUNCTION queen._log_pop_partition_v1(
     p_queue TEXT, p_partition_id UUID, p_partition TEXT, p_has_row BOOLEAN,
     p_group TEXT, p_batch INTEGER, p_lease_seconds INTEGER, p_auto_ack BOOLEAN,
@@ -76,6 +78,8 @@ BEGIN
            jsonb_agg(jsonb_build_object(
                'id', m.id,
                'transactionId', m.transaction_id,
+               'traceId', m.trace_id::text,
+               'queue', p_queue,
                'data', m.payload,
                'createdAt', queen.log_iso_v1(m.created_at),
                'partitionId', p_partition_id,
@@ -96,7 +100,8 @@ BEGIN
         v_attempt := 1;
         SELECT max(m.msg_offset),
                jsonb_agg(jsonb_build_object(
-                   'id', m.id, 'transactionId', m.transaction_id, 'data', m.payload,
+                   'id', m.id, 'transactionId', m.transaction_id, 'traceId', m.trace_id::text,
+                   'queue', p_queue, 'data', m.payload,
                    'createdAt', queen.log_iso_v1(m.created_at),
                    'partitionId', p_partition_id, 'partition', p_partition,
                    'leaseId', v_lease, 'consumerGroup', p_group,
@@ -131,35 +136,156 @@ BEGIN
 END
 $$;
 
+-- _log_subscription_start_v1(subscriptionFrom) -> the instant a new group's
+-- subscription starts: NULL for none (NULL or ''), now() for 'now', else an
+-- ISO-8601 date or date-time (zone optional). Anything else raises 22023
+-- log_bad_subscription_from: PostgreSQL's own timestamptz input would also
+-- take words such as 'yesterday' or 'epoch', which no client means.
+CREATE OR REPLACE FUNCTION queen._log_subscription_start_v1(p_from TEXT)
+RETURNS TIMESTAMPTZ
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    IF p_from IS NULL OR p_from = '' THEN
+        RETURN NULL;
+    END IF;
+    IF p_from = 'now' THEN
+        RETURN now();
+    END IF;
+    IF p_from ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?)?([Zz]|[+-][0-9]{2}(:?[0-9]{2})?)?$' THEN
+        BEGIN
+            RETURN p_from::timestamptz;
+        EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format OR invalid_time_zone_displacement_value THEN
+            NULL; -- e.g. 2024-02-30: refused below
+        END;
+    END IF;
+    RAISE EXCEPTION 'log_bad_subscription_from' USING ERRCODE = '22023',
+        DETAIL = 'subscriptionFrom must be now or an ISO-8601 instant';
+END
+$$;
+
+-- _log_pop_claim_v1(queue ids, ...) -> the pop body over the partitions of
+-- those queues, or NULL. Arguments are already validated and defaulted by the
+-- public functions; p_mode is 'new' or 'all', p_start the subscription start
+-- of a group new to a queue (NULL: none, mode 'all').
+-- Claims up to p_partitions partitions, least recently claimed first, each
+-- with its own lease; p_batch caps the messages of the whole call, not of
+-- each partition. The body's top-level partition/leaseId are the first
+-- claim's; every message names its own queue, partitionId and leaseId.
+CREATE OR REPLACE FUNCTION queen._log_pop_claim_v1(
+    p_queues UUID[], p_partition TEXT, p_group TEXT, p_batch INTEGER, p_lease_seconds INTEGER,
+    p_auto_ack BOOLEAN, p_mode TEXT, p_start TIMESTAMPTZ, p_partitions INTEGER)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_left   INTEGER := p_batch;
+    v_claims INTEGER := 0;
+    v_first  JSONB;
+    v_msgs   JSONB := '[]'::jsonb;
+    v_out    JSONB;
+    v_since  TIMESTAMPTZ;
+    v_qid    UUID;
+    r        RECORD;
+BEGIN
+    IF p_start IS NOT NULL THEN
+        -- A group new to a queue with a subscription start: pin that start on
+        -- every partition now, so messages pushed before its first message
+        -- arrives still count as after it. A partition whose first-pop lock is
+        -- busy is seeded later from the same instant (min created_at).
+        FOREACH v_qid IN ARRAY p_queues LOOP
+            CONTINUE WHEN EXISTS (SELECT 1 FROM queen.log_consumers c
+                                  JOIN queen.log_partitions p ON p.id = c.partition_id
+                                  WHERE p.queue_id = v_qid AND c.consumer_group = p_group);
+            FOR r IN SELECT p.id FROM queen.log_partitions p WHERE p.queue_id = v_qid ORDER BY p.id LOOP
+                CONTINUE WHEN NOT pg_try_advisory_xact_lock(1364544579, hashtext(r.id::text || chr(31) || p_group));
+                PERFORM 1 FROM queen.log_partitions WHERE id = r.id FOR KEY SHARE SKIP LOCKED;
+                CONTINUE WHEN NOT FOUND;
+                INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset, batch_end, created_at)
+                SELECT r.id, p_group, s.o, s.o, p_start
+                FROM (SELECT CASE WHEN p_start >= now() THEN lp.last_offset
+                                  ELSE (SELECT COALESCE(max(m.msg_offset), 0) FROM queen.log_messages m
+                                        WHERE m.partition_id = r.id AND m.created_at < p_start)
+                             END AS o
+                      FROM queen.log_partitions lp WHERE lp.id = r.id) s
+                ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+            END LOOP;
+        END LOOP;
+    END IF;
+
+    FOR r IN
+        SELECT p.id, p.name, q.id AS queue_id, q.name AS queue, q.lease_time,
+               (c.partition_id IS NOT NULL) AS has_row
+        FROM queen.log_partitions p
+        JOIN queen.queues q ON q.id = p.queue_id
+        LEFT JOIN queen.log_consumers c
+               ON c.partition_id = p.id AND c.consumer_group = p_group
+        WHERE p.queue_id = ANY (p_queues)
+          AND (p_partition IS NULL OR p.name = p_partition)
+          AND p.last_offset > COALESCE(c.committed_offset, 0)
+          AND (c.lease_id IS NULL OR c.lease_expires_at <= now())
+        ORDER BY c.claimed_at NULLS FIRST, p.id
+    LOOP
+        v_since := NULL;
+        IF NOT r.has_row THEN
+            -- When did this group first pop this queue? Seeds mode 'new'.
+            SELECT min(c.created_at) INTO v_since
+            FROM queen.log_consumers c
+            JOIN queen.log_partitions p ON p.id = c.partition_id
+            WHERE p.queue_id = r.queue_id AND c.consumer_group = p_group;
+        END IF;
+        v_out := queen._log_pop_partition_v1(r.queue, r.id, r.name, r.has_row, p_group, v_left,
+                                             COALESCE(p_lease_seconds, r.lease_time), p_auto_ack, p_mode,
+                                             COALESCE(v_since, p_start, now()));
+        CONTINUE WHEN v_out IS NULL;
+        v_first := COALESCE(v_first, v_out);
+        v_msgs := v_msgs || (v_out -> 'messages');
+        v_left := v_left - jsonb_array_length(v_out -> 'messages');
+        v_claims := v_claims + 1;
+        EXIT WHEN v_left <= 0 OR v_claims >= p_partitions;
+    END LOOP;
+    IF v_first IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN jsonb_set(v_first, '{messages}', v_msgs);
+END
+$$;
+
 -- log_pop_v1(tenant, queue, partition, group, batch, lease_seconds, auto_ack,
---            subscription_mode) -> the pop body
+--            subscription_mode, subscription_from, partitions) -> the pop body
 -- {success, queue, partition, partitionId, leaseId, consumerGroup,
---  messages: [{id, transactionId, data, createdAt, partitionId, partition,
---              leaseId, consumerGroup, deliveryAttempt}]}
+--  messages: [{id, transactionId, traceId, queue, data, createdAt, partitionId,
+--              partition, leaseId, consumerGroup, deliveryAttempt}]}
 -- or NULL when nothing is available (unknown queue/partition included).
 -- NULL arguments take defaults: partition any, group '__QUEUE_MODE__',
--- batch 200, lease = queue leaseTime, auto_ack false, mode 'all'.
--- Queue-level pop tries partitions with work, least recently claimed first,
--- and returns the first it can claim. Never waits on a lock.
+-- batch 200, lease = queue leaseTime, auto_ack false, mode 'all', no
+-- subscription start, 1 partition.
+-- subscription_mode: 'new' (or its alias 'new-only') starts a group new to
+-- the queue after what was pushed before its first pop; any other value
+-- (all, from_beginning, ...) starts it at the beginning, as the reference
+-- broker does. subscription_from ('now' or an ISO-8601 instant) starts a new
+-- group there instead. Both apply only when the group first pops the queue,
+-- and never to queue mode ('__QUEUE_MODE__' consumes the backlog).
+-- A queue-level pop (partition NULL) claims up to `partitions` partitions.
+-- Never waits on a lock.
 -- Raises 22023: log_bad_tenant, log_bad_queue, log_bad_partition,
 -- log_bad_group, log_bad_batch (1..10000), log_bad_lease_seconds
--- (1..604800), log_bad_subscription_mode (new|all).
+-- (1..604800), log_bad_subscription_from, log_bad_partitions (1..10000).
+DROP FUNCTION IF EXISTS queen.log_pop_v1(UUID, TEXT, TEXT, TEXT, INTEGER, INTEGER, BOOLEAN, TEXT);
 CREATE OR REPLACE FUNCTION queen.log_pop_v1(
     p_tenant UUID, p_queue TEXT, p_partition TEXT, p_group TEXT, p_batch INTEGER,
-    p_lease_seconds INTEGER, p_auto_ack BOOLEAN, p_subscription_mode TEXT)
+    p_lease_seconds INTEGER, p_auto_ack BOOLEAN, p_subscription_mode TEXT,
+    p_subscription_from TEXT DEFAULT NULL, p_partitions INTEGER DEFAULT NULL)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
     v_group   TEXT    := COALESCE(p_group, '__QUEUE_MODE__');
     v_batch   INTEGER := COALESCE(p_batch, 200);
-    v_mode    TEXT    := COALESCE(p_subscription_mode, 'all');
-    v_auto    BOOLEAN := COALESCE(p_auto_ack, false);
-    v_q       queen.queues%ROWTYPE;
-    v_lease_s INTEGER;
-    v_since   TIMESTAMPTZ;
-    v_out     JSONB;
-    r         RECORD;
+    v_parts   INTEGER := COALESCE(p_partitions, 1);
+    v_mode    TEXT    := CASE WHEN p_subscription_mode IN ('new', 'new-only') THEN 'new' ELSE 'all' END;
+    v_start   TIMESTAMPTZ;
+    v_qid     UUID;
 BEGIN
     -- The refusals of _log_require_tenant_v1 / _log_require_name_v1 (001),
     -- written out: as four plpgsql calls they made every pop 5-8 us slower
@@ -188,61 +314,96 @@ BEGIN
         RAISE EXCEPTION 'log_bad_lease_seconds' USING ERRCODE = '22023',
             DETAIL = format('leaseSeconds must be 1..604800, got %s', p_lease_seconds);
     END IF;
-    IF v_mode NOT IN ('new', 'all') THEN
-        RAISE EXCEPTION 'log_bad_subscription_mode' USING ERRCODE = '22023',
-            DETAIL = 'subscriptionMode must be new or all';
+    IF v_parts NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'log_bad_partitions' USING ERRCODE = '22023',
+            DETAIL = format('partitions must be 1..10000, got %s', v_parts);
+    END IF;
+    v_start := queen._log_subscription_start_v1(p_subscription_from);
+    IF v_group = '__QUEUE_MODE__' THEN
+        v_mode := 'all';
+        v_start := NULL;
+    ELSIF v_start IS NOT NULL THEN
+        v_mode := 'new';
+    ELSIF v_mode = 'new' THEN
+        v_start := now();
     END IF;
 
-    SELECT * INTO v_q FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
+    SELECT id INTO v_qid FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    v_lease_s := COALESCE(p_lease_seconds, v_q.lease_time);
+    RETURN queen._log_pop_claim_v1(ARRAY[v_qid], p_partition, v_group, v_batch, p_lease_seconds,
+                                   COALESCE(p_auto_ack, false), v_mode, v_start, v_parts);
+END
+$$;
 
-    -- When did this group first pop this queue? Seeds mode 'new'.
-    SELECT min(c.created_at) INTO v_since
-    FROM queen.log_consumers c
-    JOIN queen.log_partitions p ON p.id = c.partition_id
-    WHERE p.queue_id = v_q.id AND c.consumer_group = v_group;
-
-    IF v_since IS NULL AND v_mode = 'new' THEN
-        -- A new group in mode 'new': pin its start now on every partition,
-        -- so messages pushed before its first message arrives still count
-        -- as new. A partition whose first-pop lock is busy is seeded later
-        -- from the same instant (min created_at).
-        v_since := now();
-        FOR r IN SELECT p.id, p.name FROM queen.log_partitions p
-                 WHERE p.queue_id = v_q.id ORDER BY p.id LOOP
-            IF pg_try_advisory_xact_lock(1364544579, hashtext(r.id::text || chr(31) || v_group)) THEN
-                PERFORM 1 FROM queen.log_partitions WHERE id = r.id FOR KEY SHARE SKIP LOCKED;
-                IF FOUND THEN
-                    INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset, batch_end, created_at)
-                    SELECT r.id, v_group, lp.last_offset, lp.last_offset, v_since
-                    FROM queen.log_partitions lp WHERE lp.id = r.id
-                    ON CONFLICT (partition_id, consumer_group) DO NOTHING;
-                END IF;
-            END IF;
-        END LOOP;
+-- log_pop_labels_v1(tenant, namespace, task, group, batch, lease_seconds,
+--                   auto_ack, subscription_mode, subscription_from, partitions)
+-- -> the pop body of log_pop_v1 over every queue of the tenant whose labels
+-- match (namespace and/or task; a NULL label matches any), or NULL. The
+-- top-level queue is the first claim's; each message names its own queue.
+-- Raises 22023 as log_pop_v1 does, and log_bad_labels (neither given, or one
+-- not 1..255 bytes without control characters).
+CREATE OR REPLACE FUNCTION queen.log_pop_labels_v1(
+    p_tenant UUID, p_namespace TEXT, p_task TEXT, p_group TEXT, p_batch INTEGER,
+    p_lease_seconds INTEGER, p_auto_ack BOOLEAN, p_subscription_mode TEXT,
+    p_subscription_from TEXT, p_partitions INTEGER)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_group   TEXT    := COALESCE(p_group, '__QUEUE_MODE__');
+    v_batch   INTEGER := COALESCE(p_batch, 200);
+    v_parts   INTEGER := COALESCE(p_partitions, 1);
+    v_mode    TEXT    := CASE WHEN p_subscription_mode IN ('new', 'new-only') THEN 'new' ELSE 'all' END;
+    v_start   TIMESTAMPTZ;
+    v_queues  UUID[];
+BEGIN
+    IF p_tenant IS NULL THEN
+        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
+            DETAIL = 'the tenant argument is NULL';
     END IF;
-    v_since := COALESCE(v_since, now());
+    IF (p_namespace IS NULL AND p_task IS NULL)
+       OR (p_namespace IS NOT NULL AND NOT queen.log_name_ok_v1(p_namespace))
+       OR (p_task IS NOT NULL AND NOT queen.log_name_ok_v1(p_task)) THEN
+        RAISE EXCEPTION 'log_bad_labels' USING ERRCODE = '22023',
+            DETAIL = 'namespace and/or task must be given, each 1..255 bytes without control characters';
+    END IF;
+    IF NOT queen.log_name_ok_v1(v_group) THEN
+        RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
+            DETAIL = 'consumerGroup must be 1..255 bytes without control characters';
+    END IF;
+    IF v_batch NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'log_bad_batch' USING ERRCODE = '22023',
+            DETAIL = format('batch must be 1..10000, got %s', v_batch);
+    END IF;
+    IF p_lease_seconds IS NOT NULL AND p_lease_seconds NOT BETWEEN 1 AND 604800 THEN
+        RAISE EXCEPTION 'log_bad_lease_seconds' USING ERRCODE = '22023',
+            DETAIL = format('leaseSeconds must be 1..604800, got %s', p_lease_seconds);
+    END IF;
+    IF v_parts NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'log_bad_partitions' USING ERRCODE = '22023',
+            DETAIL = format('partitions must be 1..10000, got %s', v_parts);
+    END IF;
+    v_start := queen._log_subscription_start_v1(p_subscription_from);
+    IF v_group = '__QUEUE_MODE__' THEN
+        v_mode := 'all';
+        v_start := NULL;
+    ELSIF v_start IS NOT NULL THEN
+        v_mode := 'new';
+    ELSIF v_mode = 'new' THEN
+        v_start := now();
+    END IF;
 
-    FOR r IN
-        SELECT p.id, p.name, (c.partition_id IS NOT NULL) AS has_row
-        FROM queen.log_partitions p
-        LEFT JOIN queen.log_consumers c
-               ON c.partition_id = p.id AND c.consumer_group = v_group
-        WHERE p.queue_id = v_q.id
-          AND (p_partition IS NULL OR p.name = p_partition)
-          AND p.last_offset > COALESCE(c.committed_offset, 0)
-          AND (c.lease_id IS NULL OR c.lease_expires_at <= now())
-        ORDER BY c.claimed_at NULLS FIRST, p.id
-    LOOP
-        v_out := queen._log_pop_partition_v1(p_queue, r.id, r.name, r.has_row, v_group,
-                                             v_batch, v_lease_s, v_auto, v_mode, v_since);
-        IF v_out IS NOT NULL THEN
-            RETURN v_out;
-        END IF;
-    END LOOP;
-    RETURN NULL;
+    SELECT array_agg(q.id ORDER BY q.id) INTO v_queues
+    FROM queen.queues q
+    WHERE q.tenant_id = p_tenant
+      AND (p_namespace IS NULL OR q.namespace = p_namespace)
+      AND (p_task IS NULL OR q.task = p_task);
+    IF v_queues IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN queen._log_pop_claim_v1(v_queues, NULL, v_group, v_batch, p_lease_seconds,
+                                   COALESCE(p_auto_ack, false), v_mode, v_start, v_parts);
 END
 $$;

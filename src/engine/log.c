@@ -18,7 +18,10 @@
 
 #define SQL_PUSH "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text"
 #define SQL_POP                                                                                                        \
-    "SELECT queen.log_pop_v1($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::boolean, $8)::text"
+    "SELECT queen.log_pop_v1($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::boolean, $8, $9, $10::integer)::text"
+#define SQL_POP_LABELS                                                                                                 \
+    "SELECT queen.log_pop_labels_v1($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::boolean, $8, $9, "            \
+    "$10::integer)::text"
 #define SQL_ACK "SELECT queen.log_ack_v1($1::uuid, $2::jsonb, $3)::text"
 #define SQL_LEASE "SELECT queen.log_lease_extend_v1($1::uuid, $2, $3::integer)::text"
 #define SQL_CONFIGURE "SELECT queen.log_configure_v1($1::uuid, $2, $3::jsonb)::text"
@@ -68,17 +71,21 @@ int queen_push(queen *q, const char *tenant, const char *items_json, char **resu
 /* One pop attempt; *body NULL when nothing was available. */
 static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, char **body, queen_error *err)
 {
-    char batch[16], lease[16];
+    char batch[16], lease[16], parts[16];
+    bool by_labels = o->queue == NULL;
     const char *params[] = {tenant,
-                            o->queue,
-                            o->partition,
+                            by_labels ? o->namespace_label : o->queue,
+                            by_labels ? o->task_label : o->partition,
                             o->consumer_group,
                             int_or_null(batch, sizeof batch, o->batch),
                             int_or_null(lease, sizeof lease, o->lease_seconds),
                             o->auto_ack ? "true" : "false",
-                            o->subscription_mode};
+                            o->subscription_mode,
+                            o->subscription_from,
+                            int_or_null(parts, sizeof parts, o->partitions)};
     atomic_fetch_add(&q->counters.pops, 1);
-    int rc = queen_call_text(q, "queen_pop", SQL_POP, 8, params, body, err);
+    int rc = by_labels ? queen_call_text(q, "queen_pop_labels", SQL_POP_LABELS, 10, params, body, err)
+                       : queen_call_text(q, "queen_pop", SQL_POP, 10, params, body, err);
     if (rc == 0 && *body == NULL)
         atomic_fetch_add(&q->counters.pops_empty, 1);
     return rc;
@@ -110,8 +117,16 @@ static void pop_wake(void *ctx, bool woken)
 int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char **body_json, queen_error *err)
 {
     *body_json = NULL;
-    if (opts == NULL || opts->queue == NULL) {
-        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_queue", "opts->queue is required");
+    if (opts == NULL) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_queue", "opts is NULL");
+        return -1;
+    }
+    if (opts->queue == NULL && opts->namespace_label == NULL && opts->task_label == NULL) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_labels", "a queue, or a namespace and/or task, is required");
+        return -1;
+    }
+    if (opts->queue == NULL && opts->partition != NULL) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_partition", "a pop by labels names no partition");
         return -1;
     }
     char canon[QUEEN_TENANT_LEN + 1];

@@ -140,11 +140,13 @@ static void poke(queen_notifier *n)
     (void)r; /* a full pipe already holds a wake-up */
 }
 
+/* The queue part of a waiter that any push of its tenant wakes (a pop by
+ * labels). A control character: no queue name can be it. */
+#define ANY_QUEUE "\x01"
+
 static bool make_key(char *key, const char *tenant, const char *queue)
 {
-    if (queue == NULL)
-        return false;
-    int len = snprintf(key, NOTIFY_KEY_MAX, "%s:%s", tenant, queue);
+    int len = snprintf(key, NOTIFY_KEY_MAX, "%s:%s", tenant, queue ? queue : ANY_QUEUE);
     if (len < 0 || len >= NOTIFY_KEY_MAX)
         return false;
     /* NOTIFY payloads carry the tenant as PostgreSQL renders a uuid. */
@@ -430,8 +432,14 @@ static void *notifier_main(void *arg)
         pthread_mutex_lock(&n->mu);
         if (wake_all)
             take_all(n, true, &fire);
-        for (size_t i = 0; i < nkeys; i++)
+        for (size_t i = 0; i < nkeys; i++) {
             take_key(n, keys[i], &fire);
+            /* keys[i] is "<tenant>:<queue>": its tenant's any-queue waiters too. */
+            char any[37 + sizeof ANY_QUEUE];
+            memcpy(any, keys[i], 37);
+            memcpy(any + 37, ANY_QUEUE, sizeof ANY_QUEUE);
+            take_key(n, any, &fire);
+        }
         take_due(n, engine_now_ms(), &fire);
         pthread_mutex_unlock(&n->mu);
         for (size_t i = 0; i < nkeys; i++)

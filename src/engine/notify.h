@@ -1,7 +1,8 @@
 /* notify: the LISTEN connection and the long-poll waiters.
  *
  * One thread owns one dedicated connection (never from the pool) that
- * LISTENs on queen_push, and a set of waiters keyed by "<tenant>:<queue>".
+ * LISTENs on queen_push, and a set of waiters keyed by "<tenant>:<queue>"
+ * (queue NULL: a key every push of the tenant fires, for a pop by labels).
  * A NOTIFY whose payload is that key fires the waiters of the key; the same
  * thread fires waiters whose time is up. A lost connection is reopened, and
  * then every waiter is fired as woken (pushes may have gone unheard while it

@@ -17,6 +17,7 @@ const route http_routes[] = {
     {"POST", "/api/v1/resources/kv/list", route_kv_list, FAMILY_KV},
 
     {"POST", "/api/v1/push", route_push, FAMILY_LOG},
+    {"GET", "/api/v1/pop", route_pop, FAMILY_LOG},
     {"GET", "/api/v1/pop/queue/:queue", route_pop, FAMILY_LOG},
     {"GET", "/api/v1/pop/queue/:queue/partition/:partition", route_pop, FAMILY_LOG},
     {"POST", "/api/v1/ack", route_ack, FAMILY_LOG},

@@ -81,7 +81,7 @@ typedef struct pop_args {
     queen_pop_options o;
     bool wait;
     int timeout_ms;
-    char group[512], mode[32];
+    char group[512], mode[32], from[64], ns[512], task[512];
 } pop_args;
 
 /* An integer query argument in [min, max]; absent leaves *out alone. */
@@ -137,19 +137,27 @@ static bool str_arg(const http_request *req, const char *name, char *buf, size_t
 }
 
 /* Query arguments of the pop (README.md, HTTP API > Messages). 0 means "default" to the engine, so
- * an explicit 0 for batch or leaseSeconds is refused here, as SQL would. */
+ * an explicit 0 for batch, leaseSeconds or partitions is refused here, as SQL would. /api/v1/pop
+ * (no path parameter) pops by the queues' namespace/task labels. subscriptionMode is any text:
+ * like the reference broker, every value but new/new-only means all (SQL decides). */
 static bool pop_parse(const http_request *req, http_response *res, pop_args *a)
 {
-    a->o.queue = req->params[0];
+    a->o.queue = req->nparams > 0 ? req->params[0] : NULL;
     a->o.partition = req->nparams > 1 ? req->params[1] : NULL;
     a->timeout_ms = 30000;
     return int_arg(req, "batch", 1, INT_MAX, &a->o.batch, res, "log_bad_batch") &&
            int_arg(req, "leaseSeconds", 1, INT_MAX, &a->o.lease_seconds, res, "log_bad_lease_seconds") &&
+           int_arg(req, "partitions", 1, INT_MAX, &a->o.partitions, res, "log_bad_partitions") &&
            int_arg(req, "timeout", 0, INT_MAX, &a->timeout_ms, res, "log_bad_request") &&
            bool_arg(req, "wait", &a->wait, res) && bool_arg(req, "autoAck", &a->o.auto_ack, res) &&
            str_arg(req, "consumerGroup", a->group, sizeof a->group, &a->o.consumer_group, res, "log_bad_group") &&
            str_arg(req, "subscriptionMode", a->mode, sizeof a->mode, &a->o.subscription_mode, res,
-                   "log_bad_subscription_mode");
+                   "log_bad_subscription_mode") &&
+           str_arg(req, "subscriptionFrom", a->from, sizeof a->from, &a->o.subscription_from, res,
+                   "log_bad_subscription_from") &&
+           (a->o.queue != NULL ||
+            (str_arg(req, "namespace", a->ns, sizeof a->ns, &a->o.namespace_label, res, "log_bad_labels") &&
+             str_arg(req, "task", a->task, sizeof a->task, &a->o.task_label, res, "log_bad_labels")));
 }
 
 /* One attempt never waits in the engine (that would pin this worker thread):
@@ -167,7 +175,7 @@ void route_pop(server *srv, const http_request *req, http_response *res)
     for (;;) {
         long long left = a.timeout_ms - (http_now_ms() - req->started_ms);
         bool armed = a.wait && !req->no_wait && left > 0 &&
-                     http_poll_arm(srv, req, a.o.queue, left > INT_MAX ? INT_MAX : (int)left);
+                     http_poll_arm(srv, req, a.o.queue, left > INT_MAX ? INT_MAX : (int)left); /* labels: any queue */
         char *body = NULL;
         queen_error err;
         if (queen_pop(srv->engine, req->tenant, &a.o, &body, &err) != 0) {

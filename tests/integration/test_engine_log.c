@@ -341,7 +341,10 @@ static void wait_for_push_fires_exactly_once(void **state)
     /* queen_close fires what is still waiting, not woken. */
     wake_rec c = {0};
     assert_non_null(queen_wait_for_push(q, tenant, queue, 60000, on_wake, &c));
-    assert_null(queen_wait_for_push(q, tenant, NULL, 1000, on_wake, &c)); /* no queue: refused, never fires */
+    char long_queue[300];
+    memset(long_queue, 'q', sizeof long_queue - 1);
+    long_queue[sizeof long_queue - 1] = '\0';
+    assert_null(queen_wait_for_push(q, tenant, long_queue, 1000, on_wake, &c)); /* too long: refused, never fires */
     char *stats = queen_stats_json(q);
     json_t *s = take_json(stats);
     assert_true(json_number_value(json_object_get(s, "waiters")) >= 1);

@@ -4,11 +4,12 @@
 -- and every refusal. Expiry is simulated by moving lease_expires_at (now() is
 -- frozen inside this transaction). Own tenant; rolled back.
 BEGIN;
-SELECT plan(38);
+SELECT plan(53);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT volatility_is('queen', 'log_pop_v1',
-       ARRAY['uuid', 'text', 'text', 'text', 'integer', 'integer', 'boolean', 'text'], 'volatile', 'log_pop_v1 is VOLATILE');
+       ARRAY['uuid', 'text', 'text', 'text', 'integer', 'integer', 'boolean', 'text', 'text', 'integer'], 'volatile',
+       'log_pop_v1 is VOLATILE');
 
 SELECT is(queen.log_pop_v1(:'t', 't004_none', NULL, NULL, NULL, NULL, NULL, NULL), NULL, 'unknown queue: NULL (204)');
 SELECT lives_ok(format($$ SELECT queen.log_configure_v1(%L, 't004_empty', '{}') $$, :'t'), 'configure an empty queue');
@@ -20,7 +21,8 @@ CREATE TEMP TABLE p1 AS SELECT queen.log_pop_v1(:'t', 't004_a', NULL, NULL, 3, N
 SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(b) k),
           ARRAY['consumerGroup', 'leaseId', 'messages', 'partition', 'partitionId', 'queue', 'success'], 'body keys') FROM p1;
 SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(b -> 'messages' -> 0) k),
-          ARRAY['consumerGroup', 'createdAt', 'data', 'deliveryAttempt', 'id', 'leaseId', 'partition', 'partitionId', 'transactionId'],
+          ARRAY['consumerGroup', 'createdAt', 'data', 'deliveryAttempt', 'id', 'leaseId', 'partition', 'partitionId', 'queue', 'traceId',
+                'transactionId'],
           'message keys') FROM p1;
 SELECT is(jsonb_array_length(b -> 'messages'), 3, 'batch 3 delivers 3') FROM p1;
 SELECT is((SELECT array_agg(m ->> 'transactionId' ORDER BY o) FROM jsonb_array_elements(b -> 'messages') WITH ORDINALITY x(m, o)),
@@ -87,7 +89,53 @@ SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, E'a\tb', NULL,
 SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, NULL, 0, NULL, NULL, NULL) $$, :'t'), '22023', 'log_bad_batch', 'batch 0');
 SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, NULL, 10001, NULL, NULL, NULL) $$, :'t'), '22023', 'log_bad_batch', 'batch 10001');
 SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, NULL, NULL, 0, NULL, NULL) $$, :'t'), '22023', 'log_bad_lease_seconds', 'lease 0 s');
-SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, NULL, NULL, NULL, NULL, 'latest') $$, :'t'), '22023', 'log_bad_subscription_mode', 'mode latest');
+SELECT lives_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, NULL, NULL, NULL, NULL, 'latest') $$, :'t'), 'any mode is accepted (all)');
+
+-- Modes other than new mean all; new-only is new; queue mode never skips its backlog.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_m","payload":"m1"}]') IS NOT NULL AS pushed;
+SELECT is(jsonb_array_length(queen.log_pop_v1(:'t', 't004_m', NULL, 'gfb', 10, NULL, NULL, 'from_beginning') -> 'messages'), 1,
+          'mode from_beginning: all');
+SELECT is(queen.log_pop_v1(:'t', 't004_m', NULL, 'gno', 10, NULL, NULL, 'new-only'), NULL, 'mode new-only: new');
+SELECT is(jsonb_array_length(queen.log_pop_v1(:'t', 't004_m', NULL, NULL, 10, NULL, NULL, 'new') -> 'messages'), 1,
+          'queue mode with mode new still gets the backlog');
+
+-- subscription_from: now, an instant (only when the group is created), malformed.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_f","payload":1},{"queue":"t004_f","payload":2},{"queue":"t004_f","payload":3}]') IS NOT NULL AS pushed;
+UPDATE queen.log_messages m SET created_at = timestamptz '2020-01-01Z' + (m.msg_offset || ' months')::interval
+FROM queen.log_partitions p, queen.queues q
+WHERE p.id = m.partition_id AND q.id = p.queue_id AND q.tenant_id = :'t' AND q.name = 't004_f' AND m.msg_offset < 3;
+SELECT is(queen.log_pop_v1(:'t', 't004_f', NULL, 'gnow', 10, NULL, NULL, NULL, 'now'), NULL, 'from now: the backlog is skipped');
+SELECT is(queen.log_pop_v1(:'t', 't004_f', NULL, 'gts', 10, NULL, true, NULL, '2020-02-15T00:00:00Z') -> 'messages' -> 0 -> 'data',
+          '2'::jsonb, 'from an instant: messages created from it on');
+SELECT is(queen.log_pop_v1(:'t', 't004_f', NULL, 'gts', 10, NULL, NULL, NULL, '2019-01-01') , NULL,
+          'an existing group keeps its cursor whatever its subscription_from');
+SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 't004_f', NULL, 'gbad', NULL, NULL, NULL, NULL, 'yesterday') $$, :'t'),
+                 '22023', 'log_bad_subscription_from', 'from yesterday: refused');
+SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 't004_f', NULL, 'gbad', NULL, NULL, NULL, NULL, '2020-02-30') $$, :'t'),
+                 '22023', 'log_bad_subscription_from', 'from an impossible date: refused');
+
+-- partitions: up to N claims, one lease each, batch caps the call.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_n","partition":"a","payload":1},{"queue":"t004_n","partition":"b","payload":2},{"queue":"t004_n","partition":"b","payload":3},{"queue":"t004_n","partition":"c","payload":4}]') IS NOT NULL AS pushed;
+CREATE TEMP TABLE p6 AS SELECT queen.log_pop_v1(:'t', 't004_n', NULL, NULL, 3, NULL, NULL, NULL, NULL, 5) AS b;
+SELECT is((SELECT jsonb_array_length(b -> 'messages') FROM p6), 3, 'partitions 5, batch 3: three messages');
+SELECT is((SELECT count(DISTINCT m ->> 'leaseId') FROM p6, jsonb_array_elements(b -> 'messages') m),
+          (SELECT count(DISTINCT m ->> 'partitionId') FROM p6, jsonb_array_elements(b -> 'messages') m), 'one lease per partition');
+SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0) $$, :'t'),
+                 '22023', 'log_bad_partitions', 'partitions 0');
+
+-- Labels: the queues whose namespace/task match; each message names its queue; traceId comes back.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_l1","payload":"l1"},{"queue":"t004_l2","payload":"l2"}]') IS NOT NULL AS pushed;
+UPDATE queen.queues SET namespace = 'ns4', task = CASE name WHEN 't004_l1' THEN 'k1' ELSE 'k2' END
+WHERE tenant_id = :'t' AND name IN ('t004_l1', 't004_l2');
+UPDATE queen.log_messages m SET trace_id = 'trace-l1' FROM queen.log_partitions p, queen.queues q
+WHERE p.id = m.partition_id AND q.id = p.queue_id AND q.tenant_id = :'t' AND q.name = 't004_l1';
+CREATE TEMP TABLE p7 AS SELECT queen.log_pop_labels_v1(:'t', 'ns4', 'k1', NULL, 10, NULL, NULL, NULL, NULL, NULL) AS b;
+SELECT is((SELECT b -> 'messages' -> 0 ->> 'queue' FROM p7), 't004_l1', 'labels namespace+task: that queue');
+SELECT is((SELECT b -> 'messages' -> 0 ->> 'traceId' FROM p7), 'trace-l1', 'traceId comes back');
+SELECT is(queen.log_pop_labels_v1(:'t', NULL, 'k2', NULL, 10, NULL, NULL, NULL, NULL, NULL) -> 'messages' -> 0 ->> 'queue', 't004_l2',
+          'labels task only');
+SELECT throws_ok(format($$ SELECT queen.log_pop_labels_v1(%L, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) $$, :'t'),
+                 '22023', 'log_bad_labels', 'no label: refused');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -108,6 +108,7 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/api/v1/resources/kv/namespaces"},
         {"POST", "/api/v1/resources/kv/list"},
         {"POST", "/api/v1/push"},
+        {"GET", "/api/v1/pop"},
         {"GET", "/api/v1/pop/queue/:queue"},
         {"GET", "/api/v1/pop/queue/:queue/partition/:partition"},
         {"POST", "/api/v1/ack"},
