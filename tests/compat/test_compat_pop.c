@@ -323,11 +323,12 @@ static void trace_id_comes_back(void **state)
 {
     (void)state;
     char *q = pgtest_unique("cptrace");
-    push(q, "Default", "1");
-    sql("UPDATE queen.log_messages m SET trace_id = '0190f2b4-8c1e-7a3b-9d2f-1c2b3a4d5e6f' "
-        "FROM queen.log_partitions p, queen.queues qq WHERE p.id = m.partition_id AND qq.id = p.queue_id "
-        "AND qq.name = $1",
-        q, NULL);
+    /* As the client pushes it: traceId on the item, a uuid. */
+    char *body = fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"Default\",\"payload\":1,"
+                     "\"traceId\":\"0190f2b4-8c1e-7a3b-9d2f-1c2b3a4d5e6f\"}]}",
+                     q);
+    json_decref(http_ok(&B, "POST", "/api/v1/push", body, 201));
+    free(body);
     push(q, "Default", "2");
     char *path = fmt("/api/v1/pop/queue/%s?batch=10&wait=false&timeout=30000", q);
     json_t *v = http_ok(&B, "GET", path, NULL, 200);

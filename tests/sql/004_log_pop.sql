@@ -127,11 +127,11 @@ SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, NULL, NULL, NU
 SELECT queen.log_push_v1(:'t', '[{"queue":"t004_l1","payload":"l1"},{"queue":"t004_l2","payload":"l2"}]') IS NOT NULL AS pushed;
 UPDATE queen.queues SET namespace = 'ns4', task = CASE name WHEN 't004_l1' THEN 'k1' ELSE 'k2' END
 WHERE tenant_id = :'t' AND name IN ('t004_l1', 't004_l2');
-UPDATE queen.log_messages m SET trace_id = 'trace-l1' FROM queen.log_partitions p, queen.queues q
+UPDATE queen.log_messages m SET trace_id = '7a1c0e52-3b4d-4e6f-8a9b-0c1d2e3f4a5b' FROM queen.log_partitions p, queen.queues q
 WHERE p.id = m.partition_id AND q.id = p.queue_id AND q.tenant_id = :'t' AND q.name = 't004_l1';
 CREATE TEMP TABLE p7 AS SELECT queen.log_pop_labels_v1(:'t', 'ns4', 'k1', NULL, 10, NULL, NULL, NULL, NULL, NULL) AS b;
 SELECT is((SELECT b -> 'messages' -> 0 ->> 'queue' FROM p7), 't004_l1', 'labels namespace+task: that queue');
-SELECT is((SELECT b -> 'messages' -> 0 ->> 'traceId' FROM p7), 'trace-l1', 'traceId comes back');
+SELECT is((SELECT b -> 'messages' -> 0 ->> 'traceId' FROM p7), '7a1c0e52-3b4d-4e6f-8a9b-0c1d2e3f4a5b', 'traceId comes back');
 SELECT is(queen.log_pop_labels_v1(:'t', NULL, 'k2', NULL, 10, NULL, NULL, NULL, NULL, NULL) -> 'messages' -> 0 ->> 'queue', 't004_l2',
           'labels task only');
 SELECT throws_ok(format($$ SELECT queen.log_pop_labels_v1(%L, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) $$, :'t'),
