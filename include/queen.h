@@ -287,8 +287,19 @@ int queen_ack(queen *q, const char *tenant, const char *acks_json, const char *g
               queen_error *err);
 int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int seconds, char **result_json,
                        queen_error *err);
+/* Creates or reconfigures a queue (queen.log_configure_v1; README.md, HTTP
+ * API > Queues). options_json: an object of option names (NULL: {}); an
+ * option not given keeps its stored value. The result echoes every option's
+ * effective value and "storedOnly", the names stored but not acted on yet.
+ * queen_configure_ex adds the rest of POST /api/v1/configure: label_namespace
+ * and label_task, the queue's labels (NULL or "": keep the queue's; an
+ * options_json "namespace" / "task" wins), and mode NULL or "merge", or
+ * "replace" (every option not given goes back to its default). */
 int queen_configure(queen *q, const char *tenant, const char *queue, const char *options_json, char **result_json,
                     queen_error *err);
+int queen_configure_ex(queen *q, const char *tenant, const char *queue, const char *options_json,
+                       const char *label_namespace, const char *label_task, const char *mode, char **result_json,
+                       queen_error *err);
 int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err);
 int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 

@@ -5,7 +5,8 @@
 -- Owns: queen.queues, queen.log_partitions, queen.log_messages,
 --       queen.log_consumers, queen.log_dead_letters,
 --       queen.log_name_ok_v1, queen.log_iso_v1,
---       queen._log_require_tenant_v1, queen._log_require_name_v1.
+--       queen._log_require_tenant_v1, queen._log_require_name_v1,
+--       queen._log_retention_seconds_v1.
 -- May call: nothing (000 creates the schema). Never names queen.kv.
 -- Applied at every boot, statement by statement: everything here is
 -- CREATE ... IF NOT EXISTS / CREATE OR REPLACE / ADD COLUMN IF NOT EXISTS, and
@@ -40,10 +41,23 @@ CREATE TABLE IF NOT EXISTS queen.queues (
     updated_at           TIMESTAMPTZ NOT NULL DEFAULT now(),
     UNIQUE (tenant_id, name)
 );
--- A queue's labels, set by configure; GET /api/v1/pop?namespace=&task= pops
--- from every queue of the tenant whose labels match. NULL: unlabelled.
+-- Columns added after the table first shipped (ADD COLUMN IF NOT EXISTS, so
+-- a database created by an older broker gains them at the next boot).
+-- namespace, task: the labels configure sets (the reference broker's
+-- create() sends them beside the queue); NULL = no label, '' is never
+-- stored. GET /api/v1/pop?namespace=&task= selects queues by them.
 ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS namespace TEXT;
 ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS task TEXT;
+-- completedRetentionSeconds: the reference broker's name for what
+-- retention_seconds does here (drop consumed messages older than it). Both
+-- are kept as given, so configure echoes each; maintenance (006) uses the
+-- smaller of the two that are set (_log_retention_seconds_v1).
+ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS completed_retention_seconds INTEGER NOT NULL DEFAULT 0
+    CHECK (completed_retention_seconds >= 0);
+-- The options configure accepts and echoes but does not act on yet (delays,
+-- encryption, eviction, ...: 005's _log_queue_option_specs_v1 says which),
+-- as given: {name: value}. A name absent here takes its default.
+ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS stored_options JSONB NOT NULL DEFAULT '{}'::jsonb;
 
 -- One row per (queue, partition name). Its row lock (FOR NO KEY UPDATE)
 -- serialises the pushes to the partition and so allocates offsets: last_offset
@@ -221,6 +235,21 @@ BEGIN
             DETAIL = p_what || ' must be 1..255 bytes without control characters';
     END IF;
 END
+$$;
+
+-- _log_retention_seconds_v1(retention, completed) -> the age in seconds past
+-- which a consumed message of the queue is dropped; 0 = keep. The smaller of
+-- the two that are > 0: in the reference broker retentionSeconds drops any
+-- message older than it and completedRetentionSeconds a consumed one, so a
+-- consumed message goes at whichever comes first. (Dropping UNconsumed
+-- messages at retentionSeconds is not done here yet.) NULL counts as 0.
+CREATE OR REPLACE FUNCTION queen._log_retention_seconds_v1(p_retention INTEGER, p_completed INTEGER)
+RETURNS INTEGER
+LANGUAGE sql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN COALESCE(p_retention, 0) <= 0 THEN GREATEST(COALESCE(p_completed, 0), 0)
+                WHEN COALESCE(p_completed, 0) <= 0 THEN p_retention
+                ELSE LEAST(p_retention, p_completed) END
 $$;
 
 -- log_iso_v1(ts) -> ts as UTC ISO-8601 with microseconds and Z

@@ -1,6 +1,6 @@
 -- 006_log_maintenance.sql: the log's housekeeping, called by the broker's
 -- sweeper loop: reclaim idle, empty partitions; drop consumed messages past
--- the queue's retentionSeconds.
+-- the queue's retentionSeconds / completedRetentionSeconds.
 --
 -- Owns: queen.log_partition_dead_v1, queen.log_partition_reclaim_step_v1,
 --       queen.log_retention_step_v1.
@@ -80,10 +80,11 @@ END
 $$;
 
 -- log_retention_step_v1(now, max_rows) -> {deleted}.
--- For queues with retentionSeconds > 0, deletes up to max_rows messages
--- older than that which every consumer group of their partition has consumed
--- (offset <= the lowest cursor). A partition no group has popped keeps its
--- messages. Touches only log_messages (a leaf); takes no row lock a pop or a
+-- For queues with retentionSeconds or completedRetentionSeconds > 0, deletes
+-- up to max_rows messages older than the smaller of the two that are set
+-- (_log_retention_seconds_v1, 001) which every consumer group of their
+-- partition has consumed (offset <= the lowest cursor). A partition no group
+-- has popped keeps its messages. Touches only log_messages (a leaf); takes no row lock a pop or a
 -- push waits on. Raises 22023 log_bad_request on NULL or negative arguments.
 CREATE OR REPLACE FUNCTION queen.log_retention_step_v1(p_now TIMESTAMPTZ, p_max_rows INTEGER)
 RETURNS JSONB
@@ -106,10 +107,11 @@ BEGIN
         JOIN LATERAL (SELECT mm.partition_id, mm.msg_offset
                       FROM queen.log_messages mm
                       WHERE mm.partition_id = p.id AND mm.msg_offset <= c.low
-                        AND mm.created_at < p_now - make_interval(secs => q.retention_seconds)
+                        AND mm.created_at < p_now - make_interval(secs =>
+                              queen._log_retention_seconds_v1(q.retention_seconds, q.completed_retention_seconds))
                       ORDER BY mm.msg_offset
                       LIMIT p_max_rows) AS m ON true
-        WHERE q.retention_seconds > 0
+        WHERE q.retention_seconds > 0 OR q.completed_retention_seconds > 0
         LIMIT p_max_rows)
     DELETE FROM queen.log_messages m
     USING cand

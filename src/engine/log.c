@@ -24,7 +24,7 @@
     "$10::integer)::text"
 #define SQL_ACK "SELECT queen.log_ack_v1($1::uuid, $2::jsonb, $3)::text"
 #define SQL_LEASE "SELECT queen.log_lease_extend_v1($1::uuid, $2, $3::integer)::text"
-#define SQL_CONFIGURE "SELECT queen.log_configure_v1($1::uuid, $2, $3::jsonb)::text"
+#define SQL_CONFIGURE "SELECT queen.log_configure_v1($1::uuid, $2, $3::jsonb, $4, $5, $6)::text"
 #define SQL_QUEUES "SELECT queen.log_queues_v1($1::uuid)::text"
 #define SQL_DELETE "SELECT queen.log_queue_delete_v1($1::uuid, $2)::text"
 
@@ -194,8 +194,16 @@ int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int s
 int queen_configure(queen *q, const char *tenant, const char *queue, const char *options_json, char **result_json,
                     queen_error *err)
 {
-    const char *params[] = {NULL, queue, options_json};
-    return call_body(q, tenant, "queen_configure", SQL_CONFIGURE, 3, params, result_json, err);
+    return queen_configure_ex(q, tenant, queue, options_json, NULL, NULL, NULL, result_json, err);
+}
+
+/* SQL judges every argument (NULL options is {}, NULL labels and mode keep). */
+int queen_configure_ex(queen *q, const char *tenant, const char *queue, const char *options_json,
+                       const char *label_namespace, const char *label_task, const char *mode, char **result_json,
+                       queen_error *err)
+{
+    const char *params[] = {NULL, queue, options_json, label_namespace, label_task, mode};
+    return call_body(q, tenant, "queen_configure", SQL_CONFIGURE, 6, params, result_json, err);
 }
 
 int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err)

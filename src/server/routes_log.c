@@ -250,27 +250,43 @@ void route_lease_extend(server *srv, const http_request *req, http_response *res
     json_decref(body);
 }
 
+/* POST /api/v1/configure: {"queue", "namespace"?, "task"?, "options"?, "mode"?},
+ * as the reference broker's clients send it (namespace and task may be
+ * null). Any other member is refused: a top-level option would otherwise be
+ * dropped without a word (options go inside "options"). SQL judges the
+ * option names and values, the labels and the mode. */
 void route_configure(server *srv, const http_request *req, http_response *res)
 {
+    static const char *const members[] = {"queue", "namespace", "task", "options", "mode", NULL};
     json_t *body = object_body(req, res, false);
     if (body == NULL)
         return;
-    bool bad = false;
-    const char *queue = body_string(body, "queue", res, FAMILY_LOG, &bad);
-    char *options = NULL;
-    if (!bad && queue == NULL)
-        refuse(res, "log_bad_queue", "queue is required");
-    else if (!bad && json_object_get(body, "options") == NULL)
-        options = strdup("{}");
-    else if (!bad)
-        options = member_text(req, body, "options", '{', res);
-    if (options != NULL) {
-        char *result = NULL;
-        queen_error err;
-        int rc = queen_configure(srv->engine, req->tenant, queue, options, &result, &err);
-        answer(res, rc, 200, result, &err);
+    const char *unknown = body_unknown_field(body, members);
+    bool bad = unknown != NULL;
+    if (bad) {
+        char detail[160];
+        snprintf(detail, sizeof detail, "unknown member %.64s (options go inside \"options\")", unknown);
+        refuse(res, "log_bad_request", detail);
     }
-    free(options);
+    const char *queue = bad ? NULL : body_string(body, "queue", res, FAMILY_LOG, &bad);
+    const char *ns = bad ? NULL : body_string(body, "namespace", res, FAMILY_LOG, &bad);
+    const char *task = bad ? NULL : body_string(body, "task", res, FAMILY_LOG, &bad);
+    const char *mode = bad ? NULL : body_string(body, "mode", res, FAMILY_LOG, &bad);
+    if (!bad && queue == NULL) {
+        refuse(res, "log_bad_queue", "queue is required");
+    } else if (!bad) {
+        /* absent or null: NULL, which SQL takes as {} */
+        const json_t *opts = json_object_get(body, "options");
+        bool absent = opts == NULL || json_is_null(opts);
+        char *options = absent ? NULL : member_text(req, body, "options", '{', res);
+        if (absent || options != NULL) {
+            char *result = NULL;
+            queen_error err;
+            int rc = queen_configure_ex(srv->engine, req->tenant, queue, options, ns, task, mode, &result, &err);
+            answer(res, rc, 200, result, &err);
+        }
+        free(options);
+    }
     json_decref(body);
 }
 

@@ -1,6 +1,7 @@
 /* libqueen messages through the library itself (no HTTP): push/pop/ack,
  * the long-poll pop woken by a push from another thread and timing out when
- * nothing comes, lease extend, configure / queues / delete,
+ * nothing comes, lease extend, configure (labels, merge, replace) / queues /
+ * delete,
  * queen_wait_for_push (woken, timeout, other tenant), and the notifier
  * surviving the loss of its LISTEN connection. Queue names and tenants are
  * unique per run.
@@ -114,6 +115,88 @@ static void push_pop_ack(void **state)
     assert_int_equal(e.category, QUEEN_ERR_BAD_REQUEST);
     free(queue);
     queen_close(q);
+}
+
+/* queen_configure_ex: the labels, merge and replace, storedOnly, and the
+ * refusals as categories (the HTTP route is this call; the client bodies are
+ * tests/compat/test_compat_configure.c). */
+static void configure_labels_and_mode(void **state)
+{
+    (void)state;
+    queen *q = engine_open(2);
+    char tenant[37];
+    wire_uuid4(tenant);
+    queen_error e = {0};
+    char *out;
+    must(queen_configure_ex(q, tenant, "orders", "{\"priority\": 4, \"ttl\": 60}", "billing", "invoice", NULL, &out,
+                            &e),
+         &e);
+    json_t *r = take_json(out);
+    assert_string_equal(jstr(r, "namespace"), "billing");
+    assert_string_equal(jstr(r, "task"), "invoice");
+    assert_true(json_array_size(json_object_get(r, "storedOnly")) > 0);
+    json_decref(r);
+
+    /* queen_configure: no labels given, so they stay; options merge. */
+    must(queen_configure(q, tenant, "orders", "{\"retryLimit\": 1}", &out, &e), &e);
+    r = take_json(out);
+    assert_string_equal(jstr(r, "task"), "invoice");
+    assert_int_equal(jint(json_object_get(r, "options"), "priority"), 4);
+    json_decref(r);
+    must(queen_queues(q, tenant, &out, &e), &e);
+    r = take_json(out);
+    json_t *el = json_array_get(json_object_get(r, "queues"), 0);
+    assert_string_equal(jstr(el, "namespace"), "billing");
+    assert_string_equal(jstr(el, "task"), "invoice");
+    json_decref(r);
+
+    must(queen_configure_ex(q, tenant, "orders", NULL, NULL, NULL, "replace", &out, &e), &e);
+    r = take_json(out);
+    assert_int_equal(jint(json_object_get(r, "options"), "priority"), 0);
+    assert_int_equal(jint(json_object_get(r, "options"), "ttl"), 3600);
+    assert_true(json_is_null(json_object_get(r, "namespace")));
+    json_decref(r);
+
+    assert_int_equal(queen_configure(q, tenant, "orders", "{\"prority\": 1}", &out, &e), -1);
+    assert_int_equal(e.category, QUEEN_ERR_BAD_REQUEST);
+    assert_string_equal(e.reason, "log_bad_options");
+    assert_non_null(strstr(e.detail, "prority"));
+    assert_int_equal(queen_configure_ex(q, tenant, "orders", NULL, NULL, NULL, "upsert", &out, &e), -1);
+    assert_string_equal(e.reason, "log_bad_request");
+    queen_close(q);
+}
+
+/* A configure holds the queue's row lock until it commits; a push creating
+ * a partition of that queue (its foreign-key check takes FOR KEY SHARE on
+ * the row) must not wait for it: configure locks FOR NO KEY UPDATE. */
+static void configure_does_not_hold_up_a_push(void **state)
+{
+    (void)state;
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-lock-");
+    PGconn *a = pgtest_connect(), *b = pgtest_connect();
+    char *items = fmt("[{\"queue\":\"%s\",\"partition\":\"p1\",\"payload\":1}]", queue);
+    const char *p[] = {tenant, queue}, *p1[] = {tenant, items};
+    PQclear(pgtest_exec(b, "SELECT queen.log_push_v1($1::uuid, $2::jsonb)", 2, p1));
+
+    PQclear(pgtest_exec(a, "BEGIN", 0, NULL));
+    PQclear(pgtest_exec(a, "SELECT queen.log_configure_v1($1::uuid, $2, '{\"priority\":1}')", 2, p));
+    PQclear(pgtest_exec(b, "SET lock_timeout = '3s'", 0, NULL));
+    char *fresh = fmt("[{\"queue\":\"%s\",\"partition\":\"p2\",\"payload\":2}]", queue);
+    const char *p2[] = {tenant, fresh};
+    long long t0 = now_ms();
+    PGresult *r = pgtest_try(b, "SELECT queen.log_push_v1($1::uuid, $2::jsonb)", 2, p2);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("a push to a new partition waited for the configure: %s", PQresultErrorMessage(r));
+    assert_true(now_ms() - t0 < 2000);
+    PQclear(r);
+    PQclear(pgtest_exec(a, "ROLLBACK", 0, NULL));
+    PQfinish(a);
+    PQfinish(b);
+    free(fresh);
+    free(items);
+    free(queue);
 }
 
 typedef struct pop_arg {
@@ -401,6 +484,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(push_pop_ack),
+        cmocka_unit_test(configure_labels_and_mode),
+        cmocka_unit_test(configure_does_not_hold_up_a_push),
         cmocka_unit_test(long_poll_is_woken_by_a_push),
         cmocka_unit_test(lease_extend),
         cmocka_unit_test(wait_for_push_fires_exactly_once),

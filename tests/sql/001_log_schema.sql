@@ -2,7 +2,7 @@
 -- settings and the two shared helpers (sql/001_log_schema.sql).
 -- Self-contained and rolled back; touches no shared rows.
 BEGIN;
-SELECT plan(34);
+SELECT plan(41);
 
 SELECT has_table('queen', 'queues', 'queen.queues exists');
 SELECT has_table('queen', 'log_partitions', 'queen.log_partitions exists');
@@ -45,6 +45,21 @@ INSERT INTO queen.queues (tenant_id, name) VALUES (gen_random_uuid(), 't001_defa
 SELECT row_eq($$ SELECT lease_time, retry_limit, dedup_window_seconds, retention_seconds
                 FROM queen.queues WHERE name = 't001_defaults' $$,
               ROW(60, 3, 3600, 0), 'auto-created queue: leaseTime 60, retryLimit 3, dedup 3600, retention 0');
+
+-- Columns added after the table first shipped (ADD COLUMN IF NOT EXISTS).
+SELECT col_type_is('queen', 'queues', 'namespace', 'text', 'queues.namespace is text (the configure label)');
+SELECT col_type_is('queen', 'queues', 'task', 'text', 'queues.task is text (the configure label)');
+SELECT col_is_null('queen', 'queues', 'namespace', 'namespace is nullable: NULL = no label');
+SELECT col_is_null('queen', 'queues', 'task', 'task is nullable: NULL = no label');
+SELECT row_eq($$ SELECT namespace, task, completed_retention_seconds, stored_options
+                FROM queen.queues WHERE name = 't001_defaults' $$,
+              ROW(NULL::text, NULL::text, 0, '{}'::jsonb),
+              'auto-created queue: no labels, completedRetentionSeconds 0, no stored options');
+SELECT throws_ok($$ INSERT INTO queen.queues (tenant_id, name, completed_retention_seconds)
+                   VALUES (gen_random_uuid(), 't001_neg', -1) $$, '23514', NULL,
+                 'completed_retention_seconds >= 0');
+SELECT volatility_is('queen', '_log_retention_seconds_v1', ARRAY['integer', 'integer'], 'immutable',
+                     '_log_retention_seconds_v1 is IMMUTABLE');
 
 -- log_name_ok_v1
 SELECT ok(queen.log_name_ok_v1('orders'), 'a plain name is ok');

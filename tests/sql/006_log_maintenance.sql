@@ -3,7 +3,7 @@
 -- past (or far ahead) so rows of concurrently running tests never qualify.
 -- Own tenant; rolled back.
 BEGIN;
-SELECT plan(23);
+SELECT plan(26);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT function_lang_is('queen', 'log_partition_dead_v1', ARRAY['uuid', 'timestamp with time zone', 'integer'], 'sql',
@@ -47,6 +47,18 @@ SELECT is(queen.log_partition_dead_v1(:'pa', now(), 9 * 365 * 86400), true, 'an 
 SELECT is(queen.log_partition_reclaim_step_v1(now(), 9 * 365 * 86400, 100), '{"deleted":1}'::jsonb, 'the reclaim step deletes exactly the dead one');
 SELECT is((SELECT count(*)::int FROM queen.log_partitions WHERE id IN (:'pa', :'pb')), 1, 'a is gone, b (holding a message) stays');
 SELECT is((SELECT count(*)::int FROM queen.log_consumers WHERE partition_id = :'pa'), 0, 'its cursors went with it');
+
+-- completedRetentionSeconds alone (the reference broker's name for the same rule).
+SELECT queen.log_push_v1(:'t', '[{"queue":"t006_c","payload":1},{"queue":"t006_c","payload":2}]') IS NOT NULL AS pushed;
+SELECT p.id AS pc FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't006_c' \gset
+SELECT queen.log_pop_v1(:'t', 't006_c', NULL, NULL, 1, NULL, true, NULL) IS NOT NULL AS consumed_one;
+UPDATE queen.log_messages SET created_at = now() - interval '10 years' WHERE partition_id = :'pc';
+SELECT lives_ok(format($$ SELECT queen.log_configure_v1(%L, 't006_c', '{"completedRetentionSeconds":60}') $$, :'t'),
+                'completedRetentionSeconds 60, retentionSeconds 0');
+SELECT is((queen.log_retention_step_v1(now(), 100) ->> 'deleted')::int >= 1, true,
+          'completedRetentionSeconds drops the old consumed message');
+SELECT is((SELECT array_agg(msg_offset) FROM queen.log_messages WHERE partition_id = :'pc'), ARRAY[2::bigint],
+          'the unconsumed one stays');
 
 SELECT throws_ok($$ SELECT queen.log_partition_reclaim_step_v1(now(), NULL, 1) $$, '22023', 'log_bad_request', 'reclaim: NULL idle');
 SELECT throws_ok($$ SELECT queen.log_retention_step_v1(now(), -1) $$, '22023', 'log_bad_request', 'retention: negative max');
