@@ -404,9 +404,11 @@ static void account(server *srv, const char *method, const route *r, unsigned st
 {
     st->accounted = true;
     double seconds = (double)(now_us() - st->started_us) / 1e6;
-    metrics_record(r, status, seconds);
+    metrics_record(r, method, status, seconds);
+    /* An unmatched method is the client's text: logged as its label. */
     if (srv->cfg->access_log)
-        log_info("http %s %s %u %.2fms", method, r ? r->pattern : "(unmatched)", status, seconds * 1e3);
+        log_info("http %s %s %u %.2fms", r ? method : metrics_method_label(method), r ? r->pattern : "(unmatched)",
+                 status, seconds * 1e3);
 }
 
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
