@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -471,6 +472,51 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
     return ok;
 }
 
+/* ---- The tenant header ---------------------------------------------------- */
+
+typedef struct tenant_headers {
+    unsigned count;
+    const char *value;
+    size_t len;
+} tenant_headers;
+
+static enum MHD_Result collect_tenant(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                      const char *value, size_t value_len)
+{
+    (void)kind;
+    tenant_headers *t = cls;
+    if (key_len == sizeof TENANT_HEADER - 1 && strncasecmp(key, TENANT_HEADER, key_len) == 0) {
+        if (t->count++ == 0) {
+            t->value = value ? value : "";
+            t->len = value ? value_len : 0;
+        }
+    }
+    return MHD_YES;
+}
+
+/* The tenant the proxy named, canonical in out; NULL, or why it is refused.
+ * Absent is the default tenant. Every other shape but one canonical uuid is
+ * refused rather than guessed at: a second header (a proxy that appends
+ * instead of replacing would let the client's own come first), an empty
+ * one (a proxy that failed to fill it in must not mean the default tenant),
+ * and a NUL inside (a C string would stop at it and read a valid prefix). */
+static const char *request_tenant(struct MHD_Connection *c, char out[QUEEN_TENANT_LEN + 1])
+{
+    tenant_headers t = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_tenant, &t);
+    if (t.count == 0) {
+        memcpy(out, QUEEN_DEFAULT_TENANT, QUEEN_TENANT_LEN + 1);
+        return NULL;
+    }
+    if (t.count > 1)
+        return "x-queen-tenant must appear once";
+    if (t.len == 0)
+        return "x-queen-tenant is present but empty";
+    if (memchr(t.value, '\0', t.len) != NULL || queen_tenant_canonical(t.value, out) != 0)
+        return "x-queen-tenant must be a canonical uuid (8-4-4-4-12 hex)";
+    return NULL;
+}
+
 /* Counts and logs one finished request: the pattern, never the path. */
 
 static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, const char *method,
@@ -498,6 +544,7 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     http_family family = found ? found->family : FAMILY_OPS;
     st->route = found;
     char tenant[QUEEN_TENANT_LEN + 1];
+    const char *tenant_fault = NULL;
     if (st->too_large) {
         char detail[96];
         snprintf(detail, sizeof detail, "the body exceeds %d bytes (QUEEN_MAX_BODY_BYTES)", srv->cfg->max_body_bytes);
@@ -518,9 +565,8 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, family == FAMILY_KV ? "kv_bad_key" : "bad_path",
                     "a percent-escape in the path is malformed or encodes a NUL byte");
     } else if (family != FAMILY_OPS && srv->cfg->tenancy_header &&
-               queen_tenant_canonical(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, TENANT_HEADER), tenant) != 0) {
-        http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant",
-                    "x-queen-tenant must be empty or a canonical uuid (8-4-4-4-12 hex)");
+               (tenant_fault = request_tenant(connection, tenant)) != NULL) {
+        http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant", tenant_fault);
     } else {
         if (family == FAMILY_OPS || !srv->cfg->tenancy_header)
             memcpy(tenant, QUEEN_DEFAULT_TENANT, sizeof tenant);
