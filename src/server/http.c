@@ -53,6 +53,7 @@ typedef struct request_state {
     http_poll *poll;
     const route *route; /* matched at the last dispatch: what a 499 is counted under */
     bool accounted;     /* counted and logged once: an answer or a 499 */
+    bool framing_refused; /* answered 400 at the headers (framing_fault) */
 } request_state;
 
 /* The URI log callback's verdict, carried to the first access-handler call
@@ -465,7 +466,7 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
     }
     /* While stopping, a keep-alive client must not send its next request
      * here: close after this answer. */
-    if (atomic_load(&srv->stopping))
+    if (res->close || atomic_load(&srv->stopping))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(connection, res->status, r);
     MHD_destroy_response(r);
@@ -612,6 +613,65 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     return ok;
 }
 
+/* ---- Message framing (RFC 9112) ------------------------------------------- */
+
+typedef struct framing_headers {
+    unsigned content_length, transfer_encoding, host;
+    bool chunked_only; /* every Transfer-Encoding seen is exactly "chunked" */
+} framing_headers;
+
+static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                       const char *value, size_t value_len)
+{
+    (void)kind;
+    framing_headers *f = cls;
+    if (key_len == 14 && strncasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH, key_len) == 0) {
+        f->content_length++;
+    } else if (key_len == 17 && strncasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING, key_len) == 0) {
+        f->transfer_encoding++;
+        if (value == NULL || value_len != 7 || strncasecmp(value, "chunked", 7) != 0)
+            f->chunked_only = false;
+    } else if (key_len == 4 && strncasecmp(key, MHD_HTTP_HEADER_HOST, key_len) == 0) {
+        f->host++;
+    }
+    return MHD_YES;
+}
+
+/* Why the request's framing is refused, or NULL. A body whose end two
+ * parties could place differently is how a request is smuggled past a proxy
+ * (libmicrohttpd takes the first Content-Length, a proxy may take the last
+ * or the chunking); a coding other than plain chunked is one we cannot
+ * undo, and libmicrohttpd would wait for it until the connection timeout. */
+static const char *framing_fault(struct MHD_Connection *c, const char *version)
+{
+    framing_headers f = {.chunked_only = true};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_framing, &f);
+    if (f.content_length > 1)
+        return "more than one Content-Length header";
+    if (f.content_length > 0 && f.transfer_encoding > 0)
+        return "both Content-Length and Transfer-Encoding";
+    if (f.transfer_encoding > 1 || !f.chunked_only)
+        return "Transfer-Encoding must be exactly chunked";
+    if (f.host != 1 && version != NULL && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
+        return "an HTTP/1.1 request needs exactly one Host header";
+    return NULL;
+}
+
+/* Answers a badly framed request at once, before its body, and closes the
+ * connection: what follows the headers cannot be told apart from the next
+ * request. */
+static enum MHD_Result refuse_framing(server *srv, struct MHD_Connection *c, const char *method,
+                                      request_state *st, const char *fault)
+{
+    http_response res = {.status = 400};
+    http_error(&res, 400, "bad_request", "bad_framing", fault);
+    res.close = true;
+    st->framing_refused = true;
+    enum MHD_Result ok = send_response(srv, c, &res);
+    account(srv, method, NULL, 400, st);
+    return ok;
+}
+
 /* libmicrohttpd's per-connection memory pool holds the request line, the
  * headers and the response headers, never our bodies (access_handler
  * accumulates them in its own buffer, in chunks of whatever MHD read). MHD
@@ -628,7 +688,6 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
                                       const char *method, const char *version, const char *upload_data,
                                       size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
     server *srv = cls;
     request_state *st = *con_cls;
     if (st == NULL || (void *)st == &query_marker) {
@@ -641,6 +700,11 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         st->started_us = now_us();
         atomic_fetch_add(&srv->inflight, 1);
         *con_cls = st;
+        const char *fault = framing_fault(connection, version);
+        return fault != NULL ? refuse_framing(srv, connection, method, st, fault) : MHD_YES;
+    }
+    if (st->framing_refused) { /* answered; whatever body MHD still hands over is dropped */
+        *upload_data_size = 0;
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
