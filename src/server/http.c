@@ -729,6 +729,17 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
+/* Nothing authenticates a request yet: on an address other machines can
+ * reach, whoever reaches the port acts as any tenant. Said once, at start. */
+static void warn_if_exposed(const server *srv, struct in_addr bound)
+{
+    if ((ntohl(bound.s_addr) >> 24) == 127)
+        return;
+    log_warn("http: %s is not a loopback address and there is no authentication: anyone who reaches port %d can "
+             "read and write every tenant's data",
+             srv->cfg->bind, srv->cfg->port);
+}
+
 int http_start(server *srv)
 {
     /* The config is resolved (main.c): 0 was replaced by the pool's size. */
@@ -764,6 +775,7 @@ int http_start(server *srv)
     }
     log_info("http: listening on %s:%d with %u threads (database pool %d)", srv->cfg->bind, srv->cfg->port,
              threads, srv->cfg->pg_pool);
+    warn_if_exposed(srv, addr.sin_addr);
     return 0;
 }
 
