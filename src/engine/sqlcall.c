@@ -1,15 +1,41 @@
 /* sqlcall: see sqlcall.h. */
 #include "sqlcall.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "logging.h"
+#include "util.h"
+
+/* When the next "database unavailable" line may be written, and how many
+ * failures were not written since the last one. */
+static atomic_llong next_unavailable_log_ms;
+static atomic_long unlogged_unavailable;
+
+/* libpq's text names the database's address and port ("connection to
+ * server at ..."): it goes to the log, never into an answer. One line a
+ * second at most, since a database that is down fails every request. */
+static void log_unavailable(const char *why)
+{
+    long long now = engine_now_ms();
+    long long due = atomic_load(&next_unavailable_log_ms);
+    if (now < due || !atomic_compare_exchange_strong(&next_unavailable_log_ms, &due, now + 1000)) {
+        atomic_fetch_add(&unlogged_unavailable, 1);
+        return;
+    }
+    long more = atomic_exchange(&unlogged_unavailable, 0);
+    log_warn("database unavailable: %s (%ld more since the last line)", why, more);
+}
 
 queen_pool_conn *sql_acquire(queen_pool *pool, queen_error *err)
 {
     char msg[512];
     queen_pool_conn *c = queen_pool_acquire(pool, msg, sizeof msg);
-    if (c == NULL)
-        queen_error_set(err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "%s", msg);
+    if (c == NULL) {
+        log_unavailable(msg);
+        queen_error_set(err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "the database is unavailable; retry");
+    }
     return c;
 }
 

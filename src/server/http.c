@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ typedef struct request_state {
     http_poll *poll;
     const route *route; /* matched at the last dispatch: what a 499 is counted under */
     bool accounted;     /* counted and logged once: an answer or a 499 */
+    bool framing_refused; /* answered 400 at the headers (framing_fault) */
 } request_state;
 
 /* The URI log callback's verdict, carried to the first access-handler call
@@ -404,9 +406,11 @@ static void account(server *srv, const char *method, const route *r, unsigned st
 {
     st->accounted = true;
     double seconds = (double)(now_us() - st->started_us) / 1e6;
-    metrics_record(r, status, seconds);
+    metrics_record(r, method, status, seconds);
+    /* An unmatched method is the client's text: logged as its label. */
     if (srv->cfg->access_log)
-        log_info("http %s %s %u %.2fms", method, r ? r->pattern : "(unmatched)", status, seconds * 1e3);
+        log_info("http %s %s %u %.2fms", r ? method : metrics_method_label(method), r ? r->pattern : "(unmatched)",
+                 status, seconds * 1e3);
 }
 
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -462,11 +466,56 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
     }
     /* While stopping, a keep-alive client must not send its next request
      * here: close after this answer. */
-    if (atomic_load(&srv->stopping))
+    if (res->close || atomic_load(&srv->stopping))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(connection, res->status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+/* ---- The tenant header ---------------------------------------------------- */
+
+typedef struct tenant_headers {
+    unsigned count;
+    const char *value;
+    size_t len;
+} tenant_headers;
+
+static enum MHD_Result collect_tenant(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                      const char *value, size_t value_len)
+{
+    (void)kind;
+    tenant_headers *t = cls;
+    if (key_len == sizeof TENANT_HEADER - 1 && strncasecmp(key, TENANT_HEADER, key_len) == 0) {
+        if (t->count++ == 0) {
+            t->value = value ? value : "";
+            t->len = value ? value_len : 0;
+        }
+    }
+    return MHD_YES;
+}
+
+/* The tenant the proxy named, canonical in out; NULL, or why it is refused.
+ * Absent is the default tenant. Every other shape but one canonical uuid is
+ * refused rather than guessed at: a second header (a proxy that appends
+ * instead of replacing would let the client's own come first), an empty
+ * one (a proxy that failed to fill it in must not mean the default tenant),
+ * and a NUL inside (a C string would stop at it and read a valid prefix). */
+static const char *request_tenant(struct MHD_Connection *c, char out[QUEEN_TENANT_LEN + 1])
+{
+    tenant_headers t = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_tenant, &t);
+    if (t.count == 0) {
+        memcpy(out, QUEEN_DEFAULT_TENANT, QUEEN_TENANT_LEN + 1);
+        return NULL;
+    }
+    if (t.count > 1)
+        return "x-queen-tenant must appear once";
+    if (t.len == 0)
+        return "x-queen-tenant is present but empty";
+    if (memchr(t.value, '\0', t.len) != NULL || queen_tenant_canonical(t.value, out) != 0)
+        return "x-queen-tenant must be a canonical uuid (8-4-4-4-12 hex)";
+    return NULL;
 }
 
 /* Counts and logs one finished request: the pattern, never the path. */
@@ -496,6 +545,7 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     http_family family = found ? found->family : FAMILY_OPS;
     st->route = found;
     char tenant[QUEEN_TENANT_LEN + 1];
+    const char *tenant_fault = NULL;
     if (st->too_large) {
         char detail[96];
         snprintf(detail, sizeof detail, "the body exceeds %d bytes (QUEEN_MAX_BODY_BYTES)", srv->cfg->max_body_bytes);
@@ -516,9 +566,8 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, family == FAMILY_KV ? "kv_bad_key" : "bad_path",
                     "a percent-escape in the path is malformed or encodes a NUL byte");
     } else if (family != FAMILY_OPS && srv->cfg->tenancy_header &&
-               queen_tenant_canonical(MHD_lookup_connection_value(connection, MHD_HEADER_KIND, TENANT_HEADER), tenant) != 0) {
-        http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant",
-                    "x-queen-tenant must be empty or a canonical uuid (8-4-4-4-12 hex)");
+               (tenant_fault = request_tenant(connection, tenant)) != NULL) {
+        http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant", tenant_fault);
     } else {
         if (family == FAMILY_OPS || !srv->cfg->tenancy_header)
             memcpy(tenant, QUEEN_DEFAULT_TENANT, sizeof tenant);
@@ -564,6 +613,65 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     return ok;
 }
 
+/* ---- Message framing (RFC 9112) ------------------------------------------- */
+
+typedef struct framing_headers {
+    unsigned content_length, transfer_encoding, host;
+    bool chunked_only; /* every Transfer-Encoding seen is exactly "chunked" */
+} framing_headers;
+
+static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                       const char *value, size_t value_len)
+{
+    (void)kind;
+    framing_headers *f = cls;
+    if (key_len == 14 && strncasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH, key_len) == 0) {
+        f->content_length++;
+    } else if (key_len == 17 && strncasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING, key_len) == 0) {
+        f->transfer_encoding++;
+        if (value == NULL || value_len != 7 || strncasecmp(value, "chunked", 7) != 0)
+            f->chunked_only = false;
+    } else if (key_len == 4 && strncasecmp(key, MHD_HTTP_HEADER_HOST, key_len) == 0) {
+        f->host++;
+    }
+    return MHD_YES;
+}
+
+/* Why the request's framing is refused, or NULL. A body whose end two
+ * parties could place differently is how a request is smuggled past a proxy
+ * (libmicrohttpd takes the first Content-Length, a proxy may take the last
+ * or the chunking); a coding other than plain chunked is one we cannot
+ * undo, and libmicrohttpd would wait for it until the connection timeout. */
+static const char *framing_fault(struct MHD_Connection *c, const char *version)
+{
+    framing_headers f = {.chunked_only = true};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_framing, &f);
+    if (f.content_length > 1)
+        return "more than one Content-Length header";
+    if (f.content_length > 0 && f.transfer_encoding > 0)
+        return "both Content-Length and Transfer-Encoding";
+    if (f.transfer_encoding > 1 || !f.chunked_only)
+        return "Transfer-Encoding must be exactly chunked";
+    if (f.host != 1 && version != NULL && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
+        return "an HTTP/1.1 request needs exactly one Host header";
+    return NULL;
+}
+
+/* Answers a badly framed request at once, before its body, and closes the
+ * connection: what follows the headers cannot be told apart from the next
+ * request. */
+static enum MHD_Result refuse_framing(server *srv, struct MHD_Connection *c, const char *method,
+                                      request_state *st, const char *fault)
+{
+    http_response res = {.status = 400};
+    http_error(&res, 400, "bad_request", "bad_framing", fault);
+    res.close = true;
+    st->framing_refused = true;
+    enum MHD_Result ok = send_response(srv, c, &res);
+    account(srv, method, NULL, 400, st);
+    return ok;
+}
+
 /* libmicrohttpd's per-connection memory pool holds the request line, the
  * headers and the response headers, never our bodies (access_handler
  * accumulates them in its own buffer, in chunks of whatever MHD read). MHD
@@ -580,7 +688,6 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
                                       const char *method, const char *version, const char *upload_data,
                                       size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
     server *srv = cls;
     request_state *st = *con_cls;
     if (st == NULL || (void *)st == &query_marker) {
@@ -593,6 +700,11 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         st->started_us = now_us();
         atomic_fetch_add(&srv->inflight, 1);
         *con_cls = st;
+        const char *fault = framing_fault(connection, version);
+        return fault != NULL ? refuse_framing(srv, connection, method, st, fault) : MHD_YES;
+    }
+    if (st->framing_refused) { /* answered; whatever body MHD still hands over is dropped */
+        *upload_data_size = 0;
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
@@ -615,6 +727,17 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
     (void)cls;
     (void)c;
     return strlen(s);
+}
+
+/* Nothing authenticates a request yet: on an address other machines can
+ * reach, whoever reaches the port acts as any tenant. Said once, at start. */
+static void warn_if_exposed(const server *srv, struct in_addr bound)
+{
+    if ((ntohl(bound.s_addr) >> 24) == 127)
+        return;
+    log_warn("http: %s is not a loopback address and there is no authentication: anyone who reaches port %d can "
+             "read and write every tenant's data",
+             srv->cfg->bind, srv->cfg->port);
 }
 
 int http_start(server *srv)
@@ -652,6 +775,7 @@ int http_start(server *srv)
     }
     log_info("http: listening on %s:%d with %u threads (database pool %d)", srv->cfg->bind, srv->cfg->port,
              threads, srv->cfg->pg_pool);
+    warn_if_exposed(srv, addr.sin_addr);
     return 0;
 }
 

@@ -56,6 +56,7 @@ typedef struct http_response {
     char etag[48];               /* sent as ETag when non-empty */
     int retry_after;             /* seconds; sent when > 0 */
     bool suspended;              /* set by http_poll_suspend: nothing to send yet */
+    bool close;                  /* end the connection after this answer */
 } http_response;
 
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);

@@ -71,6 +71,16 @@ static int run_pg_script(const char *action, const char *dir, int port)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* The database's exact version, for the operator: /health no longer
+ * tells it to whoever asks. */
+static void log_database_version(queen *engine)
+{
+    char version[128];
+    queen_error err;
+    if (queen_health(engine, version, sizeof version, &err) == 0)
+        log_info("database: %s", version);
+}
+
 static int serve(queen_config *cfg)
 {
     char err[1024];
@@ -92,6 +102,7 @@ static int serve(queen_config *cfg)
         log_error("engine: %s", qerr.detail);
         return 1;
     }
+    log_database_version(engine);
     server srv = {.engine = engine, .cfg = cfg};
     if (http_start(&srv) != 0) {
         queen_close(engine);

@@ -13,9 +13,17 @@
 #include "logging.h"
 #include "stats.h"
 
-/* The route table is static and small; one slot more for unmatched paths. */
+/* The route table is static and small; after its slots, one per method for
+ * requests no route took (unknown path, or a known path with another
+ * method). Methods outside the standard set share OTHER: the method is the
+ * client's text, and a label per spelling would let any client grow
+ * /metrics without bound. */
 #define MAX_ROUTES 48
 #define MAX_STATUS 600
+static const char *const unmatched_methods[] = {"GET",     "HEAD",  "POST",  "PUT",  "DELETE",
+                                                "OPTIONS", "PATCH", "TRACE", "CONNECT", "OTHER"};
+#define NUNMATCHED (sizeof unmatched_methods / sizeof unmatched_methods[0])
+#define NSLOTS (MAX_ROUTES + NUNMATCHED)
 
 /* Upper bounds in seconds. Long polls land in the top buckets by design
  * (their duration includes the wait). */
@@ -30,21 +38,32 @@ typedef struct route_figures {
     atomic_ulong count;
 } route_figures;
 
-static route_figures figures[MAX_ROUTES + 1];
+static route_figures figures[NSLOTS];
 
-static size_t slot_of(const route *r)
+static size_t unmatched_index(const char *method)
 {
-    if (r == NULL)
-        return MAX_ROUTES;
-    size_t i = (size_t)(r - http_routes);
-    return i < MAX_ROUTES ? i : MAX_ROUTES;
+    for (size_t k = 0; k + 1 < NUNMATCHED; k++)
+        if (method != NULL && strcmp(method, unmatched_methods[k]) == 0)
+            return k;
+    return NUNMATCHED - 1;
+}
+
+const char *metrics_method_label(const char *method)
+{
+    return unmatched_methods[unmatched_index(method)];
+}
+
+static size_t slot_of(const route *r, const char *method)
+{
+    size_t i = r != NULL ? (size_t)(r - http_routes) : MAX_ROUTES;
+    return i < MAX_ROUTES ? i : MAX_ROUTES + unmatched_index(method);
 }
 
 void metrics_init(void)
 {
     if (http_route_count > MAX_ROUTES)
         log_warn("metrics: %zu routes, only %d counted separately", http_route_count, MAX_ROUTES);
-    for (size_t i = 0; i <= MAX_ROUTES; i++) {
+    for (size_t i = 0; i < NSLOTS; i++) {
         for (size_t s = 0; s < MAX_STATUS; s++)
             atomic_store(&figures[i].by_status[s], 0);
         for (size_t b = 0; b <= NBOUNDS; b++)
@@ -54,9 +73,9 @@ void metrics_init(void)
     }
 }
 
-void metrics_record(const route *r, unsigned status, double seconds)
+void metrics_record(const route *r, const char *method, unsigned status, double seconds)
 {
-    route_figures *f = &figures[slot_of(r)];
+    route_figures *f = &figures[slot_of(r, method)];
     atomic_fetch_add(&f->by_status[status < MAX_STATUS ? status : 0], 1);
     size_t b = 0;
     while (b < NBOUNDS && seconds > bounds[b])
@@ -68,7 +87,9 @@ void metrics_record(const route *r, unsigned status, double seconds)
 
 static const char *slot_method(size_t i)
 {
-    return i < http_route_count && i < MAX_ROUTES ? http_routes[i].method : "";
+    if (i >= MAX_ROUTES)
+        return unmatched_methods[i - MAX_ROUTES];
+    return i < http_route_count ? http_routes[i].method : "";
 }
 
 static const char *slot_pattern(size_t i)
@@ -78,7 +99,7 @@ static const char *slot_pattern(size_t i)
 
 static bool slot_used(size_t i)
 {
-    return i == MAX_ROUTES || i < http_route_count;
+    return i >= MAX_ROUTES || i < http_route_count;
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -86,7 +107,7 @@ static bool slot_used(size_t i)
 char *metrics_json(server *srv)
 {
     json_t *requests = json_array(), *latency = json_array();
-    for (size_t i = 0; i <= MAX_ROUTES; i++) {
+    for (size_t i = 0; i < NSLOTS; i++) {
         if (!slot_used(i))
             continue;
         route_figures *f = &figures[i];
@@ -150,7 +171,7 @@ static void family(FILE *out, const char *name, const char *type, const char *he
 static void http_families(FILE *out, server *srv)
 {
     family(out, "queen_http_requests_total", "counter", "HTTP requests answered, by route pattern and status.");
-    for (size_t i = 0; i <= MAX_ROUTES; i++) {
+    for (size_t i = 0; i < NSLOTS; i++) {
         if (!slot_used(i))
             continue;
         for (size_t s = 0; s < MAX_STATUS; s++) {
@@ -166,7 +187,7 @@ static void http_families(FILE *out, server *srv)
     }
     family(out, "queen_http_request_duration_seconds", "histogram",
            "Time from a request's arrival to its answer, by route pattern (long polls include the wait).");
-    for (size_t i = 0; i <= MAX_ROUTES; i++) {
+    for (size_t i = 0; i < NSLOTS; i++) {
         route_figures *f = &figures[i];
         unsigned long count = atomic_load(&f->count);
         if (!slot_used(i) || count == 0)

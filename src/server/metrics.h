@@ -12,8 +12,13 @@
 /* Zeroes every figure (http_start calls it). */
 void metrics_init(void);
 
-/* Counts one answered request; r NULL for an unmatched path. Lock-free. */
-void metrics_record(const route *r, unsigned status, double seconds);
+/* Counts one answered request; r NULL when no route took it (counted under
+ * its method's label, see metrics_method_label). Lock-free. */
+void metrics_record(const route *r, const char *method, unsigned status, double seconds);
+
+/* The label an unmatched request's method is counted under: the method
+ * when it is one of the standard ones, else "OTHER". */
+const char *metrics_method_label(const char *method);
 
 /* The renderings; malloc'd text (caller frees), NULL when out of memory. */
 char *metrics_json(server *srv);

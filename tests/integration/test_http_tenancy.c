@@ -1,8 +1,8 @@
 /* Tenancy over HTTP: with QUEEN_TENANCY_HEADER=1 (and the trusted proxy it
  * requires) the tenant is the x-queen-tenant header. Two tenants using the
  * same namespace, key and queue never see each other; a malformed header is
- * 400; an op or bundle carrying a tenant is 400; absent or empty is the
- * default tenant; the header is ignored when tenancy is off; and the broker
+ * 400; an op or bundle carrying a tenant is 400; absent is the default
+ * tenant, present but empty is 400; the header is ignored when tenancy is off; and the broker
  * refuses to start with the header but without the trusted proxy. Every
  * tenant used here is granted kv (a kv_quota row, no limits) in setup. */
 #include <stdarg.h>
@@ -94,8 +94,8 @@ static void kv_isolation(void **state)
     v = as(&B, NULL, "GET", path, NULL, 200); /* no header: the default tenant, who wrote nothing */
     assert_true(json_is_false(json_object_get(v, "found")));
     json_decref(v);
-    v = as(&B, "x-queen-tenant;", "GET", path, NULL, 200); /* an empty header: the same */
-    assert_true(json_is_false(json_object_get(v, "found")));
+    v = as(&B, "x-queen-tenant;", "GET", path, NULL, 400); /* an empty header is not "no header" */
+    assert_string_equal(jstr(v, "reason"), "bad_tenant");
     json_decref(v);
 
     /* B deleting its key leaves A's */
