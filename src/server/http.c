@@ -351,6 +351,14 @@ static long long declared_length(struct MHD_Connection *c)
     return errno == 0 && *end == '\0' ? n : -1;
 }
 
+/* Whether the request declares a body larger than the cap: refused from
+ * its headers, never read. */
+static bool declared_over_cap(server *srv, struct MHD_Connection *c)
+{
+    long long declared = declared_length(c);
+    return declared >= 0 && (unsigned long long)declared > (unsigned long long)srv->cfg->max_body_bytes;
+}
+
 /* The buffer size for len + n bytes and the NUL: the declared length at
  * once when there is one (one allocation, and the budget sees the whole body
  * before most of it arrives), else doubling, never past the body cap. */
@@ -593,6 +601,13 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         st->started_us = now_us();
         atomic_fetch_add(&srv->inflight, 1);
         *con_cls = st;
+        if (declared_over_cap(srv, connection)) {
+            /* Answered in this first call, before MHD sends "100 Continue"
+             * or reads a byte of the body; MHD then discards the rest of
+             * the request and closes the connection after the 413. */
+            st->too_large = true;
+            return dispatch(srv, connection, method, url, st);
+        }
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
