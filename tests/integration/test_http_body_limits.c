@@ -1,7 +1,11 @@
 /* What one request's body may cost the broker, against a real broker:
  * a Content-Length over the cap is refused from the header (413 before any
- * body byte is sent, no "100 Continue", the connection closed). Raw sockets
- * where curl would hide the point (what arrives before the body is sent). */
+ * body byte is sent, no "100 Continue", the connection closed); a body of
+ * many tiny JSON values within the byte cap is refused before it is parsed
+ * (413 body_too_many_values) without the broker's peak memory growing with
+ * it; too deep a body is 400; legitimate large bodies (a 1 MB JSON document
+ * as a payload, a 256-op kv call) still pass. Raw sockets where curl would
+ * hide the point (what arrives before the body is sent). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,6 +23,7 @@
 
 #include "broker.h"
 #include "http_fixture.h"
+#include "pgtest.h"
 #include "testutil.h"
 
 static test_broker broker;
@@ -169,12 +174,139 @@ static void admissible_body_with_expect_is_continued(void **state)
     close(fd);
 }
 
+/* ---- the number of values in a body ------------------------------------- */
+
+/* The broker's peak resident memory (VmHWM), in KiB. */
+static long long broker_peak_kib(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)broker.pid);
+    char *status = read_file(path);
+    const char *at = strstr(status, "VmHWM:");
+    if (at == NULL)
+        fail_msg("no VmHWM in %s", path);
+    long long kib = atoll(at + strlen("VmHWM:"));
+    free(status);
+    return kib;
+}
+
+/* prefix + n copies of element joined by commas + suffix. */
+static char *repeated(const char *prefix, const char *element, size_t n, const char *suffix)
+{
+    size_t a = strlen(prefix), e = strlen(element), c = strlen(suffix);
+    char *out = malloc(a + n * (e + 1) + c + 1);
+    size_t o = 0;
+    memcpy(out, prefix, a);
+    o += a;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            out[o++] = ',';
+        memcpy(out + o, element, e);
+        o += e;
+    }
+    memcpy(out + o, suffix, c + 1);
+    return out;
+}
+
+/* Just under the default 20 MiB cap of "{}," elements: about 7 million
+ * values, which jansson would have grown to well over a gigabyte. */
+static void many_tiny_values_refused_without_the_memory(void **state)
+{
+    (void)state;
+    size_t n = (20u * 1024 * 1024 - 64) / 3;
+    char *kv = repeated("[", "{}", n, "]");
+    char *push = repeated("{\"items\":[", "{}", n - 4, "]}");
+    long long before = broker_peak_kib();
+    long long t0 = now_ms();
+    http_refused(&broker, "POST", "/api/v1/kv", kv, 413, "payload_too_large", "body_too_many_values");
+    long long t1 = now_ms();
+    http_refused(&broker, "POST", "/api/v1/push", push, 413, "payload_too_large", "body_too_many_values");
+    long long t2 = now_ms();
+    long long after = broker_peak_kib();
+    print_message("%zu-value bodies: kv refused in %lld ms, push in %lld ms; broker peak %lld -> %lld KiB\n", n,
+                  t1 - t0, t2 - t1, before, after);
+    /* Each body is 20 MiB buffered; jansson would have needed ~1.6 GB.
+     * 256 MiB of growth leaves room for sanitizer overhead. */
+    if (after - before > 256 * 1024)
+        fail_msg("the broker's peak memory grew by %lld KiB for two refused bodies", after - before);
+    free(push);
+    free(kv);
+}
+
+static void too_deep_a_body_is_400(void **state)
+{
+    (void)state;
+    char *open = malloc(1001), *close_ = malloc(1001);
+    memset(open, '[', 1000);
+    memset(close_, ']', 1000);
+    open[1000] = close_[1000] = '\0';
+    char *body = fmt("%s%s", open, close_);
+    http_refused(&broker, "POST", "/api/v1/kv", body, 400, "kv_bad_request", "body_too_deep");
+    /* Brackets inside strings are text, not depth. */
+    char *q = pgtest_unique("deep");
+    char *in_string = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":\"%s\"}]}", q, open);
+    json_t *v = http_ok(&broker, "POST", "/api/v1/push", in_string, 201);
+    json_decref(v);
+    free(in_string);
+    free(q);
+    free(body);
+    free(open);
+    free(close_);
+}
+
+/* A payload that is one JSON document of about 1 MB (some 90,000 values). */
+static void a_1mb_document_payload_passes(void **state)
+{
+    (void)state;
+    char *doc = repeated("{\"rows\":[", "{\"id\":12345,\"name\":\"alice\",\"tags\":[\"x\",\"y\"],\"ok\":true}", 20000,
+                         "]}");
+    assert_true(strlen(doc) > 1000000);
+    char *q = pgtest_unique("doc");
+    char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":%s}]}", q, doc);
+    json_t *v = http_ok(&broker, "POST", "/api/v1/push", push, 201);
+    json_decref(v);
+    char *path = fmt("/api/v1/pop/queue/%s?autoAck=true", q);
+    v = http_ok(&broker, "GET", path, NULL, 200);
+    json_decref(v);
+    free(path);
+    free(push);
+    free(q);
+    free(doc);
+}
+
+static void a_256_op_kv_call_passes(void **state)
+{
+    (void)state;
+    char *ns = pgtest_unique("ops");
+    char *body = strdup("{\"operations\":[");
+    for (int i = 0; i < 256; i++) {
+        char *next = fmt("%s%s{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"k%d\",\"value\":{\"a\":[1,2,3],"
+                         "\"b\":\"text\"},\"forever\":true}",
+                         body, i > 0 ? "," : "", ns, i);
+        free(body);
+        body = next;
+    }
+    char *whole = fmt("%s]}", body);
+    free(body);
+    body = whole;
+    json_t *v = http_ok(&broker, "POST", "/api/v1/kv", body, 200);
+    json_t *results = json_is_array(v) ? v : json_object_get(v, "results");
+    assert_int_equal(json_array_size(results), 256);
+    json_decref(v);
+    free(body);
+    free(ns);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(huge_content_length_is_413_before_the_body),
         cmocka_unit_test(huge_content_length_with_expect_gets_no_100_continue),
         cmocka_unit_test(admissible_body_with_expect_is_continued),
+        cmocka_unit_test(many_tiny_values_refused_without_the_memory),
+        cmocka_unit_test(too_deep_a_body_is_400),
+        cmocka_unit_test(a_1mb_document_payload_passes),
+        cmocka_unit_test(a_256_op_kv_call_passes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
