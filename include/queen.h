@@ -47,6 +47,8 @@ typedef struct queen_config {
     int max_body_bytes;
     int max_connections;
     int max_inflight_body_bytes;
+    int max_body_values;
+    int max_body_depth;
     bool sweeper;
     int kv_expire_every_ms;
     int kv_expire_batch;

@@ -60,8 +60,17 @@ static const setting settings[] = {
      "a flood of clients can take."},
     {"QUEEN_MAX_INFLIGHT_BODY_BYTES", "max-inflight-body-bytes", SET_INT, AT(max_inflight_body_bytes),
      "268435456", 1024, 2147483647,
-     "Body bytes buffered across all requests at once; a body that would pass it is 503 with Retry-After. "
-     "256 MiB: a dozen largest bodies at once, a bounded share of a broker's memory."},
+     "Body bytes buffered across all requests at once, plus 256 bytes per JSON value of each body being parsed "
+     "(its tree); a body that would pass it is 503 with Retry-After (413 if it alone would). 256 MiB: a dozen "
+     "largest bodies at once, a bounded share of a broker's memory."},
+    {"QUEEN_MAX_BODY_VALUES", "max-body-values", SET_INT, AT(max_body_values), "500000", 16, 100000000,
+     "JSON values (scalars, strings, member names, arrays, objects) one body may hold, counted before it is "
+     "parsed; more is 413 body_too_many_values. A parsed value takes up to 256 bytes, 10-80 times its text: "
+     "500000 keeps one body's tree under 128 MB. A 1 MB JSON document is about 100000 values, a 256-op kv "
+     "call's own structure under 10000; larger push batches should be split."},
+    {"QUEEN_MAX_BODY_DEPTH", "max-body-depth", SET_INT, AT(max_body_depth), "128", 2, 2048,
+     "Deepest nesting of arrays and objects in a body; deeper is 400 body_too_deep. Parsers recurse once per "
+     "level (jansson stops at 2048); 128 is far past real documents."},
     {"QUEEN_SWEEPER", "sweeper", SET_BOOL, AT(sweeper), "1", 0, 0,
      "Run the expiry sweeper and partition maintenance in this process (safe with many brokers)."},
     {"QUEEN_KV_EXPIRE_EVERY_MS", "kv-expire-every-ms", SET_INT, AT(kv_expire_every_ms), "1000", 10, 3600000,

@@ -255,3 +255,41 @@ long rawjson_array_count(rawjson_span s)
         n++;
     return n;
 }
+
+rawjson_shape rawjson_measure(rawjson_span s, size_t max_values, size_t max_depth)
+{
+    rawjson_shape shape = {0, 0};
+    size_t depth = 0;
+    bool in_scalar = false; /* inside a number or literal: one value however long */
+    const char *p = s.p, *end = s.p + s.len;
+    while (p < end && shape.values <= max_values && shape.depth <= max_depth) {
+        char c = *p;
+        if (c == '"') {
+            /* Skipped whole, escapes included: brackets in text are text. */
+            size_t n = string_len(p, end);
+            shape.values++;
+            in_scalar = false;
+            if (n == 0)
+                break;
+            p += n;
+            continue;
+        }
+        if (c == '[' || c == '{') {
+            shape.values++;
+            if (++depth > shape.depth)
+                shape.depth = depth;
+            in_scalar = false;
+        } else if (c == ']' || c == '}') {
+            if (depth > 0)
+                depth--;
+            in_scalar = false;
+        } else if (c == ',' || c == ':' || is_ws(c)) {
+            in_scalar = false;
+        } else if (!in_scalar) {
+            shape.values++;
+            in_scalar = true;
+        }
+        p++;
+    }
+    return shape;
+}

@@ -59,4 +59,16 @@ bool rawjson_string_info(rawjson_span s, size_t *bytes, bool *has_nul);
 /* The elements of the array s; -1 when s is not an array. */
 long rawjson_array_count(rawjson_span s);
 
+/* What building a tree of s would cost, counted in one pass that allocates
+ * nothing: values (every scalar, string, member name and container) and the
+ * deepest nesting. The pass stops once either passes its limit (the text is
+ * refused then anyway), so its cost is bounded by what it admits. It does
+ * not validate: malformed text is counted as far as it goes and left to the
+ * parser, which refuses it. */
+typedef struct rawjson_shape {
+    size_t values;
+    size_t depth;
+} rawjson_shape;
+rawjson_shape rawjson_measure(rawjson_span s, size_t max_values, size_t max_depth);
+
 #endif

@@ -20,6 +20,7 @@
 #include "errors.h"
 #include "logging.h"
 #include "metrics.h"
+#include "rawjson.h"
 
 /* How long a stop waits for in-flight requests before closing them anyway:
  * below the 30 s a supervisor (and our tests) give a SIGTERM before SIGKILL. */
@@ -47,6 +48,8 @@ typedef struct request_state {
     size_t len, cap;
     bool too_large;
     bool over_budget;   /* the body would have passed QUEEN_MAX_INFLIGHT_BODY_BYTES */
+    bool shape_admitted; /* counted and its tree's share of the budget taken */
+    size_t tree_charge;  /* budget bytes held for the body's parse tree */
     bool has_query;
     long long started_us;
     unsigned waits;
@@ -334,8 +337,9 @@ static bool budget_take(server *srv, size_t n)
 /* Frees the body and gives its whole buffer back to the budget. */
 static void body_drop(server *srv, request_state *st)
 {
-    if (st->cap > 0)
-        atomic_fetch_sub(&srv->body_bytes, (long long)st->cap);
+    if (st->cap + st->tree_charge > 0)
+        atomic_fetch_sub(&srv->body_bytes, (long long)(st->cap + st->tree_charge));
+    st->tree_charge = 0;
     free(st->body);
     st->body = NULL;
     st->len = st->cap = 0;
@@ -351,6 +355,14 @@ static long long declared_length(struct MHD_Connection *c)
     errno = 0;
     long long n = strtoll(v, &end, 10);
     return errno == 0 && *end == '\0' ? n : -1;
+}
+
+/* Whether the request declares a body larger than the cap: refused from
+ * its headers, never read. */
+static bool declared_over_cap(server *srv, struct MHD_Connection *c)
+{
+    long long declared = declared_length(c);
+    return declared >= 0 && (unsigned long long)declared > (unsigned long long)srv->cfg->max_body_bytes;
 }
 
 /* The buffer size for len + n bytes and the NUL: the declared length at
@@ -400,6 +412,58 @@ static enum MHD_Result body_append(server *srv, struct MHD_Connection *c, reques
     st->len += n;
     st->body[st->len] = '\0';
     return MHD_YES;
+}
+
+/* jansson 2.14 on x86-64 takes at most about 240 bytes per value it builds
+ * (an empty object in an array, allocator overhead included; an empty array
+ * 140, a short string 90, a number 45): what a body's tree is charged. */
+#define TREE_BYTES_PER_VALUE 256
+
+/* Counts the body's values and nesting before any route parses it, so a
+ * body of tiny elements (3 bytes of "{}," make 240 bytes of tree) is
+ * refused for what it holds, and the tree's memory is taken from the same
+ * budget as the raw bytes, so parse trees cannot multiply it. true when res
+ * holds a refusal. */
+static bool body_shape_refused(server *srv, request_state *st, http_family family, http_response *res)
+{
+    if (st->shape_admitted || st->len == 0)
+        return false;
+    const queen_config *cfg = srv->cfg;
+    rawjson_shape shape = rawjson_measure((rawjson_span){st->body, st->len}, (size_t)cfg->max_body_values,
+                                          (size_t)cfg->max_body_depth);
+    char detail[200];
+    if (shape.depth > (size_t)cfg->max_body_depth) {
+        snprintf(detail, sizeof detail, "the body nests arrays and objects deeper than %d levels (QUEEN_MAX_BODY_DEPTH)",
+                 cfg->max_body_depth);
+        http_refuse(res, family, QUEEN_ERR_BAD_REQUEST, "body_too_deep", detail);
+        return true;
+    }
+    size_t charge = shape.values * TREE_BYTES_PER_VALUE;
+    if (shape.values > (size_t)cfg->max_body_values ||
+        st->cap + charge > (size_t)cfg->max_inflight_body_bytes) { /* could never fit: no retry */
+        snprintf(detail, sizeof detail,
+                 "the body holds more than %d JSON values (QUEEN_MAX_BODY_VALUES) or more than "
+                 "QUEEN_MAX_INFLIGHT_BODY_BYTES can parse; split it",
+                 cfg->max_body_values);
+        if (shape.values <= (size_t)cfg->max_body_values)
+            snprintf(detail, sizeof detail,
+                     "the body's %zu JSON values would take more than QUEEN_MAX_INFLIGHT_BODY_BYTES (%d) to "
+                     "parse; split it",
+                     shape.values, cfg->max_inflight_body_bytes);
+        http_refuse(res, family, QUEEN_ERR_TOO_LARGE, "body_too_many_values", detail);
+        return true;
+    }
+    if (!budget_take(srv, charge)) {
+        snprintf(detail, sizeof detail,
+                 "request bodies and parse trees now would pass %d bytes (QUEEN_MAX_INFLIGHT_BODY_BYTES); retry "
+                 "shortly",
+                 cfg->max_inflight_body_bytes);
+        http_refuse(res, family, QUEEN_ERR_UNAVAILABLE, "body_budget_exhausted", detail);
+        return true;
+    }
+    st->tree_charge = charge;
+    st->shape_admitted = true;
+    return false;
 }
 
 static void account(server *srv, const char *method, const route *r, unsigned status, request_state *st)
@@ -568,6 +632,8 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     } else if (family != FAMILY_OPS && srv->cfg->tenancy_header &&
                (tenant_fault = request_tenant(connection, tenant)) != NULL) {
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant", tenant_fault);
+    } else if (body_shape_refused(srv, st, family, &res)) {
+        /* res holds the refusal; the body was never parsed */
     } else {
         if (family == FAMILY_OPS || !srv->cfg->tenancy_header)
             memcpy(tenant, QUEEN_DEFAULT_TENANT, sizeof tenant);
@@ -701,7 +767,16 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         atomic_fetch_add(&srv->inflight, 1);
         *con_cls = st;
         const char *fault = framing_fault(connection, version);
-        return fault != NULL ? refuse_framing(srv, connection, method, st, fault) : MHD_YES;
+        if (fault != NULL)
+            return refuse_framing(srv, connection, method, st, fault);
+        if (declared_over_cap(srv, connection)) {
+            /* Answered in this first call, before MHD sends "100 Continue"
+             * or reads a byte of the body; MHD then discards the rest of
+             * the request and closes the connection after the 413. */
+            st->too_large = true;
+            return dispatch(srv, connection, method, url, st);
+        }
+        return MHD_YES;
     }
     if (st->framing_refused) { /* answered; whatever body MHD still hands over is dropped */
         *upload_data_size = 0;

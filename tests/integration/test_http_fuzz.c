@@ -158,7 +158,7 @@ static void table_refused_and_nothing_written(void **state)
         free(path);
         free(body);
     }
-    /* deep nesting: jansson's depth limit, not a stack overflow */
+    /* deep nesting: refused before any parser recurses (QUEEN_MAX_BODY_DEPTH) */
     size_t depth = 30000; /* 60 KB: under the body cap of this broker */
     char *deep = malloc(2 * depth + 1);
     memset(deep, '[', depth);
@@ -166,7 +166,7 @@ static void table_refused_and_nothing_written(void **state)
     deep[2 * depth] = '\0';
     http_reply r = broker_http(&B, "POST", "/api/v1/kv", deep, NULL);
     assert_int_equal(r.status, 400);
-    assert_non_null(strstr(r.body, "bad_body"));
+    assert_non_null(strstr(r.body, "body_too_deep"));
     http_reply_free(&r);
     free(deep);
     /* a huge body: 413 whatever it holds */

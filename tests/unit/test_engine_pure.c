@@ -149,6 +149,41 @@ static void precondition_detail_is_parsed_exactly(void **state)
     assert_string_equal(err.precondition.op, "");
 }
 
+static rawjson_shape measure(const char *text, size_t max_values, size_t max_depth)
+{
+    return rawjson_measure((rawjson_span){text, strlen(text)}, max_values, max_depth);
+}
+
+/* The body shape counts every scalar, string, member name and container
+ * once; brackets, commas and escaped quotes inside strings are text. */
+static void raw_shape_counts_values_and_depth(void **state)
+{
+    (void)state;
+    /* {}, "a", [], 1, true, -2.5e3, {}, "b", the string, "c", null */
+    rawjson_shape s = measure(" {\"a\" : [1, true, -2.5e3, {\"b\": \"]\\\"[{,\"}], \"c\":null} ", 100, 100);
+    assert_int_equal(s.values, 11);
+    assert_int_equal(s.depth, 3);
+    s = measure("[[[[]]]]", 100, 100);
+    assert_int_equal(s.values, 4);
+    assert_int_equal(s.depth, 4);
+    s = measure("\"[[[\\\\\"", 100, 100); /* a string ending in an escaped backslash */
+    assert_int_equal(s.values, 1);
+    assert_int_equal(s.depth, 0);
+    s = measure("", 100, 100);
+    assert_int_equal(s.values, 0);
+    /* The pass stops just past a limit: cheap whatever follows. */
+    s = measure("[{},{},{},{},{},{},{},{}]", 3, 100);
+    assert_int_equal(s.values, 4);
+    s = measure("[[[[[[[[[[", 100, 2);
+    assert_int_equal(s.depth, 3);
+    /* Malformed text is counted as far as it goes, never past the span. */
+    s = measure("]]]\"unterminated [[[", 100, 100);
+    assert_int_equal(s.values, 1);
+    assert_int_equal(s.depth, 0);
+    s = (rawjson_measure((rawjson_span){"[1,2]xxxx", 5}, 100, 100));
+    assert_int_equal(s.values, 3);
+}
+
 static void raw_member_scanner(void **state)
 {
     (void)state;
@@ -420,6 +455,7 @@ int main(void)
         cmocka_unit_test(foreign_messages_never_become_reasons),
         cmocka_unit_test(retry_advice_is_one_rule),
         cmocka_unit_test(precondition_detail_is_parsed_exactly),
+        cmocka_unit_test(raw_shape_counts_values_and_depth),
         cmocka_unit_test(raw_member_scanner),
         cmocka_unit_test(wire_preflight_table),
         cmocka_unit_test(wire_failure_reasons_follow_the_table),
