@@ -26,6 +26,8 @@ SQL_FILES  := $(sort $(wildcard sql/*.sql))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 INTEG_SRC  := $(wildcard tests/integration/test_*.c)
 COMPAT_SRC := $(wildcard tests/compat/test_*.c)
+LIN_SRC    := $(wildcard tests/linearizability/test_*.c)
+FAULT_SRC  := $(wildcard tests/faults/test_*.c)
 SUPPORT_SRC:= $(wildcard tests/support/*.c)
 EXAMPLE_SRC:= $(wildcard examples/*.c)
 
@@ -36,13 +38,16 @@ SUPPORT_OBJ:= $(SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN  := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 COMPAT_BIN := $(COMPAT_SRC:tests/compat/%.c=$(BUILD)/tests/compat/%)
+LIN_BIN    := $(LIN_SRC:tests/linearizability/%.c=$(BUILD)/tests/linearizability/%)
+LIN_OBJ    := $(BUILD)/obj/tests/linearizability/lincheck.o
+FAULT_BIN  := $(FAULT_SRC:tests/faults/%.c=$(BUILD)/tests/faults/%)
 EXAMPLE_BIN:= $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
 .PHONY: all tests test test-san run bench clean deps
 # Keep objects of the test and example programs between builds.
 .SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
-tests: all $(UNIT_BIN) $(INTEG_BIN) $(COMPAT_BIN)
+tests: all $(UNIT_BIN) $(INTEG_BIN) $(COMPAT_BIN) $(LIN_BIN) $(FAULT_BIN)
 
 $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -81,6 +86,16 @@ $(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(SUPPORT_OBJ) 
 # tests/compat: what the reference broker's clients send and read, over a
 # real broker (the same support objects as the integration tests).
 $(BUILD)/tests/compat/%: $(BUILD)/obj/tests/compat/%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
+
+# tests/linearizability: histories of concurrent kv calls checked by
+# lincheck.c; tests/faults: acknowledged writes across kills and crashes.
+$(BUILD)/tests/linearizability/%: $(BUILD)/obj/tests/linearizability/%.o $(LIN_OBJ) $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(LIN_OBJ) $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
+
+$(BUILD)/tests/faults/%: $(BUILD)/obj/tests/faults/%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
 
