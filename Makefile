@@ -43,11 +43,22 @@ LIN_OBJ    := $(BUILD)/obj/tests/linearizability/lincheck.o
 FAULT_BIN  := $(FAULT_SRC:tests/faults/%.c=$(BUILD)/tests/faults/%)
 EXAMPLE_BIN:= $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
-.PHONY: all tests test test-san run bench clean deps
+# tests/fuzz: libFuzzer harnesses, always built with clang under ASan+UBSan
+# in build/fuzz (whatever SAN says): the engine and server sources again.
+FUZZ_CC    := clang
+FUZZ_DIR   := build/fuzz
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined -Iinclude -Isrc/engine -Isrc/server -I$(PG_INC)
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
+FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o
+
+.PHONY: all tests test test-san run bench clean deps fuzz torture
 # Keep objects of the test and example programs between builds.
 .SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
-tests: all $(UNIT_BIN) $(INTEG_BIN) $(COMPAT_BIN) $(LIN_BIN) $(FAULT_BIN)
+tests: all $(UNIT_BIN) $(INTEG_BIN) $(COMPAT_BIN) $(LIN_BIN) $(FAULT_BIN) fuzz
+fuzz: $(FUZZ_BIN)
 
 $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -99,6 +110,21 @@ $(BUILD)/tests/faults/%: $(BUILD)/obj/tests/faults/%.o $(SUPPORT_OBJ) $(SERVER_O
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
 
+$(FUZZ_DIR)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
+	@mkdir -p $(@D)
+	scripts/embed.sh sql $@ $(SQL_FILES)
+
+$(FUZZ_DIR)/obj/gen/%.o: $(FUZZ_DIR)/gen/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libqueen.a
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(BUILD)/libqueen.a $(LDLIBS)
@@ -123,7 +149,13 @@ bench: deps
 	$(MAKE) all
 	BUILD=$(BUILD) bash bench/run.sh
 
+# The campaign for longer: TORTURE_SECONDS per part (default 120);
+# figures to bench/RELIABILITY.md.
+torture: deps
+	$(MAKE) tests
+	BUILD=$(BUILD) TORTURE_SECONDS=$(or $(TORTURE_SECONDS),120) bash scripts/torture.sh
+
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
