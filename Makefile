@@ -26,6 +26,8 @@ SQL_FILES  := $(sort $(wildcard sql/*.sql))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 INTEG_SRC  := $(wildcard tests/integration/test_*.c)
 COMPAT_SRC := $(wildcard tests/compat/test_*.c)
+LIN_SRC    := $(wildcard tests/linearizability/test_*.c)
+FAULT_SRC  := $(wildcard tests/faults/test_*.c)
 SUPPORT_SRC:= $(wildcard tests/support/*.c)
 EXAMPLE_SRC:= $(wildcard examples/*.c)
 
@@ -36,13 +38,27 @@ SUPPORT_OBJ:= $(SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_BIN  := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/integration/%)
 COMPAT_BIN := $(COMPAT_SRC:tests/compat/%.c=$(BUILD)/tests/compat/%)
+LIN_BIN    := $(LIN_SRC:tests/linearizability/%.c=$(BUILD)/tests/linearizability/%)
+LIN_OBJ    := $(BUILD)/obj/tests/linearizability/lincheck.o
+FAULT_BIN  := $(FAULT_SRC:tests/faults/%.c=$(BUILD)/tests/faults/%)
 EXAMPLE_BIN:= $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
-.PHONY: all tests test test-san run bench clean deps
+# tests/fuzz: libFuzzer harnesses, always built with clang under ASan+UBSan
+# in build/fuzz (whatever SAN says): the engine and server sources again.
+FUZZ_CC    := clang
+FUZZ_DIR   := build/fuzz
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined -Iinclude -Isrc/engine -Isrc/server -I$(PG_INC)
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
+FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o
+
+.PHONY: all tests test test-san run bench clean deps fuzz torture
 # Keep objects of the test and example programs between builds.
 .SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
-tests: all $(UNIT_BIN) $(INTEG_BIN) $(COMPAT_BIN)
+tests: all $(UNIT_BIN) $(INTEG_BIN) $(COMPAT_BIN) $(LIN_BIN) $(FAULT_BIN) fuzz
+fuzz: $(FUZZ_BIN)
 
 $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -84,6 +100,31 @@ $(BUILD)/tests/compat/%: $(BUILD)/obj/tests/compat/%.o $(SUPPORT_OBJ) $(SERVER_O
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
 
+# tests/linearizability: histories of concurrent kv calls checked by
+# lincheck.c; tests/faults: acknowledged writes across kills and crashes.
+$(BUILD)/tests/linearizability/%: $(BUILD)/obj/tests/linearizability/%.o $(LIN_OBJ) $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(LIN_OBJ) $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
+
+$(BUILD)/tests/faults/%: $(BUILD)/obj/tests/faults/%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
+
+$(FUZZ_DIR)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
+	@mkdir -p $(@D)
+	scripts/embed.sh sql $@ $(SQL_FILES)
+
+$(FUZZ_DIR)/obj/gen/%.o: $(FUZZ_DIR)/gen/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libqueen.a
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(BUILD)/libqueen.a $(LDLIBS)
@@ -108,7 +149,13 @@ bench: deps
 	$(MAKE) all
 	BUILD=$(BUILD) bash bench/run.sh
 
+# The campaign for longer: TORTURE_SECONDS per part (default 120);
+# figures to bench/RELIABILITY.md.
+torture: deps
+	$(MAKE) tests
+	BUILD=$(BUILD) TORTURE_SECONDS=$(or $(TORTURE_SECONDS),120) bash scripts/torture.sh
+
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)

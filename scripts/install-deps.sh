@@ -9,6 +9,7 @@ packages=(
   postgresql libpq-dev postgresql-15-pgtap pgtap
   libmicrohttpd-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev
   curl wrk python3 redis-server
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -6,6 +6,8 @@
 #   scripts/pg.sh up DIR PORT [--fast]   initdb if needed, start, create db "queen"
 #   scripts/pg.sh down DIR               stop (fast mode), no error if not running
 #   scripts/pg.sh url DIR PORT           print the libpq URI for the "queen" db
+#   scripts/pg.sh crash DIR [PORT]       stop in immediate mode (a crash: recovery at
+#                                        the next up); the fault tests use it
 #
 # --fast (tests only) sets fsync=off, synchronous_commit=off and
 # full_page_writes=off: a crash may lose the cluster, which a test run throws
@@ -55,10 +57,15 @@ down)
     as_owner "$PGBIN/pg_ctl" -D "$data" -m fast -w -t 60 stop >/dev/null
   fi
   ;;
+crash)
+  if [ -s "$data/PG_VERSION" ] && as_owner "$PGBIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+    as_owner "$PGBIN/pg_ctl" -D "$data" -m immediate -w -t 60 stop >/dev/null
+  fi
+  ;;
 url)
   port=${3:?port required}
   echo "postgresql://postgres@127.0.0.1:$port/queen"
   ;;
 *)
-  echo "usage: $0 up DIR PORT [--fast] | down DIR | url DIR PORT" >&2; exit 2 ;;
+  echo "usage: $0 up DIR PORT [--fast] | down DIR | crash DIR | url DIR PORT" >&2; exit 2 ;;
 esac

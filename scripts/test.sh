@@ -79,6 +79,21 @@ done
 for t in "$BUILD"/tests/compat/test_*; do
   [ -x "$t" ] && run_suite "compat/$(basename "$t")" "$t"
 done
+# The reliability campaign (bounded here; longer as make torture).
+for t in "$BUILD"/tests/linearizability/test_*; do
+  [ -x "$t" ] && run_suite "linearizability/$(basename "$t")" "$t"
+done
+for t in "$BUILD"/tests/faults/test_*; do
+  [ -x "$t" ] || continue
+  run_suite "faults/$(basename "$t")" "$t"
+  # A fault suite crashes the cluster on purpose: whatever became of it,
+  # the suites after it get it back running.
+  scripts/pg.sh up "$pgdir" "$port" --fast >/dev/null 2>&1 || echo "test: PostgreSQL did not come back after $t"
+done
+fuzz_build=${FUZZ_BUILD:-build/fuzz}
+for t in "$fuzz_build"/fuzz_*; do
+  [ -x "$t" ] && run_suite "fuzz/$(basename "$t")" bash scripts/fuzz.sh "$t"
+done
 
 echo
 [ ${#failures[@]} -gt 0 ] && echo "failed suites: ${failures[*]}"

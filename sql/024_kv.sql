@@ -865,6 +865,32 @@ BEGIN
                 RETURNING jsonb_build_object('index', v_i, 'op', 'incr', 'applied', true,
                                              'key', v_key, 'value', k.value, 'version', k.version)
                 INTO v_elem;
+                IF v_elem IS NULL THEN
+                    -- The UPDATE found no row to move, but a concurrent create
+                    -- may commit before the verdict read: reporting that row
+                    -- with "limit" would contradict the limit (a linearizability
+                    -- violation tests/linearizability found). Lock what is live
+                    -- now and decide on it, so verdict and row are one instant.
+                    SELECT k.value, k.version INTO v_cur_val, v_cur_ver
+                    FROM queen.kv AS k
+                    WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                      AND queen.kv_live_v1(k.expires_at, v_now)
+                    FOR UPDATE;
+                    IF v_cur_ver IS NOT NULL AND jsonb_typeof(v_cur_val) = 'number'
+                       AND (v_min IS NULL OR (v_cur_val)::numeric + v_delta >= v_min)
+                       AND (v_max IS NULL OR (v_cur_val)::numeric + v_delta <= v_max) THEN
+                        UPDATE queen.kv AS k
+                           SET value = to_jsonb((v_cur_val)::numeric + v_delta),
+                               version = nextval('queen.kv_version_seq'), updated_at = v_now
+                         WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                        RETURNING jsonb_build_object('index', v_i, 'op', 'incr', 'applied', true,
+                                                     'key', v_key, 'value', k.value, 'version', k.version)
+                        INTO v_elem;
+                        v_cur_ver := NULL; v_cur_val := NULL;
+                    ELSE
+                        v_cur_ver := COALESCE(v_cur_ver, 0);   -- known: the verdict read is not repeated
+                    END IF;
+                END IF;
             END IF;
             v_reason := 'limit';   -- or 'type', decided on the read below
 

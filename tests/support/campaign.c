@@ -1,0 +1,202 @@
+/* campaign: see campaign.h. */
+#include "campaign.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "pgtest.h"
+#include "testutil.h"
+
+typedef struct grow {
+    char *text;
+    size_t len;
+} grow;
+
+static size_t collect(char *ptr, size_t size, size_t n, void *userdata)
+{
+    grow *g = userdata;
+    size_t add = size * n;
+    char *nb = realloc(g->text, g->len + add + 1);
+    if (nb == NULL)
+        return 0;
+    memcpy(nb + g->len, ptr, add);
+    g->text = nb;
+    g->len += add;
+    g->text[g->len] = '\0';
+    return add;
+}
+
+campaign_outcome campaign_post(void **curl, const char *base, const char *path, const char *body, long *status,
+                               char **reply)
+{
+    if (*curl == NULL)
+        *curl = curl_easy_init();
+    CURL *c = *curl;
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    struct curl_slist *list = curl_slist_append(NULL, "Content-Type: application/json");
+    list = curl_slist_append(list, "Expect:");
+    grow g = {0};
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    /* One connection per call: on a kept-alive connection that died, libcurl
+     * silently sends the request again on a new one, so a request the killed
+     * broker had already committed could be applied twice, or reported as
+     * never sent. */
+    curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+    /* long enough for a database restart to be waited out by the broker */
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    if (body != NULL) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    } else {
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
+    CURLcode rc = curl_easy_perform(c);
+    curl_slist_free_all(list);
+    *status = 0;
+    *reply = NULL;
+    if (rc == CURLE_COULDNT_CONNECT) {
+        free(g.text);
+        return CALL_NOT_SENT;
+    }
+    if (rc != CURLE_OK) {
+        free(g.text);
+        return CALL_NO_ANSWER;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    *reply = g.text ? g.text : strdup("");
+    return CALL_ANSWERED;
+}
+
+void campaign_http_done(void **curl)
+{
+    if (*curl)
+        curl_easy_cleanup(*curl);
+    *curl = NULL;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+bool campaign_wait_healthy(void **curl, const char *base, int within_ms)
+{
+    long long until = campaign_now_ns() + (long long)within_ms * 1000000LL;
+    while (campaign_now_ns() < until) {
+        long status;
+        char *reply;
+        if (campaign_post(curl, base, "/health", NULL, &status, &reply) == CALL_ANSWERED && status == 200) {
+            free(reply);
+            return true;
+        }
+        free(reply);
+        nap_ms(10);
+    }
+    return false;
+}
+
+bool campaign_broker_restart_hard(test_broker *b, const char *pg_url, const char *const *extra_env)
+{
+    int port = b->port;
+    if (b->pid > 0) {
+        kill(b->pid, SIGKILL);
+        waitpid(b->pid, NULL, 0);
+        b->pid = 0;
+    }
+    /* The same port, so clients keep their address (QUEEN_PORT comes after
+     * broker_spawn's own setting and wins). */
+    const char *env[16];
+    char port_env[32];
+    snprintf(port_env, sizeof port_env, "QUEEN_PORT=%d", port);
+    size_t n = 0;
+    for (; extra_env && extra_env[n] && n < 14; n++)
+        env[n] = extra_env[n];
+    env[n++] = port_env;
+    env[n] = NULL;
+    broker_spawn(b, pg_url, env);
+    b->port = port;
+    snprintf(b->base, sizeof b->base, "http://127.0.0.1:%d", port);
+    return broker_wait_healthy(b, 30000);
+}
+
+static bool pg_script(const char *verb)
+{
+    const char *dir = getenv("QUEEN_TEST_PG_DIR"), *port = getenv("QUEEN_TEST_PG_PORT");
+    if (dir == NULL || port == NULL)
+        return false;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "bash scripts/pg.sh %s '%s' %s%s >&2", verb, dir, port,
+             strcmp(verb, "up") == 0 ? " --fast" : "");
+    return system(cmd) == 0;
+}
+
+bool campaign_pg_crash(void)
+{
+    return pg_script("crash");
+}
+
+bool campaign_pg_up(void)
+{
+    return pg_script("up");
+}
+
+long campaign_env_long(const char *name, long fallback)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (v == NULL || *v == '\0')
+        return fallback;
+    long n = strtol(v, &end, 10);
+    return *end == '\0' ? n : fallback;
+}
+
+void campaign_figure(const char *name, long long value)
+{
+    printf("# figure %s %lld\n", name, value);
+    fflush(stdout);
+    const char *path = getenv("QUEEN_CAMPAIGN_FIGURES");
+    if (path == NULL || *path == '\0')
+        return;
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fprintf(f, "%s %lld\n", name, value);
+        fclose(f);
+    }
+}
+
+long long campaign_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+char *campaign_durable_database(const char *prefix, char **dbname)
+{
+    char *url = pgtest_create_database(prefix, dbname);
+    PGconn *admin = pgtest_connect();
+    char *sql = fmt("ALTER DATABASE \"%s\" SET synchronous_commit = on", *dbname);
+    PQclear(pgtest_exec(admin, sql, 0, NULL));
+    free(sql);
+    PQfinish(admin);
+    return url;
+}

@@ -1,0 +1,60 @@
+/* campaign: what the reliability suites (tests/linearizability,
+ * tests/faults) share: HTTP calls safe on worker threads (no cmocka), a
+ * broker killed with SIGKILL and started again on the same port, a crash
+ * and restart of the private PostgreSQL, run lengths read from the
+ * environment, and figures appended to $QUEEN_CAMPAIGN_FIGURES for
+ * `make torture` (scripts/torture.sh) to report. */
+#ifndef QUEEN_TEST_CAMPAIGN_H
+#define QUEEN_TEST_CAMPAIGN_H
+
+#include <stdbool.h>
+
+#include "broker.h"
+
+/* What became of one call made from a worker thread. */
+typedef enum campaign_outcome {
+    CALL_ANSWERED,    /* an HTTP answer came back (any status) */
+    CALL_NOT_SENT,    /* the connection was refused: the broker never saw it */
+    CALL_NO_ANSWER,   /* sent, but no answer: it may or may not have applied */
+} campaign_outcome;
+
+/* One POST of body to base+path on a per-thread handle (created when *curl
+ * is NULL; free with campaign_http_done). *status and *reply (malloc'd,
+ * caller frees; NULL unless answered) describe an answer. */
+campaign_outcome campaign_post(void **curl, const char *base, const char *path, const char *body, long *status,
+                               char **reply);
+void campaign_http_done(void **curl);
+
+/* Polls GET /health until it answers 200, up to within_ms. */
+bool campaign_wait_healthy(void **curl, const char *base, int within_ms);
+
+/* SIGKILL the broker, reap it, start it again on the same port with the
+ * same pg_url and extra environment, and wait until healthy (30 s). */
+bool campaign_broker_restart_hard(test_broker *b, const char *pg_url, const char *const *extra_env);
+
+/* pg_ctl stop -m immediate on the private cluster ($QUEEN_TEST_PG_DIR),
+ * and the cluster started again (scripts/pg.sh up, which waits until it
+ * accepts connections). Both return true on success. */
+bool campaign_pg_crash(void);
+bool campaign_pg_up(void);
+
+/* An integer from the environment, or fallback when unset or not a number. */
+long campaign_env_long(const char *name, long fallback);
+
+/* Appends "name value" to $QUEEN_CAMPAIGN_FIGURES (when set) and prints it
+ * as a TAP comment. */
+void campaign_figure(const char *name, long long value);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+long long campaign_now_ns(void);
+
+
+/* A new database on the private cluster (pgtest_create_database) whose
+ * sessions commit synchronously: the cluster runs with
+ * synchronous_commit=off for speed, under which a PostgreSQL crash may
+ * forget commits it already acknowledged, which would hide what the fault
+ * suites look for. Returns its conninfo (malloc'd); *dbname for the drop.
+ * Fails the running test on error (main thread only). */
+char *campaign_durable_database(const char *prefix, char **dbname);
+
+#endif
