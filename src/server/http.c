@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "errors.h"
 #include "logging.h"
 #include "metrics.h"
@@ -52,6 +53,7 @@ typedef struct request_state {
     http_poll *poll;
     const route *route; /* matched at the last dispatch: what a 499 is counted under */
     bool accounted;     /* counted and logged once: an answer or a 499 */
+    bool over_cap;      /* its connection came past QUEEN_MAX_CONNECTIONS: 503 */
 } request_state;
 
 /* The URI log callback's verdict, carried to the first access-handler call
@@ -310,7 +312,7 @@ static bool peer_gone(struct MHD_Connection *c)
 static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *con)
 {
     (void)cls;
-    (void)con;
+    conn_request_reading(con); /* the read deadline runs */
     return strchr(uri, '?') != NULL ? &query_marker : NULL;
 }
 
@@ -413,8 +415,8 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
                               enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)connection;
     (void)toe;
+    conn_request_done(connection); /* idle again: the idle timeout runs */
     request_state *st = *con_cls;
     *con_cls = NULL;
     if (st == NULL || (void *)st == &query_marker)
@@ -462,15 +464,27 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
     }
     /* While stopping, a keep-alive client must not send its next request
      * here: close after this answer. */
-    if (atomic_load(&srv->stopping))
+    if (atomic_load(&srv->stopping) || res->close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(connection, res->status, r);
     MHD_destroy_response(r);
     return ok;
 }
 
-/* Counts and logs one finished request: the pattern, never the path. */
+/* Past the cap: a server-side limit the client retries (503, Retry-After),
+ * on a connection that closes after the answer so it frees its place. */
+static void refuse_over_cap(server *srv, http_response *res, http_family family)
+{
+    conn_figures f;
+    conn_figures_get(srv, &f);
+    char detail[160];
+    snprintf(detail, sizeof detail,
+             "the broker serves %lld connections at once (QUEEN_MAX_CONNECTIONS); retry shortly", f.cap);
+    http_refuse(res, family, QUEEN_ERR_UNAVAILABLE, "too_many_connections", detail);
+    res->close = true;
+}
 
+/* Counts and logs one finished request: the pattern, never the path. */
 static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, const char *method,
                                 const char *url, request_state *st)
 {
@@ -496,7 +510,9 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     http_family family = found ? found->family : FAMILY_OPS;
     st->route = found;
     char tenant[QUEEN_TENANT_LEN + 1];
-    if (st->too_large) {
+    if (st->over_cap) {
+        refuse_over_cap(srv, &res, family);
+    } else if (st->too_large) {
         char detail[96];
         snprintf(detail, sizeof detail, "the body exceeds %d bytes (QUEEN_MAX_BODY_BYTES)", srv->cfg->max_body_bytes);
         http_refuse(&res, family, QUEEN_ERR_TOO_LARGE, "body_too_large", detail);
@@ -593,8 +609,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         st->started_us = now_us();
         atomic_fetch_add(&srv->inflight, 1);
         *con_cls = st;
-        return MHD_YES;
+        /* Answered at once, before any body byte is read. */
+        st->over_cap = conn_over_cap(srv, connection);
+        return st->over_cap ? dispatch(srv, connection, method, url, st) : MHD_YES;
     }
+    if (conn_cut(connection)) /* past the read deadline: the watchdog answered 408 */
+        return MHD_NO;
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
@@ -605,6 +625,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         account(srv, method, st->route, 499, st);
         return MHD_NO;
     }
+    if (!conn_request_handling(connection)) /* cut just now */
+        return MHD_NO;
     return dispatch(srv, connection, method, url, st);
 }
 
@@ -633,6 +655,19 @@ int http_start(server *srv)
     atomic_store(&srv->inflight, 0);
     atomic_store(&srv->body_bytes, 0);
     metrics_init();
+    unsigned conn_limit = conn_guard_start(srv, conn_raise_fd_limit());
+    if (conn_limit == 0) {
+        pthread_mutex_destroy(&srv->poll_lock);
+        return -1;
+    }
+    /* MHD's own timeout restarts on every byte: it only catches a client
+     * that stops reading its answer. The watchdog enforces the idle and read
+     * deadlines, so this stays above both. */
+    unsigned stall_s = 120;
+    if ((unsigned)(srv->cfg->idle_timeout_ms / 1000 + 2) > stall_s)
+        stall_s = (unsigned)(srv->cfg->idle_timeout_ms / 1000 + 2);
+    if ((unsigned)(srv->cfg->request_read_timeout_ms / 1000 + 2) > stall_s)
+        stall_s = (unsigned)(srv->cfg->request_read_timeout_ms / 1000 + 2);
     /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC, which quiesce needs. */
     /* MHD warns about a pool of one (its polling thread serves alone then):
      * pass 0, which means the same without the noise. */
@@ -642,11 +677,13 @@ int http_start(server *srv)
                                    threads > 1 ? threads : 0U, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
                                    request_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
                                    MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-                                   (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
-                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections,
+                                   stall_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
+                                   MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+                                   MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
                                    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         log_error("http: cannot listen on %s:%d", srv->cfg->bind, srv->cfg->port);
+        conn_guard_free(srv);
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
@@ -688,8 +725,10 @@ void http_stop(server *srv)
         log_warn("http: %d request(s) still in flight after %d ms; closing them", left, HTTP_DRAIN_MS);
     log_info("http: drained (%d long poll(s) answered at stop)", resumed);
 
+    conn_guard_stop(srv); /* its socket calls end before MHD closes every socket */
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    conn_guard_free(srv);
     if (listen_fd != MHD_INVALID_SOCKET)
         close(listen_fd);
     pthread_mutex_destroy(&srv->poll_lock);
