@@ -609,9 +609,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         st->started_us = now_us();
         atomic_fetch_add(&srv->inflight, 1);
         *con_cls = st;
-        /* Answered at once, before any body byte is read. */
+        /* Answered at once, before any body byte is read (and out of the
+         * read deadline's reach while the answer goes out). */
         st->over_cap = conn_over_cap(srv, connection);
-        return st->over_cap ? dispatch(srv, connection, method, url, st) : MHD_YES;
+        if (st->over_cap)
+            return conn_request_handling(connection) ? dispatch(srv, connection, method, url, st) : MHD_NO;
+        return MHD_YES;
     }
     if (conn_cut(connection)) /* past the read deadline: the watchdog answered 408 */
         return MHD_NO;
@@ -639,6 +642,16 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
+/* MHD's own timeout restarts on every byte: it only catches a client that
+ * stops reading its answer. The watchdog (conn.c) enforces the idle and read
+ * deadlines, so this stays above both. */
+static unsigned stall_timeout_s(const queen_config *cfg)
+{
+    int longest = cfg->idle_timeout_ms > cfg->request_read_timeout_ms ? cfg->idle_timeout_ms
+                                                                       : cfg->request_read_timeout_ms;
+    return longest / 1000 + 2 > 120 ? (unsigned)(longest / 1000 + 2) : 120U;
+}
+
 int http_start(server *srv)
 {
     /* The config is resolved (main.c): 0 was replaced by the pool's size. */
@@ -660,14 +673,6 @@ int http_start(server *srv)
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
-    /* MHD's own timeout restarts on every byte: it only catches a client
-     * that stops reading its answer. The watchdog enforces the idle and read
-     * deadlines, so this stays above both. */
-    unsigned stall_s = 120;
-    if ((unsigned)(srv->cfg->idle_timeout_ms / 1000 + 2) > stall_s)
-        stall_s = (unsigned)(srv->cfg->idle_timeout_ms / 1000 + 2);
-    if ((unsigned)(srv->cfg->request_read_timeout_ms / 1000 + 2) > stall_s)
-        stall_s = (unsigned)(srv->cfg->request_read_timeout_ms / 1000 + 2);
     /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC, which quiesce needs. */
     /* MHD warns about a pool of one (its polling thread serves alone then):
      * pass 0, which means the same without the noise. */
@@ -677,7 +682,7 @@ int http_start(server *srv)
                                    threads > 1 ? threads : 0U, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
                                    request_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
                                    MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-                                   stall_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
+                                   stall_timeout_s(srv->cfg), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
                                    MHD_OPTION_CONNECTION_LIMIT, conn_limit,
                                    MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
                                    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
