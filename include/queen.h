@@ -46,6 +46,8 @@ typedef struct queen_config {
     int http_threads;
     int max_body_bytes;
     int max_connections;
+    int request_read_timeout_ms;
+    int idle_timeout_ms;
     int max_inflight_body_bytes;
     int max_body_values;
     int max_body_depth;

@@ -54,10 +54,24 @@ static const setting settings[] = {
     {"QUEEN_MAX_BODY_BYTES", "max-body-bytes", SET_INT, AT(max_body_bytes), "20971520", 1024, 1073741824,
      "Largest request body accepted; larger is 413. 20 MiB: the largest call the kv guards admit (256 ops of "
      "64 KiB values, with keys and JSON about 16.3 MiB) plus headroom; push batches beyond it should be split."},
-    {"QUEEN_MAX_CONNECTIONS", "max-connections", SET_INT, AT(max_connections), "1024", 1, 1000000,
-     "Open HTTP connections at once, shared evenly by the HTTP threads; beyond, new ones wait in the listen "
-     "backlog. 1024: ample for keep-alive client pools, and it bounds the sockets and per-connection memory "
-     "a flood of clients can take."},
+    {"QUEEN_MAX_CONNECTIONS", "max-connections", SET_INT, AT(max_connections), "16384", 1, 1000000,
+     "Open HTTP connections served at once. Past it a new connection's request is answered 503 with "
+     "Retry-After: 1 and the connection closed (up to an eighth more plus 16 are accepted to say so; beyond "
+     "those, connections wait in the listen backlog). 16384: room for 10,000 idle keep-alive connections "
+     "with active clients and probes beside them; an idle connection costs the broker about 9 KiB (measured: "
+     "10,000 added 84 MiB of RSS), so a full cap is about 140 MiB. The broker raises its open-file limit to "
+     "the hard limit at start and lowers this cap, with a warning, when that limit is too low for it."},
+    {"QUEEN_REQUEST_READ_TIMEOUT_MS", "request-read-timeout-ms", SET_INT, AT(request_read_timeout_ms), "30000",
+     100, 3600000,
+     "Longest time from a request's first byte to its last (headers and body), however steadily the client "
+     "trickles bytes; past it the request is answered 408 and the connection closed. Checked every tenth of "
+     "the shorter of this and QUEEN_IDLE_TIMEOUT_MS (at most every second). 30000: a body of "
+     "QUEEN_MAX_BODY_BYTES needs about 6 Mbit/s, far below a broker's clients' links, and a slow sender "
+     "holds a connection no longer."},
+    {"QUEEN_IDLE_TIMEOUT_MS", "idle-timeout-ms", SET_INT, AT(idle_timeout_ms), "65000", 100, 3600000,
+     "A keep-alive connection with no request in progress is closed after this long. 65000: above the 60 s "
+     "idle timeout of common load balancers and proxies, so they close first and never send a request on a "
+     "connection the broker is closing."},
     {"QUEEN_MAX_INFLIGHT_BODY_BYTES", "max-inflight-body-bytes", SET_INT, AT(max_inflight_body_bytes),
      "268435456", 1024, 2147483647,
      "Body bytes buffered across all requests at once, plus 256 bytes per JSON value of each body being parsed "

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "errors.h"
 #include "logging.h"
 #include "metrics.h"
@@ -57,6 +58,7 @@ typedef struct request_state {
     const route *route; /* matched at the last dispatch: what a 499 is counted under */
     bool accounted;     /* counted and logged once: an answer or a 499 */
     bool framing_refused; /* answered 400 at the headers (framing_fault) */
+    bool over_cap;      /* its connection came past QUEEN_MAX_CONNECTIONS: 503 */
 } request_state;
 
 /* The URI log callback's verdict, carried to the first access-handler call
@@ -315,7 +317,7 @@ static bool peer_gone(struct MHD_Connection *c)
 static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *con)
 {
     (void)cls;
-    (void)con;
+    conn_request_reading(con); /* the read deadline runs */
     return strchr(uri, '?') != NULL ? &query_marker : NULL;
 }
 
@@ -466,6 +468,7 @@ static bool body_shape_refused(server *srv, request_state *st, http_family famil
     return false;
 }
 
+/* Counts and logs one finished request: the pattern, never the path. */
 static void account(server *srv, const char *method, const route *r, unsigned status, request_state *st)
 {
     st->accounted = true;
@@ -481,8 +484,8 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
                               enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)connection;
     (void)toe;
+    conn_request_done(connection); /* idle again: the idle timeout runs */
     request_state *st = *con_cls;
     *con_cls = NULL;
     if (st == NULL || (void *)st == &query_marker)
@@ -582,8 +585,21 @@ static const char *request_tenant(struct MHD_Connection *c, char out[QUEEN_TENAN
     return NULL;
 }
 
-/* Counts and logs one finished request: the pattern, never the path. */
+/* Past the cap: a server-side limit the client retries (503, Retry-After),
+ * on a connection that closes after the answer so it frees its place. */
+static void refuse_over_cap(server *srv, http_response *res, http_family family)
+{
+    conn_figures f;
+    conn_figures_get(srv, &f);
+    char detail[160];
+    snprintf(detail, sizeof detail,
+             "the broker serves %lld connections at once (QUEEN_MAX_CONNECTIONS); retry shortly", f.cap);
+    http_refuse(res, family, QUEEN_ERR_UNAVAILABLE, "too_many_connections", detail);
+    res->close = true;
+}
 
+/* Routes a complete request: the edge's own refusals answer here, anything
+ * else goes to its handler. */
 static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, const char *method,
                                 const char *url, request_state *st)
 {
@@ -610,7 +626,9 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     st->route = found;
     char tenant[QUEEN_TENANT_LEN + 1];
     const char *tenant_fault = NULL;
-    if (st->too_large) {
+    if (st->over_cap) {
+        refuse_over_cap(srv, &res, family);
+    } else if (st->too_large) {
         char detail[96];
         snprintf(detail, sizeof detail, "the body exceeds %d bytes (QUEEN_MAX_BODY_BYTES)", srv->cfg->max_body_bytes);
         http_refuse(&res, family, QUEEN_ERR_TOO_LARGE, "body_too_large", detail);
@@ -766,6 +784,11 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         st->started_us = now_us();
         atomic_fetch_add(&srv->inflight, 1);
         *con_cls = st;
+        /* Answered at once, before any body byte is read (and out of the
+         * read deadline's reach while the answer goes out). */
+        st->over_cap = conn_over_cap(srv, connection);
+        if (st->over_cap)
+            return conn_request_handling(connection) ? dispatch(srv, connection, method, url, st) : MHD_NO;
         const char *fault = framing_fault(connection, version);
         if (fault != NULL)
             return refuse_framing(srv, connection, method, st, fault);
@@ -782,6 +805,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (conn_cut(connection)) /* past the read deadline: the watchdog answered 408 */
+        return MHD_NO;
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
@@ -792,6 +817,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         account(srv, method, st->route, 499, st);
         return MHD_NO;
     }
+    if (!conn_request_handling(connection)) /* cut just now */
+        return MHD_NO;
     return dispatch(srv, connection, method, url, st);
 }
 
@@ -815,6 +842,16 @@ static void warn_if_exposed(const server *srv, struct in_addr bound)
              srv->cfg->bind, srv->cfg->port);
 }
 
+/* MHD's own timeout restarts on every byte: it only catches a client that
+ * stops reading its answer. The watchdog (conn.c) enforces the idle and read
+ * deadlines, so this stays above both. */
+static unsigned stall_timeout_s(const queen_config *cfg)
+{
+    int longest = cfg->idle_timeout_ms > cfg->request_read_timeout_ms ? cfg->idle_timeout_ms
+                                                                       : cfg->request_read_timeout_ms;
+    return longest / 1000 + 2 > 120 ? (unsigned)(longest / 1000 + 2) : 120U;
+}
+
 int http_start(server *srv)
 {
     /* The config is resolved (main.c): 0 was replaced by the pool's size. */
@@ -831,6 +868,11 @@ int http_start(server *srv)
     atomic_store(&srv->inflight, 0);
     atomic_store(&srv->body_bytes, 0);
     metrics_init();
+    unsigned conn_limit = conn_guard_start(srv, conn_raise_fd_limit());
+    if (conn_limit == 0) {
+        pthread_mutex_destroy(&srv->poll_lock);
+        return -1;
+    }
     /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC, which quiesce needs. */
     /* MHD warns about a pool of one (its polling thread serves alone then):
      * pass 0, which means the same without the noise. */
@@ -840,11 +882,13 @@ int http_start(server *srv)
                                    threads > 1 ? threads : 0U, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
                                    request_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
                                    MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-                                   (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
-                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections,
+                                   stall_timeout_s(srv->cfg), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
+                                   MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+                                   MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
                                    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         log_error("http: cannot listen on %s:%d", srv->cfg->bind, srv->cfg->port);
+        conn_guard_free(srv);
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
@@ -887,8 +931,10 @@ void http_stop(server *srv)
         log_warn("http: %d request(s) still in flight after %d ms; closing them", left, HTTP_DRAIN_MS);
     log_info("http: drained (%d long poll(s) answered at stop)", resumed);
 
+    conn_guard_stop(srv); /* its socket calls end before MHD closes every socket */
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    conn_guard_free(srv);
     if (listen_fd != MHD_INVALID_SOCKET)
         close(listen_fd);
     pthread_mutex_destroy(&srv->poll_lock);

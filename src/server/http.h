@@ -56,7 +56,7 @@ typedef struct http_response {
     char etag[48];               /* sent as ETag when non-empty */
     int retry_after;             /* seconds; sent when > 0 */
     bool suspended;              /* set by http_poll_suspend: nothing to send yet */
-    bool close;                  /* end the connection after this answer */
+    bool close;                  /* send Connection: close and close after the answer */
 } http_response;
 
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);
@@ -79,6 +79,7 @@ struct server {
     atomic_bool stopping;
     atomic_int inflight;         /* requests between their first byte and their completion */
     atomic_llong body_bytes;     /* body buffer bytes held by requests now (QUEEN_MAX_INFLIGHT_BODY_BYTES) */
+    struct conn_guard *guard;    /* the connection cap and deadlines (conn.h) */
 };
 
 /* Starts the daemon on cfg->bind:cfg->port. Returns 0 or -1 (logged). */

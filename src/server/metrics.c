@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "logging.h"
 #include "stats.h"
 
@@ -104,6 +105,15 @@ static bool slot_used(size_t i)
 
 /* ---- JSON ------------------------------------------------------------------ */
 
+static json_t *connections_json(const server *srv)
+{
+    conn_figures f;
+    conn_figures_get(srv, &f);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "open", (json_int_t)f.open, "cap", (json_int_t)f.cap, "refused",
+                     (json_int_t)f.refused, "readTimeouts", (json_int_t)f.read_timeouts, "idleClosed",
+                     (json_int_t)f.idle_closed);
+}
+
 char *metrics_json(server *srv)
 {
     json_t *requests = json_array(), *latency = json_array();
@@ -133,8 +143,9 @@ char *metrics_json(server *srv)
                                                  slot_pattern(i), "count", (json_int_t)count, "sumSeconds",
                                                  (double)atomic_load(&f->sum_us) / 1e6, "buckets", buckets));
     }
-    json_t *http = json_pack("{s:o, s:o, s:i, s:i}", "requests", requests, "latency", latency, "longPollsWaiting",
-                             atomic_load(&srv->nsuspended), "inFlight", atomic_load(&srv->inflight));
+    json_t *http = json_pack("{s:o, s:o, s:i, s:i, s:o}", "requests", requests, "latency", latency,
+                             "longPollsWaiting", atomic_load(&srv->nsuspended), "inFlight",
+                             atomic_load(&srv->inflight), "connections", connections_json(srv));
     char *head = http ? json_dumps(http, JSON_COMPACT) : NULL;
     json_decref(http);
     char *engine = queen_stats_json(srv->engine);
@@ -166,6 +177,25 @@ static void label(FILE *out, const char *v)
 static void family(FILE *out, const char *name, const char *type, const char *help)
 {
     fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void connection_families(FILE *out, const server *srv)
+{
+    conn_figures f;
+    conn_figures_get(srv, &f);
+    family(out, "queen_http_connections_open", "gauge", "HTTP connections open now, those past the cap included.");
+    fprintf(out, "queen_http_connections_open %lld\n", f.open);
+    family(out, "queen_http_connections_max", "gauge", "QUEEN_MAX_CONNECTIONS in force.");
+    fprintf(out, "queen_http_connections_max %lld\n", f.cap);
+    family(out, "queen_http_connections_refused_total", "counter",
+           "Requests answered 503 because their connection came past QUEEN_MAX_CONNECTIONS.");
+    fprintf(out, "queen_http_connections_refused_total %lld\n", f.refused);
+    family(out, "queen_http_request_read_timeouts_total", "counter",
+           "Requests cut (408) for not arriving whole within QUEEN_REQUEST_READ_TIMEOUT_MS of their first byte.");
+    fprintf(out, "queen_http_request_read_timeouts_total %lld\n", f.read_timeouts);
+    family(out, "queen_http_idle_connections_closed_total", "counter",
+           "Keep-alive connections closed after QUEEN_IDLE_TIMEOUT_MS without a request.");
+    fprintf(out, "queen_http_idle_connections_closed_total %lld\n", f.idle_closed);
 }
 
 static void http_families(FILE *out, server *srv)
@@ -219,6 +249,7 @@ static void http_families(FILE *out, server *srv)
     fprintf(out, "queen_http_long_polls_waiting %d\n", atomic_load(&srv->nsuspended));
     family(out, "queen_http_requests_in_flight", "gauge", "Requests received and not yet answered.");
     fprintf(out, "queen_http_requests_in_flight %d\n", atomic_load(&srv->inflight));
+    connection_families(out, srv);
 }
 
 /* A figure in the family's unit: integers stay exact (no double on the

@@ -2,9 +2,12 @@
  * follow the resolved connection pool; a body that would pass the global
  * body budget is 503 with Retry-After and writes nothing, and the budget is
  * free again once the request holding it ends; a body over the cap is 413;
- * connections beyond QUEEN_MAX_CONNECTIONS are not served while the first
- * ones keep working. Raw sockets where curl would hide the point (a body
- * sent in part and held, a connection kept open). */
+ * connections past QUEEN_MAX_CONNECTIONS are answered 503 at once while the
+ * first ones keep working; a request that trickles in is cut with a 408 at
+ * QUEEN_REQUEST_READ_TIMEOUT_MS however steadily it sends, and an idle
+ * keep-alive connection is closed at QUEEN_IDLE_TIMEOUT_MS. Raw sockets where
+ * curl would hide the point (a body sent in part and held, a connection kept
+ * open, a byte at a time). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,11 +89,11 @@ static void send_all(int fd, const char *buf, size_t len)
     }
 }
 
-/* One response (Content-Length framed) read within timeout_ms: its status,
- * 0 when none came in time, -1 when the server closed the connection. */
-static int read_status(int fd, int timeout_ms)
+/* One response (Content-Length framed) read within timeout_ms into buf (the
+ * whole response, NUL-terminated): its status, 0 when none came in time, -1
+ * when the server closed the connection first. */
+static int read_reply(int fd, int timeout_ms, char *buf, size_t cap)
 {
-    char buf[8192];
     size_t len = 0;
     long long deadline = now_ms() + timeout_ms;
     for (;;) {
@@ -110,13 +114,19 @@ static int read_status(int fd, int timeout_ms)
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, (int)left) <= 0)
             continue;
-        ssize_t n = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
         if (n <= 0)
             return -1;
         len += (size_t)n;
-        if (len >= sizeof buf - 1)
+        if (len >= cap - 1)
             fail_msg("response larger than the test's buffer");
     }
+}
+
+static int read_status(int fd, int timeout_ms)
+{
+    char buf[8192];
+    return read_reply(fd, timeout_ms, buf, sizeof buf);
 }
 
 static int health_on(int fd, int timeout_ms)
@@ -255,48 +265,279 @@ static void over_the_cap_is_413(void **state)
     assert_int_equal(broker_stop(&b), 0);
 }
 
-/* ---- the connection limit ---------------------------------------------- */
+/* ---- the connection cap ------------------------------------------------ */
 
-/* One HTTP thread, so the limit is not split among threads. */
-static void connections_beyond_the_limit_wait(void **state)
+#define CAP_CONNS 50
+
+/* The body of a raw reply, parsed: the error envelope's code and reason. */
+static void expect_envelope(const char *reply, const char *code, const char *reason)
+{
+    const char *body = strstr(reply, "\r\n\r\n");
+    if (body == NULL)
+        fail_msg("no body in %s", reply);
+    json_t *v = json_parse(body + 4);
+    if (jstr(v, "code") == NULL || strcmp(jstr(v, "code"), code) != 0 || jstr(v, "reason") == NULL ||
+        strcmp(jstr(v, "reason"), reason) != 0 || jstr(v, "error") == NULL || jstr(v, "detail") == NULL)
+        fail_msg("expected the envelope %s/%s, got %s", code, reason, reply);
+    json_decref(v);
+}
+
+/* The server closes its side: recv reads end-of-stream (or a reset). */
+static bool closed_by_server(int fd, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    char b[512];
+    for (;;) {
+        long long left = deadline - now_ms();
+        if (left <= 0)
+            return false;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        if (recv(fd, b, sizeof b, 0) <= 0)
+            return true;
+    }
+}
+
+static bool log_has(const test_broker *b, const char *what)
+{
+    char *log = read_file(b->log);
+    bool has = strstr(log, what) != NULL;
+    free(log);
+    return has;
+}
+
+static bool prometheus_has(const test_broker *b, const char *line)
+{
+    http_reply r = broker_http(b, "GET", "/metrics/prometheus", NULL, NULL);
+    bool has = r.status == 200 && strstr(r.body, line) != NULL;
+    http_reply_free(&r);
+    return has;
+}
+
+/* CAP_CONNS idle keep-alive connections are open: /health still answers on
+ * a new one... until it is one too many, then 503 at once, with the
+ * envelope and Retry-After, and the connection closes; the first ones keep
+ * working; a place freed is a place served. */
+static void connections_past_the_cap_get_a_fast_503(void **state)
 {
     (void)state;
-    const char *env[] = {"QUEEN_MAX_CONNECTIONS=3", "QUEEN_HTTP_THREADS=1", "QUEEN_PG_POOL=2",
-                         "QUEEN_ACCESS_LOG=0", NULL};
+    const char *env[] = {"QUEEN_MAX_CONNECTIONS=50", "QUEEN_PG_POOL=2", "QUEEN_ACCESS_LOG=0", NULL};
     test_broker b;
     start(&b, env);
-    int fd[3];
-    for (int i = 0; i < 3; i++) {
-        fd[i] = tcp_open(b.port);
-        assert_int_equal(health_on(fd[i], 10000), 200);
+    int idle[CAP_CONNS];
+    for (int i = 0; i < CAP_CONNS - 1; i++) {
+        idle[i] = tcp_open(b.port);
+        assert_int_equal(health_on(idle[i], 10000), 200);
     }
-    /* The fourth is not served while three are open (MHD stops accepting:
-     * it waits in the listen backlog, or is closed). */
-    int extra = tcp_open(b.port);
-    int got = health_on(extra, 1000);
-    print_message("fourth connection: %d\n", got);
-    if (got > 0)
-        fail_msg("a connection beyond QUEEN_MAX_CONNECTIONS=3 was answered %d", got);
+    /* The cap's last place: /health answers while the others idle. */
+    long long t0 = now_ms();
+    idle[CAP_CONNS - 1] = tcp_open(b.port);
+    assert_int_equal(health_on(idle[CAP_CONNS - 1], 10000), 200);
+    print_message("/health with %d idle connections open: %lld ms\n", CAP_CONNS - 1, now_ms() - t0);
+
+    /* Ten past the cap: each answered 503, promptly, then closed. */
+    long long slowest = 0;
+    for (int i = 0; i < 10; i++) {
+        int fd = tcp_open(b.port);
+        static const char get[] = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+        long long t = now_ms();
+        send_all(fd, get, sizeof get - 1);
+        char reply[8192];
+        int status = read_reply(fd, 10000, reply, sizeof reply);
+        long long took = now_ms() - t;
+        slowest = took > slowest ? took : slowest;
+        if (status != 503)
+            fail_msg("connection %d past the cap answered %d, not 503", CAP_CONNS + 1 + i, status);
+        expect_envelope(reply, "unavailable", "too_many_connections");
+        assert_non_null(strcasestr(reply, "\r\nRetry-After: 1\r\n"));
+        assert_non_null(strcasestr(reply, "\r\nConnection: close\r\n"));
+        assert_true(closed_by_server(fd, 10000));
+        close(fd);
+    }
+    print_message("503 past the cap: slowest %lld ms\n", slowest);
+    assert_true(slowest < 5000); /* "at once": bounded for a loaded 2-core machine */
+
     /* The first ones keep working, on their kept-alive connections. */
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(health_on(fd[i], 10000), 200);
-    /* One leaves: the waiting one is served (a closed one would say -1). */
-    close(fd[0]);
-    if (got == 0)
-        assert_int_equal(read_status(extra, 10000), 200);
-    close(extra);
-    close(fd[1]);
-    close(fd[2]);
+    for (int i = 0; i < CAP_CONNS; i++)
+        assert_int_equal(health_on(idle[i], 10000), 200);
+
+    /* Two leave: a new connection is served again (their places come back
+     * when the broker has seen them close). */
+    close(idle[0]);
+    close(idle[1]);
+    int served = 0;
+    WAIT_UNTIL(({
+                   int fd = tcp_open(b.port);
+                   served = health_on(fd, 10000);
+                   close(fd);
+                   served == 200;
+               }),
+               10000, "no new connection was served after two left (last answer %d)", served);
+
+    /* Counted, and logged (at most a line per 10 s, with the count). */
+    assert_true(http_metric(&b, "http", "connections", "refused") >= 10);
+    assert_int_equal(http_metric(&b, "http", "connections", "cap"), CAP_CONNS);
+    assert_true(prometheus_has(&b, "\nqueen_http_connections_refused_total "));
+    WAIT_UNTIL(log_has(&b, "requests refused with 503 past QUEEN_MAX_CONNECTIONS: 10 since the last such line"),
+               10000, "no log line for the refusals in %s", b.log);
+    for (int i = 2; i < CAP_CONNS; i++)
+        close(idle[i]);
     assert_int_equal(broker_stop(&b), 0);
+}
+
+/* ---- the read deadline and the idle timeout ---------------------------- */
+
+#define READ_DEADLINE_MS 1000
+#define TRICKLE_MS 200
+
+typedef struct trickler {
+    const char *name;
+    const char *at_once; /* sent whole first */
+    int fd;
+    size_t sent;
+    long long first_byte_ms, cut_after_ms;
+    int status;
+    char reply[4096];
+} trickler;
+
+/* Three senders, a byte every TRICKLE_MS each, of requests far longer than
+ * the deadline allows at that pace (20 s): one trickles from its request
+ * line's first byte, one sends its request line whole and trickles its
+ * headers, one sends its headers whole and trickles its body. Each must be
+ * answered 408 (the envelope) about READ_DEADLINE_MS after its first byte,
+ * although it never stops sending. */
+static void a_trickling_request_is_cut_at_the_read_deadline(void **state)
+{
+    (void)state;
+    const char *env[] = {"QUEEN_REQUEST_READ_TIMEOUT_MS=1000", "QUEEN_IDLE_TIMEOUT_MS=60000", "QUEEN_PG_POOL=2",
+                         NULL};
+    test_broker b;
+    start(&b, env);
+    trickler t[] = {
+        {.name = "request line", .at_once = ""},
+        {.name = "headers", .at_once = "GET /health HTTP/1.1\r\n"},
+        {.name = "body", .at_once = "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                                    "Content-Length: 100\r\n\r\n"},
+    };
+    const size_t n = sizeof t / sizeof t[0];
+    char trickle[101];
+    memset(trickle, 'x', 100);
+    trickle[100] = '\0';
+    static const char line[] = "GET /health HTTP/1.1\r\nX-Slow: ";
+    for (size_t i = 0; i < n; i++) {
+        t[i].fd = tcp_open(b.port);
+        t[i].first_byte_ms = now_ms();
+        send_all(t[i].fd, t[i].at_once, strlen(t[i].at_once));
+    }
+    size_t open = n;
+    long long give_up = now_ms() + 20000;
+    while (open > 0 && now_ms() < give_up) {
+        for (size_t i = 0; i < n; i++) {
+            if (t[i].status != 0)
+                continue;
+            /* The next byte: the request line's, then the header's, then the body's. */
+            const char *rest = i == 0 && t[i].sent < sizeof line - 1 ? line + t[i].sent : trickle;
+            if (send(t[i].fd, rest, 1, MSG_NOSIGNAL) == 1)
+                t[i].sent++;
+        }
+        /* The pace: TRICKLE_MS between bytes, reading answers meanwhile. */
+        long long next = now_ms() + TRICKLE_MS;
+        for (long long left; (left = next - now_ms()) > 0;) {
+            struct pollfd p[3];
+            for (size_t i = 0; i < n; i++)
+                p[i] = (struct pollfd){.fd = t[i].status != 0 ? -1 : t[i].fd, .events = POLLIN};
+            if (poll(p, n, (int)left) <= 0)
+                continue;
+            for (size_t i = 0; i < n; i++) {
+                if (t[i].status != 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                    continue;
+                t[i].status = read_reply(t[i].fd, 2000, t[i].reply, sizeof t[i].reply);
+                t[i].cut_after_ms = now_ms() - t[i].first_byte_ms;
+                if (t[i].status == 0)
+                    t[i].status = -2;
+                open--;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        print_message("trickling %s: %d after %lld ms (%zu bytes sent)\n", t[i].name, t[i].status,
+                      t[i].cut_after_ms, t[i].sent);
+        if (t[i].status != 408)
+            fail_msg("the sender trickling its %s was answered %d, not 408", t[i].name, t[i].status);
+        expect_envelope(t[i].reply, "request_timeout", "request_read_timeout");
+        assert_non_null(strcasestr(t[i].reply, "\r\nConnection: close\r\n"));
+        /* The deadline, give or take the watchdog's tick (a tenth of it), and
+         * never later than the scheduler of a loaded machine allows. */
+        assert_true(t[i].cut_after_ms >= READ_DEADLINE_MS - READ_DEADLINE_MS / 10 - 50);
+        assert_true(t[i].cut_after_ms < 5 * READ_DEADLINE_MS);
+        close(t[i].fd);
+    }
+    /* Nothing was written by the cut body. */
+    assert_true(http_metric(&b, "http", "connections", "readTimeouts") >= 3);
+    assert_true(prometheus_has(&b, "\nqueen_http_request_read_timeouts_total 3\n"));
+    WAIT_UNTIL(log_has(&b, "requests cut with 408 past QUEEN_REQUEST_READ_TIMEOUT_MS"), 10000,
+               "no log line for the cut requests in %s", b.log);
+    /* A brisk request on a fresh connection is unaffected. */
+    int fd = tcp_open(b.port);
+    assert_int_equal(health_on(fd, 10000), 200);
+    close(fd);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
+/* An idle keep-alive connection is closed at QUEEN_IDLE_TIMEOUT_MS; one that
+ * keeps asking stays open past it (the timeout runs only between requests). */
+static void an_idle_connection_is_closed_at_the_idle_timeout(void **state)
+{
+    (void)state;
+    const char *env[] = {"QUEEN_IDLE_TIMEOUT_MS=1000", "QUEEN_PG_POOL=2", "QUEEN_ACCESS_LOG=0", NULL};
+    test_broker b;
+    start(&b, env);
+    int quiet = tcp_open(b.port), busy = tcp_open(b.port);
+    assert_int_equal(health_on(quiet, 10000), 200);
+    long long went_idle = now_ms(), closed_after = -1;
+    /* The busy one asks every 300 ms (the pace is the client's own, spent
+     * watching the quiet one) for three idle timeouts. */
+    while (now_ms() < went_idle + 3000) {
+        assert_int_equal(health_on(busy, 10000), 200);
+        if (closed_after >= 0)
+            pause_ms(300);
+        else if (closed_by_server(quiet, 300))
+            closed_after = now_ms() - went_idle;
+    }
+    if (closed_after < 0) {
+        assert_true(closed_by_server(quiet, 10000));
+        closed_after = now_ms() - went_idle;
+    }
+    print_message("idle connection closed %lld ms after its last answer\n", closed_after);
+    assert_true(closed_after >= 900 && closed_after < 5000);
+    assert_int_equal(health_on(busy, 10000), 200);
+    assert_true(http_metric(&b, "http", "connections", "idleClosed") >= 1);
+    close(quiet);
+    close(busy);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
+/* Many sockets from this process: its own open-file limit up to the hard one. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }
 
 int main(void)
 {
+    raise_fd_limit();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(http_threads_follow_the_pool),
         cmocka_unit_test(over_budget_is_503_and_the_budget_returns),
         cmocka_unit_test(over_the_cap_is_413),
-        cmocka_unit_test(connections_beyond_the_limit_wait),
+        cmocka_unit_test(connections_past_the_cap_get_a_fast_503),
+        cmocka_unit_test(a_trickling_request_is_cut_at_the_read_deadline),
+        cmocka_unit_test(an_idle_connection_is_closed_at_the_idle_timeout),
     };
     return cmocka_run_group_tests_name("http_edge", tests, NULL, NULL);
 }

@@ -23,7 +23,9 @@ static void defaults_are_documented_values(void **state)
     assert_int_equal(cfg.log_level, QUEEN_LOG_INFO);
     assert_int_equal(cfg.stmt_timeout_ms, 30000);
     assert_int_equal(cfg.max_body_bytes, 20 * 1024 * 1024);
-    assert_int_equal(cfg.max_connections, 1024);
+    assert_int_equal(cfg.max_connections, 16384);
+    assert_int_equal(cfg.request_read_timeout_ms, 30000);
+    assert_int_equal(cfg.idle_timeout_ms, 65000);
     assert_int_equal(cfg.max_inflight_body_bytes, 256 * 1024 * 1024);
     queen_config_free(&cfg);
 }
