@@ -24,6 +24,7 @@
 #include "broker.h"
 #include "http_fixture.h"
 #include "pgtest.h"
+#include "rawsock.h"
 #include "testutil.h"
 
 static test_broker broker;
@@ -41,55 +42,6 @@ static int group_teardown(void **state)
     return broker_stop(&broker) == 0 ? 0 : -1;
 }
 
-static int tcp_open(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        fail_msg("connect to 127.0.0.1:%d failed", port);
-    return fd;
-}
-
-static void send_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            fail_msg("send failed");
-        buf += n;
-        len -= (size_t)n;
-    }
-}
-
-/* Reads until the peer closes or timeout_ms passes. Returns what arrived
- * (malloc'd, NUL-terminated) and sets *closed when the peer closed. */
-static char *read_until_closed(int fd, int timeout_ms, bool *closed)
-{
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    long long deadline = now_ms() + timeout_ms;
-    *closed = false;
-    for (;;) {
-        long long left = deadline - now_ms();
-        if (left <= 0)
-            break;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)left) <= 0)
-            continue;
-        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
-        if (n <= 0) {
-            *closed = true;
-            break;
-        }
-        len += (size_t)n;
-        if (len >= cap - 1)
-            fail_msg("more answer than the test expects");
-    }
-    buf[len] = '\0';
-    return buf;
-}
-
 /* The first status line's code in text, 0 when there is none. */
 static int first_status(const char *text)
 {
@@ -104,14 +56,14 @@ static int first_status(const char *text)
  * connection is closed after it. */
 static void declared_size_refused_from_the_header(const char *extra_header)
 {
-    int fd = tcp_open(broker.port);
+    int fd = raw_connect(broker.port);
     char *head = fmt("POST /api/v1/push HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                      "Content-Length: 10737418240\r\n%s\r\n",
                      extra_header);
     long long t0 = now_ms();
-    send_all(fd, head, strlen(head));
+    assert_true(raw_send(fd, head, strlen(head)));
     bool closed = false;
-    char *answer = read_until_closed(fd, 15000, &closed);
+    char *answer = raw_read_until_closed(fd, 15000, 65535, &closed);
     long long took = now_ms() - t0;
     print_message("declared 10 GiB%s: answered and closed in %lld ms\n", *extra_header ? " (Expect)" : "", took);
     if (first_status(answer) != 413)
@@ -143,10 +95,10 @@ static void huge_content_length_with_expect_gets_no_100_continue(void **state)
 static void admissible_body_with_expect_is_continued(void **state)
 {
     (void)state;
-    int fd = tcp_open(broker.port);
+    int fd = raw_connect(broker.port);
     static const char head[] = "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                                "Content-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n";
-    send_all(fd, head, sizeof head - 1);
+    assert_true(raw_send(fd, head, sizeof head - 1));
     char buf[256] = "";
     size_t len = 0;
     long long deadline = now_ms() + 10000;
@@ -163,9 +115,9 @@ static void admissible_body_with_expect_is_continued(void **state)
         buf[len] = '\0';
     }
     assert_int_equal(first_status(buf), 100);
-    send_all(fd, "[]", 2);
+    assert_true(raw_send(fd, "[]", 2));
     bool closed = false;
-    char *answer = read_until_closed(fd, 15000, &closed);
+    char *answer = raw_read_until_closed(fd, 15000, 65535, &closed);
     char *all = fmt("%s%s", buf, answer);
     const char *second = strstr(all, "\r\n\r\n") + 4;
     assert_int_equal(first_status(second), 200);

@@ -28,6 +28,7 @@
 #include "broker.h"
 #include "http_fixture.h"
 #include "pgtest.h"
+#include "rawsock.h"
 #include "testutil.h"
 
 static void start(test_broker *b, const char *const *env)
@@ -68,25 +69,10 @@ static void tick(void)
     nanosleep(&ts, NULL);
 }
 
-static int tcp_open(int port)
+static void raw_send_must(int fd, const char *buf, size_t len)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        fail_msg("connect to 127.0.0.1:%d failed", port);
-    return fd;
-}
-
-static void send_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            fail_msg("send failed");
-        buf += n;
-        len -= (size_t)n;
-    }
+    if (!raw_send(fd, buf, len))
+        fail_msg("send failed");
 }
 
 /* One response (Content-Length framed) read within timeout_ms into buf (the
@@ -132,7 +118,7 @@ static int read_status(int fd, int timeout_ms)
 static int health_on(int fd, int timeout_ms)
 {
     static const char get[] = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
-    send_all(fd, get, sizeof get - 1);
+    raw_send_must(fd, get, sizeof get - 1);
     return read_status(fd, timeout_ms);
 }
 
@@ -204,10 +190,10 @@ static void over_budget_is_503_and_the_budget_returns(void **state)
     assert_int_equal(probe(&b, small), 400);
 
     /* A request declares 60000 bytes and sends a few: it holds them. */
-    int hog = tcp_open(b.port);
+    int hog = raw_connect(b.port);
     static const char head[] = "POST /api/v1/push HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                                "Content-Length: 60000\r\n\r\n{\"items\":[";
-    send_all(hog, head, sizeof head - 1);
+    raw_send_must(hog, head, sizeof head - 1);
     probe_until(&b, small, 503);
 
     /* A real push that would pass the budget: 503, Retry-After, envelope. */
@@ -285,18 +271,9 @@ static void expect_envelope(const char *reply, const char *code, const char *rea
 /* The server closes its side: recv reads end-of-stream (or a reset). */
 static bool closed_by_server(int fd, int timeout_ms)
 {
-    long long deadline = now_ms() + timeout_ms;
-    char b[512];
-    for (;;) {
-        long long left = deadline - now_ms();
-        if (left <= 0)
-            return false;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)left) <= 0)
-            continue;
-        if (recv(fd, b, sizeof b, 0) <= 0)
-            return true;
-    }
+    bool closed;
+    free(raw_read_until_closed(fd, timeout_ms, 1 << 20, &closed));
+    return closed;
 }
 
 static bool log_has(const test_broker *b, const char *what)
@@ -327,22 +304,22 @@ static void connections_past_the_cap_get_a_fast_503(void **state)
     start(&b, env);
     int idle[CAP_CONNS];
     for (int i = 0; i < CAP_CONNS - 1; i++) {
-        idle[i] = tcp_open(b.port);
+        idle[i] = raw_connect(b.port);
         assert_int_equal(health_on(idle[i], 10000), 200);
     }
     /* The cap's last place: /health answers while the others idle. */
     long long t0 = now_ms();
-    idle[CAP_CONNS - 1] = tcp_open(b.port);
+    idle[CAP_CONNS - 1] = raw_connect(b.port);
     assert_int_equal(health_on(idle[CAP_CONNS - 1], 10000), 200);
     print_message("/health with %d idle connections open: %lld ms\n", CAP_CONNS - 1, now_ms() - t0);
 
     /* Ten past the cap: each answered 503, promptly, then closed. */
     long long slowest = 0;
     for (int i = 0; i < 10; i++) {
-        int fd = tcp_open(b.port);
+        int fd = raw_connect(b.port);
         static const char get[] = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
         long long t = now_ms();
-        send_all(fd, get, sizeof get - 1);
+        raw_send_must(fd, get, sizeof get - 1);
         char reply[8192];
         int status = read_reply(fd, 10000, reply, sizeof reply);
         long long took = now_ms() - t;
@@ -368,7 +345,7 @@ static void connections_past_the_cap_get_a_fast_503(void **state)
     close(idle[1]);
     int served = 0;
     WAIT_UNTIL(({
-                   int fd = tcp_open(b.port);
+                   int fd = raw_connect(b.port);
                    served = health_on(fd, 10000);
                    close(fd);
                    served == 200;
@@ -428,9 +405,9 @@ static void a_trickling_request_is_cut_at_the_read_deadline(void **state)
     trickle[100] = '\0';
     static const char line[] = "GET /health HTTP/1.1\r\nX-Slow: ";
     for (size_t i = 0; i < n; i++) {
-        t[i].fd = tcp_open(b.port);
+        t[i].fd = raw_connect(b.port);
         t[i].first_byte_ms = now_ms();
-        send_all(t[i].fd, t[i].at_once, strlen(t[i].at_once));
+        raw_send_must(t[i].fd, t[i].at_once, strlen(t[i].at_once));
     }
     size_t open = n;
     long long give_up = now_ms() + 20000;
@@ -481,7 +458,7 @@ static void a_trickling_request_is_cut_at_the_read_deadline(void **state)
     WAIT_UNTIL(log_has(&b, "requests cut with 408 past QUEEN_REQUEST_READ_TIMEOUT_MS"), 10000,
                "no log line for the cut requests in %s", b.log);
     /* A brisk request on a fresh connection is unaffected. */
-    int fd = tcp_open(b.port);
+    int fd = raw_connect(b.port);
     assert_int_equal(health_on(fd, 10000), 200);
     close(fd);
     assert_int_equal(broker_stop(&b), 0);
@@ -495,7 +472,7 @@ static void an_idle_connection_is_closed_at_the_idle_timeout(void **state)
     const char *env[] = {"QUEEN_IDLE_TIMEOUT_MS=1000", "QUEEN_PG_POOL=2", "QUEEN_ACCESS_LOG=0", NULL};
     test_broker b;
     start(&b, env);
-    int quiet = tcp_open(b.port), busy = tcp_open(b.port);
+    int quiet = raw_connect(b.port), busy = raw_connect(b.port);
     assert_int_equal(health_on(quiet, 10000), 200);
     long long went_idle = now_ms(), closed_after = -1;
     /* The busy one asks every 300 ms (the pace is the client's own, spent

@@ -25,6 +25,7 @@
 #include "broker.h"
 #include "http_fixture.h"
 #include "pgtest.h"
+#include "rawsock.h"
 #include "testutil.h"
 #include "wire.h"
 
@@ -65,34 +66,14 @@ typedef struct raw_reply {
 static raw_reply raw_exchange(const test_broker *b, const char *request, size_t len, int within_ms)
 {
     raw_reply r = {0};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)b->port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        fail_msg("connect to 127.0.0.1:%d failed", b->port);
+    int fd = raw_connect(b->port);
     long long t0 = now_ms();
-    for (size_t sent = 0; sent < len;) {
-        ssize_t n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
-        if (n <= 0)
-            break; /* the server may close before reading it all */
-        sent += (size_t)n;
-    }
-    long long deadline = t0 + within_ms;
-    while (!r.closed && r.len < sizeof r.text - 1) {
-        long long left = deadline - now_ms();
-        if (left <= 0)
-            break;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)left) <= 0)
-            continue;
-        ssize_t n = recv(fd, r.text + r.len, sizeof r.text - 1 - r.len, 0);
-        if (n <= 0)
-            r.closed = true;
-        else
-            r.len += (size_t)n;
-    }
+    raw_send(fd, request, len); /* the server may close before reading it all */
+    char *text = raw_read_until_closed(fd, within_ms, sizeof r.text - 1, &r.closed);
     r.took_ms = now_ms() - t0;
-    r.text[r.len] = '\0';
+    r.len = strlen(text);
+    memcpy(r.text, text, r.len + 1);
+    free(text);
     sscanf(r.text, "HTTP/1.%*d %d", &r.status);
     close(fd);
     return r;
