@@ -203,19 +203,13 @@ static int setup(void **state)
 {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    db_url = campaign_durable_database("faults", &db_name);
-    broker_spawn(&B, db_url, broker_env);
-    return broker_wait_healthy(&B, 30000) ? 0 : -1;
+    return campaign_start(&B, "faults", broker_env, &db_url, &db_name) ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    campaign_pg_up(); /* whatever happened, the cluster is left running */
-    broker_stop(&B);
-    pgtest_drop_database(db_name);
-    free(db_url);
-    free(db_name);
+    campaign_finish(&B, db_url, db_name); /* whatever happened, the cluster is left running */
     return 0;
 }
 

@@ -200,3 +200,19 @@ char *campaign_durable_database(const char *prefix, char **dbname)
     PQfinish(admin);
     return url;
 }
+
+bool campaign_start(test_broker *b, const char *prefix, const char *const *env, char **db_url, char **db_name)
+{
+    *db_url = campaign_durable_database(prefix, db_name);
+    broker_spawn(b, *db_url, env);
+    return broker_wait_healthy(b, 30000);
+}
+
+void campaign_finish(test_broker *b, char *db_url, char *db_name)
+{
+    campaign_pg_up();
+    broker_stop(b);
+    pgtest_drop_database(db_name);
+    free(db_url);
+    free(db_name);
+}

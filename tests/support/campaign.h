@@ -57,4 +57,12 @@ long long campaign_now_ns(void);
  * Fails the running test on error (main thread only). */
 char *campaign_durable_database(const char *prefix, char **dbname);
 
+/* A fault suite's rig: its durable database (campaign_durable_database)
+ * and a broker on it, healthy. false when the broker never became so. */
+bool campaign_start(test_broker *b, const char *prefix, const char *const *env, char **db_url, char **db_name);
+
+/* Whatever happened: the cluster left running, the broker stopped, the
+ * database dropped, the strings freed. */
+void campaign_finish(test_broker *b, char *db_url, char *db_name);
+
 #endif
