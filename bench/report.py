@@ -388,6 +388,29 @@ def render(work, out_path):
         L.append("Not measured in this run (see above).")
     L.append("")
 
+    # ---------------- push
+    L.append("### 8. Push through the broker: messages per request")
+    L.append("")
+    body = []
+    for nmsg in (1, 10, 100):
+        for c in conc:
+            r = rows.get(("push", "push%d" % nmsg, c))
+            if r is None:
+                continue
+            cpu = r.get("cpu") or [0, 0, 0, 0, 0]
+            body.append([nmsg, c, n(r["ops"]) + ("\\*" if noisy(r) else "") + flag(r), ms(r["p50"]), ms(r["p99"]),
+                         "%.0f / %.0f / %.0f" % (cpu[3], cpu[2], cpu[1])])
+    if body:
+        L += table(["messages per request", "c", "messages/s", "p50 ms (request)", "p99 ms (request)",
+                    "CPU us/message: postgres / broker / client"], body)
+        L.append("")
+        L.append("`POST /api/v1/push`, one queue, a partition of 16 drawn per request; every message new. Commands:")
+        L.append("")
+        L += commands(rows, [("push", "push%d" % nmsg, c) for nmsg in (1, 10, 100) for c in conc])
+    else:
+        L.append("Not measured in this run.")
+    L.append("")
+
     # ---------------- redis
     L.append("### 6. A KV beside the broker: redis-server (no persistence) vs the broker and direct SQL")
     L.append("")

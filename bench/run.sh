@@ -17,9 +17,11 @@
 #   5 raw      plain single-row upsert and select on queen.kv in pgbench
 #   6 redis    redis-server (no persistence) + redis-benchmark SET/GET/INCR
 #   7 rss      broker VmRSS idle and under wrk -c 256 (VmHWM too)
+#   8 push     POST /api/v1/push with 1, 10 and 100 messages per request
+#              (wrk + bench/push.lua), messages/s
 #
 # Environment: BUILD (build), BENCH_SECS (5), BENCH_CONC ("1 8 32 64"),
-# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss; default
+# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push; default
 # all), BENCH_PORT_BASE (55460: PostgreSQL, +1 broker, +2 redis),
 # BENCH_COMMIT (what the report names as the commit; default: git HEAD, plus
 # "(+local changes)" when src, sql, include or bench differ from it),
@@ -34,7 +36,7 @@ ROOT=$(pwd)
 BUILD=${BUILD:-build}
 SECS=${BENCH_SECS:-5}
 CONC=${BENCH_CONC:-"1 8 32 64"}
-ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss}
+ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss,push}
 BASE=${BENCH_PORT_BASE:-55460}
 PG_PORT=$BASE
 BROKER_PORT=$((BASE + 1))
@@ -206,10 +208,10 @@ pgb() { # pgb SECTION SCENARIO C OPS_PER_REQ SCRIPT_ARGS...
   say "$section $scen c=$c: $r | cpu us/op total client broker pg other: $cpu"
 }
 
-wrk_run() { # wrk_run SECTION SCENARIO C OPS_PER_REQ LUA_OP
-  local section=$1 scen=$2 c=$3 per=$4 op=$5 t=$(( $3 < 2 ? 1 : 2 )) tag="$1-$2-c$3"
-  local cmd="wrk -t$t -c$c -d${SECS}s --latency -s bench/kv.lua $BROKER -- $op"
-  timed "$WORK/logs/$tag.txt" wrk -t"$t" -c"$c" -d"${SECS}s" --latency -s "$ROOT/bench/kv.lua" "$BROKER" -- "$op"
+wrk_run() { # wrk_run SECTION SCENARIO C OPS_PER_REQ LUA_OP [SCRIPT]
+  local section=$1 scen=$2 c=$3 per=$4 op=$5 lua=${6:-bench/kv.lua} t=$(( $3 < 2 ? 1 : 2 )) tag="$1-$2-c$3"
+  local cmd="wrk -t$t -c$c -d${SECS}s --latency -s $lua $BROKER -- $op"
+  timed "$WORK/logs/$tag.txt" wrk -t"$t" -c"$c" -d"${SECS}s" --latency -s "$ROOT/$lua" "$BROKER" -- "$op"
   local r; r=$($REPORT wrk "$WORK/logs/$tag.txt" "$per")
   local cpu; cpu=$(cpu_per_op "$(cut -d' ' -f1 <<<"$r")")
   row "$section" "$scen" "$c" $r "$per" "$cmd" $cpu
@@ -267,6 +269,15 @@ if want batch; then
   for c in $CONC; do
     pgb batch direct25 "$c" 25 -f bench/pgbench/kv_batch25.sql
     [ $KV_OK = 1 ] && wrk_run batch broker25 "$c" 25 batch25
+  done
+fi
+
+# -------------------------------------------------- 8: push, messages per request
+if want push; then
+  for n in 1 10 100; do
+    for c in $CONC; do
+      wrk_run push "push$n" "$c" "$n" "$n" bench/push.lua
+    done
   done
 fi
 
