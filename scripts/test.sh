@@ -67,6 +67,7 @@ QUEEN_PG_URL=$QUEEN_TEST_PG_URL "$QUEEN_BIN" schema apply >"$logdir/schema.log" 
 psql "$QUEEN_TEST_PG_URL" -qtAc 'CREATE EXTENSION IF NOT EXISTS pgtap' >/dev/null
 
 run_suite "lint/include_structure" python3 scripts/check-includes.py
+run_suite "lint/openapi_routes" python3 scripts/check-openapi-routes.py
 for t in "$BUILD"/tests/unit/test_*; do
   [ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
 done
