@@ -8,7 +8,7 @@ packages=(
   build-essential pkg-config
   postgresql libpq-dev postgresql-15-pgtap pgtap
   libmicrohttpd-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev
-  curl wrk python3 redis-server
+  curl wrk python3 python3-yaml python3-jsonschema redis-server
   clang libclang-rt-14-dev
 )
 

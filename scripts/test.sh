@@ -67,6 +67,7 @@ QUEEN_PG_URL=$QUEEN_TEST_PG_URL "$QUEEN_BIN" schema apply >"$logdir/schema.log" 
 psql "$QUEEN_TEST_PG_URL" -qtAc 'CREATE EXTENSION IF NOT EXISTS pgtap' >/dev/null
 
 run_suite "lint/include_structure" python3 scripts/check-includes.py
+run_suite "lint/openapi_routes" python3 scripts/check-openapi-routes.py
 for t in "$BUILD"/tests/unit/test_*; do
   [ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
 done
@@ -76,6 +77,8 @@ done
 for t in "$BUILD"/tests/integration/test_*; do
   [ -x "$t" ] && run_suite "integration/$(basename "$t")" "$t"
 done
+# The document against a real broker (its own, on the private PostgreSQL).
+run_suite "api/openapi_responses" python3 tests/api/validate_openapi.py
 for t in "$BUILD"/tests/compat/test_*; do
   [ -x "$t" ] && run_suite "compat/$(basename "$t")" "$t"
 done

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""Responses of a real broker validated against docs/openapi.yaml, as TAP
+for scripts/test.sh.
+
+Starts its own `$QUEEN_BIN serve` on a free port against
+$QUEEN_TEST_PG_URL (tenancy on, behind a "trusted proxy", so the tenant
+header and the kv quota answers can be reached), makes a representative
+call per route, a success and at least one refusal each, and checks for
+each that the status is one the document gives the operation, that the
+body validates (Draft 2020-12, $refs resolved against the document) and
+that the documented headers are there (ETag on a found get, Retry-After on
+429 and 503). Each test uses tenants of its own (fresh uuids, kv_quota rows
+made here and removed at the end), so it shares nothing with other suites."""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import jsonschema
+import yaml
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DOC_PATH = os.environ.get("QUEEN_OPENAPI", os.path.join(ROOT, "docs/openapi.yaml"))
+PG_URL = os.environ["QUEEN_TEST_PG_URL"]
+QUEEN_BIN = os.environ["QUEEN_BIN"]
+
+TENANT = str(uuid.uuid4())    # enabled, unlimited
+LIMITED = str(uuid.uuid4())   # no rows
+RATED = str(uuid.uuid4())     # no reads or writes per second
+UNGATED = str(uuid.uuid4())   # no kv_quota row: feature_gated
+
+with open(DOC_PATH, encoding="utf-8") as f:
+    DOC = yaml.safe_load(f)
+
+
+def psql(sql):
+    subprocess.run(["psql", PG_URL, "-qtAc", sql], check=True, stdout=subprocess.DEVNULL)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def template_of(path):
+    """The document's path template a concrete path (without query) matches;
+    {key} takes the rest of the path, as *key does in the route table."""
+    for tpl in DOC["paths"]:
+        rx = "^" + re.sub(r"\\\{(\w+)\\\}", lambda m: "(.+)" if m.group(1) == "key" else "([^/]+)",
+                          re.escape(tpl)) + "$"
+        if re.match(rx, path):
+            return tpl
+    return None
+
+
+def resolve(node):
+    while isinstance(node, dict) and "$ref" in node:
+        cur = DOC
+        for part in node["$ref"].lstrip("#/").split("/"):
+            cur = cur[part]
+        node = cur
+    return node
+
+
+def validate(schema, value):
+    """Validates with the document as the root, so every #/components/...
+    $ref resolves."""
+    root = dict(schema)
+    root["components"] = DOC["components"]
+    root.setdefault("$schema", "https://json-schema.org/draft/2020-12/schema")
+    jsonschema.Draft202012Validator(root).validate(value)
+
+
+class Broker:
+    def __init__(self):
+        self.port = free_port()
+        env = dict(os.environ, QUEEN_PG_URL=PG_URL, QUEEN_PORT=str(self.port), QUEEN_BIND="127.0.0.1",
+                   QUEEN_TENANCY_HEADER="1", QUEEN_TRUSTED_PROXY="1", QUEEN_MAX_BODY_BYTES="65536",
+                   QUEEN_LOG_LEVEL=os.environ.get("QUEEN_LOG_LEVEL", "warn"))
+        self.proc = subprocess.Popen([QUEEN_BIN, "serve"], env=env)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if self.call("GET", "/health", tenant=None)[0] == 200:
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("queen serve exited with %s" % self.proc.returncode)
+            time.sleep(0.1)
+        raise RuntimeError("queen serve did not become healthy")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def call(self, method, path, body=None, tenant=TENANT, headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        h = dict(headers or {})
+        if tenant is not None:
+            h.setdefault("x-queen-tenant", tenant)
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            if isinstance(data, str):
+                data = data.encode()
+            h.setdefault("Content-Type", "application/json")
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        raw = r.read()
+        out = (r.status, {k.lower(): v for k, v in r.getheaders()}, raw)
+        c.close()
+        return out
+
+
+class Suite:
+    def __init__(self, broker):
+        self.b = broker
+        self.n = 0
+        self.failed = 0
+
+    def report(self, ok, name, why=""):
+        self.n += 1
+        if not ok:
+            self.failed += 1
+        print(("ok" if ok else "not ok") + " %d - %s" % (self.n, name))
+        if not ok:
+            for line in str(why).splitlines()[:12]:
+                print("# " + line)
+
+    def check(self, name, method, path, body=None, expect=None, tenant=TENANT, headers=None):
+        """Calls, then validates; returns the parsed body (or None)."""
+        status, hdrs, raw = self.b.call(method, path, body, tenant, headers)
+        try:
+            parsed = self.judge(method, path, status, hdrs, raw, expect)
+            self.report(True, "%s %s -> %d" % (method, name, status))
+            return parsed
+        except (AssertionError, jsonschema.ValidationError) as e:
+            msg = e.message if isinstance(e, jsonschema.ValidationError) else str(e)
+            self.report(False, "%s %s -> %d" % (method, name, status), "%s\nbody: %s" % (msg, raw[:400]))
+            return None
+
+    def judge(self, method, path, status, hdrs, raw, expect):
+        if expect is not None:
+            assert status == expect, "expected status %d" % expect
+        tpl = template_of(path.split("?", 1)[0])
+        if tpl is None:
+            assert status == 404, "no documented path, and not a 404"
+            response = resolve(DOC["components"]["responses"]["NotFound"])
+        else:
+            item = DOC["paths"][tpl]
+            op = item.get(method.lower())
+            if op is None:
+                assert status == 405, "the document has no %s on %s, and the broker did not say 405" % (method, tpl)
+                op = next(item[m] for m in ("get", "put", "post", "delete") if m in item)
+            responses = op["responses"]
+            assert str(status) in responses, "status %d is not documented for %s %s" % (status, method, tpl)
+            response = resolve(responses[str(status)])
+        for name in (response.get("headers") or {}):
+            if name == "ETag":
+                continue  # only on a found get: checked below
+            assert name.lower() in hdrs, "documented header %s is missing" % name
+        content = response.get("content")
+        if not content:
+            assert raw == b"", "status %d is documented without a body" % status
+            return None
+        ctype = hdrs.get("content-type", "").split(";")[0].strip()
+        assert ctype in content, "content type %r is not documented (%s)" % (ctype, ", ".join(content))
+        schema = content[ctype].get("schema", {})
+        if ctype != "application/json":
+            validate(schema, raw.decode())
+            return raw.decode()
+        parsed = json.loads(raw)
+        validate(schema, parsed)
+        if isinstance(parsed, dict) and parsed.get("found") is True and method == "GET":
+            assert hdrs.get("etag") == '"%d"' % parsed["version"], "a found get carries ETag \"<version>\""
+        return parsed
+
+
+def run(s):
+    # ---- operations
+    s.check("/health", "GET", "/health", tenant=None, expect=200)
+    s.check("/health (other method)", "POST", "/health", body={}, tenant=None, expect=405)
+    s.check("/metrics", "GET", "/metrics", tenant=None, expect=200)
+    s.check("/metrics (other method)", "PUT", "/metrics", tenant=None, expect=405)
+    s.check("/metrics/prometheus", "GET", "/metrics/prometheus", tenant=None, expect=200)
+    s.check("/metrics/prometheus (other method)", "DELETE", "/metrics/prometheus", tenant=None, expect=405)
+    s.check("an unknown path", "GET", "/api/v1/nothing-here", expect=404)
+
+    # ---- kv
+    ops = {"operations": [
+        {"op": "put", "ns": "app", "key": "user/1", "value": {"name": "ada"}, "forever": True},
+        {"op": "incr", "ns": "app", "key": "hits", "delta": 1, "forever": True},
+        {"op": "get", "ns": "app", "key": "user/1"},
+        {"op": "getMany", "ns": "app", "keys": ["user/1", "user/2"]},
+        {"op": "getPrefix", "ns": "app", "prefix": "user/"},
+        {"op": "put", "ns": "app", "key": "once", "value": 1, "forever": True, "expect": 99},
+        {"op": "delete", "ns": "app", "key": "none"}]}
+    s.check("/api/v1/kv (batch)", "POST", "/api/v1/kv", body=ops, expect=200)
+    s.check("/api/v1/kv (bare array)", "POST", "/api/v1/kv", body=[{"op": "get", "ns": "app", "key": "x"}], expect=200)
+    s.check("/api/v1/kv (required lost: verdict)", "POST", "/api/v1/kv",
+            body=[{"op": "put", "ns": "app", "key": "user/1", "value": 2, "forever": True, "expect": 1,
+                   "required": True}], expect=200)
+    s.check("/api/v1/kv (bad JSON)", "POST", "/api/v1/kv", body="{", expect=400)
+    s.check("/api/v1/kv (no expiry)", "POST", "/api/v1/kv", body=[{"op": "put", "ns": "a", "key": "k", "value": 1}],
+            expect=400)
+    s.check("/api/v1/kv (over QUEEN_MAX_BODY_BYTES)", "POST", "/api/v1/kv",
+            body=json.dumps([{"op": "put", "ns": "a", "key": "k", "value": "x" * 70000, "forever": True}]),
+            expect=413)
+    s.check("/api/v1/kv (feature gated tenant)", "POST", "/api/v1/kv",
+            body=[{"op": "get", "ns": "a", "key": "k"}], tenant=UNGATED, expect=403)
+    s.check("/api/v1/kv (quota exceeded)", "POST", "/api/v1/kv",
+            body=[{"op": "put", "ns": "a", "key": "k", "value": 1, "forever": True}], tenant=LIMITED, expect=403)
+    s.check("/api/v1/kv (bad tenant header)", "POST", "/api/v1/kv", body=[], tenant="not-a-uuid", expect=400)
+    s.check("/api/v1/kv (other method)", "GET", "/api/v1/kv", expect=405)
+
+    s.check("/api/v1/kv/{ns}/{key} (found)", "GET", "/api/v1/kv/app/user%2F1", expect=200)
+    s.check("/api/v1/kv/{ns}/{key} (slashes, not found)", "GET", "/api/v1/kv/app/a/b/c", expect=200)
+    s.check("/api/v1/kv/{ns}/{key} (query string)", "GET", "/api/v1/kv/app/user/1?x=1", expect=400)
+    s.check("/api/v1/kv/{ns}/{key} (bad escape)", "GET", "/api/v1/kv/app/%zz", expect=400)
+    s.check("/api/v1/kv/{ns}/{key} (put)", "PUT", "/api/v1/kv/app/user/2", body={"value": [1, 2], "ttlSeconds": 60},
+            expect=200)
+    s.check("/api/v1/kv/{ns}/{key} (put, lost, not required)", "PUT", "/api/v1/kv/app/user/2",
+            body={"value": 1, "forever": True, "expect": 0}, expect=200)
+    s.check("/api/v1/kv/{ns}/{key} (put, required lost: verdict)", "PUT", "/api/v1/kv/app/user/2",
+            body={"value": 1, "forever": True, "expect": 0, "required": True}, expect=200)
+    s.check("/api/v1/kv/{ns}/{key} (put naming the key)", "PUT", "/api/v1/kv/app/user/2",
+            body={"key": "x", "value": 1, "forever": True}, expect=400)
+    s.check("/api/v1/kv/{ns}/{key} (put, rate limited)", "PUT", "/api/v1/kv/app/k",
+            body={"value": 1, "forever": True}, tenant=RATED, expect=429)
+    s.check("/api/v1/kv/{ns}/{key} (get, rate limited)", "GET", "/api/v1/kv/app/k", tenant=RATED, expect=429)
+    s.check("/api/v1/kv/{ns}/{key} (delete)", "DELETE", "/api/v1/kv/app/user/2", expect=200)
+    s.check("/api/v1/kv/{ns}/{key} (delete of nothing)", "DELETE", "/api/v1/kv/app/user/2", body=None, expect=200)
+    s.check("/api/v1/kv/{ns}/{key} (delete, unknown field)", "DELETE", "/api/v1/kv/app/user/2",
+            body={"value": 1}, expect=400)
+    s.check("/api/v1/kv/{ns}/{key} (other method)", "POST", "/api/v1/kv/app/user/2", body={}, expect=405)
+
+    s.check("/api/v1/resources/kv/namespaces", "GET", "/api/v1/resources/kv/namespaces", expect=200)
+    s.check("/api/v1/resources/kv/namespaces (other method)", "POST", "/api/v1/resources/kv/namespaces", body={},
+            expect=405)
+    s.check("/api/v1/resources/kv/list", "POST", "/api/v1/resources/kv/list",
+            body={"namespace": "app", "prefix": "", "limit": 1}, expect=200)
+    s.check("/api/v1/resources/kv/list (keysOnly)", "POST", "/api/v1/resources/kv/list",
+            body={"namespace": "app", "keysOnly": True}, expect=200)
+    s.check("/api/v1/resources/kv/list (no namespace)", "POST", "/api/v1/resources/kv/list", body={}, expect=400)
+
+    # ---- messages
+    q = "oa-" + uuid.uuid4().hex[:8]
+    s.check("/api/v1/configure", "POST", "/api/v1/configure",
+            body={"queue": q, "namespace": "billing", "task": "invoice", "options": {"leaseTime": 30}}, expect=200)
+    s.check("/api/v1/configure (unknown member)", "POST", "/api/v1/configure", body={"queue": q, "leaseTime": 3},
+            expect=400)
+    s.check("/api/v1/configure (bad option)", "POST", "/api/v1/configure",
+            body={"queue": q, "options": {"leaseTme": 3}}, expect=400)
+    items = [{"queue": q, "partition": "p%d" % i, "payload": {"n": i}, "transactionId": "t-%d" % i}
+             for i in range(4)]
+    s.check("/api/v1/push", "POST", "/api/v1/push", body={"items": items}, expect=201)
+    s.check("/api/v1/push (a duplicate)", "POST", "/api/v1/push", body={"items": items[:1]}, expect=201)
+    s.check("/api/v1/push (no items)", "POST", "/api/v1/push", body={"queue": q}, expect=400)
+    s.check("/api/v1/push (other method)", "GET", "/api/v1/push", expect=405)
+
+    popped = s.check("/api/v1/pop/queue/{queue}/partition/{partition}", "GET",
+                     "/api/v1/pop/queue/%s/partition/p0" % q, expect=200)
+    s.check("/api/v1/pop/queue/{queue}/partition/{partition} (empty)", "GET",
+            "/api/v1/pop/queue/%s/partition/p0" % q, expect=204)
+    s.check("/api/v1/pop/queue/{queue}/partition/{partition} (batch=0)", "GET",
+            "/api/v1/pop/queue/%s/partition/p0?batch=0" % q, expect=400)
+    many = s.check("/api/v1/pop/queue/{queue} (partitions=2)", "GET",
+                   "/api/v1/pop/queue/%s?partitions=2&batch=10" % q, expect=200)
+    s.check("/api/v1/pop/queue/{queue} (bad subscriptionFrom)", "GET",
+            "/api/v1/pop/queue/%s?consumerGroup=g&subscriptionFrom=yesterday" % q, expect=400)
+    s.check("/api/v1/pop (labels, autoAck)", "GET", "/api/v1/pop?namespace=billing&task=invoice&autoAck=true",
+            expect=200)
+    s.check("/api/v1/pop (labels, nothing, short wait)", "GET", "/api/v1/pop?namespace=nobody&wait=true&timeout=50",
+            expect=204)
+    s.check("/api/v1/pop (bad wait)", "GET", "/api/v1/pop?wait=maybe", expect=400)
+    s.check("/api/v1/pop (other method)", "POST", "/api/v1/pop", body={}, expect=405)
+
+    lease = popped["leaseId"] if popped else str(uuid.uuid4())
+    pid = popped["partitionId"] if popped else str(uuid.uuid4())
+    s.check("/api/v1/lease/{leaseId}/extend", "POST", "/api/v1/lease/%s/extend" % lease, body={"seconds": 60},
+            expect=200)
+    s.check("/api/v1/lease/{leaseId}/extend (unknown lease, no body)", "POST",
+            "/api/v1/lease/%s/extend" % uuid.uuid4(), expect=200)
+    s.check("/api/v1/lease/{leaseId}/extend (seconds 0)", "POST", "/api/v1/lease/%s/extend" % lease,
+            body={"seconds": 0}, expect=400)
+    s.check("/api/v1/ack", "POST", "/api/v1/ack", body={"transactionId": "t-0", "partitionId": pid, "leaseId": lease},
+            expect=200)
+    s.check("/api/v1/ack (not an object)", "POST", "/api/v1/ack", body=[1], expect=400)
+    acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+             "status": "failed", "error": "timeout"} for m in (many or {}).get("messages", [])]
+    acks.append({"transactionId": "nope", "partitionId": str(uuid.uuid4())})
+    s.check("/api/v1/ack/batch", "POST", "/api/v1/ack/batch", body={"acknowledgments": acks}, expect=200)
+    s.check("/api/v1/ack/batch (no acknowledgments)", "POST", "/api/v1/ack/batch", body={"consumerGroup": "g"},
+            expect=400)
+
+    s.check("/api/v1/resources/queues", "GET", "/api/v1/resources/queues", expect=200)
+    s.check("/api/v1/resources/queues (other method)", "POST", "/api/v1/resources/queues", body={}, expect=405)
+
+    # ---- transaction
+    s.check("/api/v1/transaction", "POST", "/api/v1/transaction", body={
+        "operations": [{"type": "push", "items": [{"queue": q, "payload": {"n": 9}}, {"queue": q, "payload": 2}]}],
+        "kv": [{"op": "put", "ns": "done", "key": "o-1", "value": True, "forever": True, "expect": 0,
+                "required": True}]}, expect=200)
+    s.check("/api/v1/transaction (kv only)", "POST", "/api/v1/transaction",
+            body={"kv": [{"op": "get", "ns": "done", "key": "o-1"}]}, expect=200)
+    s.check("/api/v1/transaction (required lost: failure body)", "POST", "/api/v1/transaction", body={
+        "operations": [{"type": "push", "items": [{"queue": q, "payload": 1}]}],
+        "kv": [{"op": "put", "ns": "done", "key": "o-1", "value": True, "forever": True, "expect": 0,
+                "required": True}]}, expect=200)
+    s.check("/api/v1/transaction (lease not live: failure body)", "POST", "/api/v1/transaction", body={
+        "operations": [{"type": "push", "items": [{"queue": q, "payload": 1}]}],
+        "requiredLeases": [str(uuid.uuid4())]}, expect=200)
+    s.check("/api/v1/transaction (kv in operations)", "POST", "/api/v1/transaction",
+            body={"operations": [{"type": "kv"}]}, expect=400)
+    s.check("/api/v1/transaction (rate limited)", "POST", "/api/v1/transaction",
+            body={"kv": [{"op": "put", "ns": "a", "key": "k", "value": 1, "forever": True}]}, tenant=RATED,
+            expect=429)
+
+    s.check("/api/v1/resources/queues/{queue}", "DELETE", "/api/v1/resources/queues/%s" % q, expect=200)
+    s.check("/api/v1/resources/queues/{queue} (no such queue)", "DELETE", "/api/v1/resources/queues/%s" % q,
+            expect=200)
+    s.check("/api/v1/resources/queues/{queue} (bad escape)", "DELETE", "/api/v1/resources/queues/%zz", expect=400)
+
+
+def main():
+    psql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('%s', true);"
+         "INSERT INTO queen.kv_quota (tenant_id, enabled, max_rows, max_bytes, max_writes_per_sec) "
+         "VALUES ('%s', true, 0, 0, null);"
+         "INSERT INTO queen.kv_quota (tenant_id, enabled, max_reads_per_sec, max_writes_per_sec) "
+         "VALUES ('%s', true, 0, 0)" % (TENANT, LIMITED, RATED))
+    broker = None
+    try:
+        broker = Broker()
+        s = Suite(broker)
+        run(s)
+        print("1..%d" % s.n)
+        return 1 if s.failed else 0
+    finally:
+        if broker is not None:
+            broker.stop()
+        psql("DELETE FROM queen.kv_quota WHERE tenant_id IN ('%s', '%s', '%s')" % (TENANT, LIMITED, RATED))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
