@@ -37,6 +37,8 @@ static void start(test_broker *b, const char *const *env)
         fail_msg("broker did not become healthy (log: %s)", b->log);
 }
 
+static bool log_has(const test_broker *b, const char *what);
+
 /* QUEEN_PG_POOL and QUEEN_HTTP_THREADS left at 0: the broker serves with as
  * many HTTP threads as the pool it opened (README: "0: the same as the
  * connection pool"), both from one resolved config. */
@@ -47,10 +49,12 @@ static void http_threads_follow_the_pool(void **state)
     test_broker b;
     start(&b, env);
     long long pool = http_metric(&b, "engine", "pool", "size");
+    /* The listening line follows the daemon's start, and the daemon may
+     * already have answered the health probe: wait for the line. */
+    WAIT_UNTIL(log_has(&b, " threads (database pool "), 10000, "no listening line with the thread count in %s",
+               b.log);
     char *log = read_file(b.log);
     const char *at = strstr(log, " threads (database pool ");
-    if (at == NULL)
-        fail_msg("no listening line with the thread count in %s", b.log);
     const char *with = at;
     while (with > log && with[-1] != ' ')
         with--;
