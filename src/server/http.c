@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -337,14 +338,24 @@ static bool budget_take(server *srv, size_t n)
 }
 
 /* Frees the body and gives its whole buffer back to the budget. */
+/* Past this much body plus parse tree, the memory a request took is handed
+ * back to the system when it ends: its tree is many small blocks freed into
+ * the thread's malloc arena, which glibc keeps (measured: two pushes of a
+ * 400,000-value payload left the broker at 44 MB from 11, for good). Small
+ * requests skip it: trimming costs a walk of the arenas. */
+#define HTTP_TRIM_AFTER_BYTES (4u << 20)
+
 static void body_drop(server *srv, request_state *st)
 {
-    if (st->cap + st->tree_charge > 0)
-        atomic_fetch_sub(&srv->body_bytes, (long long)(st->cap + st->tree_charge));
+    size_t held = st->cap + st->tree_charge;
+    if (held > 0)
+        atomic_fetch_sub(&srv->body_bytes, (long long)held);
     st->tree_charge = 0;
     free(st->body);
     st->body = NULL;
     st->len = st->cap = 0;
+    if (held >= HTTP_TRIM_AFTER_BYTES)
+        malloc_trim(0);
 }
 
 /* The declared Content-Length, or -1 when absent (chunked) or unreadable. */

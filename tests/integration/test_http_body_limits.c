@@ -128,18 +128,23 @@ static void admissible_body_with_expect_is_continued(void **state)
 
 /* ---- the number of values in a body ------------------------------------- */
 
-/* The broker's peak resident memory (VmHWM), in KiB. */
-static long long broker_peak_kib(void)
+/* A figure of the broker's /proc status (VmHWM: peak, VmRSS: now), in KiB. */
+static long long broker_status_kib(const test_broker *b, const char *field)
 {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)broker.pid);
+    snprintf(path, sizeof path, "/proc/%d/status", (int)b->pid);
     char *status = read_file(path);
-    const char *at = strstr(status, "VmHWM:");
+    const char *at = strstr(status, field);
     if (at == NULL)
-        fail_msg("no VmHWM in %s", path);
-    long long kib = atoll(at + strlen("VmHWM:"));
+        fail_msg("no %s in %s", field, path);
+    long long kib = atoll(at + strlen(field));
     free(status);
     return kib;
+}
+
+static long long broker_peak_kib(void)
+{
+    return broker_status_kib(&broker, "VmHWM:");
 }
 
 /* prefix + n copies of element joined by commas + suffix. */
@@ -249,6 +254,39 @@ static void a_256_op_kv_call_passes(void **state)
     free(ns);
 }
 
+/* A legitimate push of 400,000 small values parses into a tree of many
+ * small blocks; once the request ends the broker gives that memory back
+ * (glibc kept it: two such pushes left it 33 MB larger for good). */
+static void a_large_body_s_memory_is_given_back(void **state)
+{
+    (void)state;
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan's allocator quarantines freed memory by design, so the figure
+     * means nothing there: the check runs in the plain build's pass. */
+    print_message("# not measured under AddressSanitizer\n");
+    return;
+#endif
+    /* A broker of its own: what earlier tests left free in its arenas
+     * would absorb the growth and hide it. */
+    test_broker b;
+    if (!broker_start(&b, NULL))
+        fail_msg("broker did not become healthy (log: %s)", b.log);
+    char *q = pgtest_unique("big");
+    char *payload = repeated("[", "1", 400000, "]");
+    char *full = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":%s}]}", q, payload);
+    long long before = broker_status_kib(&b, "VmRSS:");
+    for (int i = 0; i < 2; i++)
+        json_decref(http_ok(&b, "POST", "/api/v1/push", full, 201));
+    long long after = broker_status_kib(&b, "VmRSS:");
+    print_message("# two pushes of 400000 values: VmRSS %lld -> %lld KiB\n", before, after);
+    assert_int_equal(broker_stop(&b), 0);
+    if (after > before + 12 * 1024)
+        fail_msg("the broker kept %lld KiB after two large pushes", after - before);
+    free(full);
+    free(payload);
+    free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +297,7 @@ int main(void)
         cmocka_unit_test(too_deep_a_body_is_400),
         cmocka_unit_test(a_1mb_document_payload_passes),
         cmocka_unit_test(a_256_op_kv_call_passes),
+        cmocka_unit_test(a_large_body_s_memory_is_given_back),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
