@@ -101,7 +101,7 @@ $(BUILD)/tests/compat/%: $(BUILD)/obj/tests/compat/%.o $(SUPPORT_OBJ) $(SERVER_O
 	$(CC) $(SANLD) -o $@ $< $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
 
 # tests/linearizability: histories of concurrent kv calls checked by
-# lincheck.c; tests/faults: acknowledged writes across kills and crashes.
+# lincheck.c; tests/faults: acknowledged kv writes and messages across kills and crashes.
 $(BUILD)/tests/linearizability/%: $(BUILD)/obj/tests/linearizability/%.o $(LIN_OBJ) $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(LIN_OBJ) $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)

@@ -36,6 +36,13 @@ sum() { awk -v k="$1" '$1 ~ k {s += $2} END {print s + 0}' "$figures"; }
   echo "| faults | effects doubled | $(sum '^faults.effects_doubled$') |"
   echo "| faults | writes without answer | $(sum '^faults.writes_unknown$') |"
   echo "| faults | broker kills / PostgreSQL crashes | $(sum '^faults.broker_kills$') / $(sum '^faults.pg_crashes$') |"
+  echo "| faults (messages) | pushes acknowledged / retried (same transactionId) / retries answered duplicate | $(sum '^faults_log.pushes_acked$') / $(sum '^faults_log.push_retries$') / $(sum '^faults_log.retries_found_duplicate$') |"
+  echo "| faults (messages) | acknowledged pushes lost / duplicated | $(sum '^faults_log.lost$') / $(sum '^faults_log.duplicated$') |"
+  echo "| faults (messages) | acks confirmed / redelivered after a confirmed ack | $(sum '^faults_log.acks_confirmed$') / $(sum '^faults_log.redelivered_after_ack$') |"
+  echo "| faults (messages) | never delivered / left unconsumed after the drain | $(sum '^faults_log.never_delivered$') / $(sum '^faults_log.unconsumed$') |"
+  echo "| faults (messages) | exactly-once bundles committed / effects lost / effects doubled / marker found on redelivery | $(sum '^faults_log.tx_committed$') / $(sum '^faults_log.effects_lost$') / $(sum '^faults_log.effects_doubled$') / $(sum '^faults_log.tx_marker_found$') |"
+  echo "| faults (messages) | calls without answer | $(sum '^faults_log.calls_unanswered$') |"
+  echo "| faults (messages) | broker kills / PostgreSQL crashes | $(sum '^faults_log.broker_kills$') / $(sum '^faults_log.pg_crashes$') |"
   for f in $(awk '$1 ~ /^fuzz\..*\.executions$/ {print $1}' "$figures" | sort -u); do
     h=${f#fuzz.}; h=${h%.executions}
     echo "| fuzz | $h executions / crashes | $(sum "^fuzz.$h.executions\$") / $(sum "^fuzz.$h.crashes\$") |"
