@@ -32,9 +32,6 @@
 #define MAX_WRITERS 16
 #define MAX_KEYS 200000
 
-static test_broker B;
-static char *db_url, *db_name;
-static const char *const broker_env[] = {"QUEEN_LOG_LEVEL=error", NULL};
 
 typedef struct writer {
     int id;
@@ -72,9 +69,9 @@ static void *writer_run(void *arg)
                      w->ns, w->id, w->keys, w->keys);
         long status;
         char *reply;
-        campaign_outcome out = campaign_post(&curl, B.base, "/api/v1/kv", body, &status, &reply);
+        campaign_outcome out = campaign_post(&curl, RIG.broker.base, "/api/v1/kv", body, &status, &reply);
         if (out == CALL_NOT_SENT) {
-            campaign_wait_healthy(&curl, B.base, 60000);
+            campaign_wait_healthy(&curl, RIG.broker.base, 60000);
             continue; /* never reached a broker: the same write is tried again */
         }
         bool acked = out == CALL_ANSWERED && status == 200 && applied(reply);
@@ -90,7 +87,7 @@ static void *writer_run(void *arg)
         if (acked)
             atomic_fetch_add(&w->acked, 1);
         else
-            campaign_wait_healthy(&curl, B.base, 60000);
+            campaign_wait_healthy(&curl, RIG.broker.base, 60000);
     }
     campaign_http_done(&curl);
     return NULL;
@@ -125,7 +122,7 @@ static void acknowledged_writes_survive_broker_kills_and_database_crashes(void *
         long long before = acked_total(w, writers);
         WAIT_UNTIL(acked_total(w, writers) >= before + 50, 60000, "writers made no progress before a fault");
         if ((kills + crashes) % 2 == 0) {
-            assert_true(campaign_broker_restart_hard(&B, db_url, broker_env));
+            assert_true(campaign_broker_restart_hard(&RIG.broker, RIG.db_url, RIG.env));
             kills++;
         } else {
             assert_true(campaign_pg_crash());
@@ -139,7 +136,7 @@ static void acknowledged_writes_survive_broker_kills_and_database_crashes(void *
     for (int i = 0; i < writers; i++)
         pthread_join(th[i], NULL);
 
-    PGconn *conn = PQconnectdb(db_url);
+    PGconn *conn = PQconnectdb(RIG.db_url);
     assert_int_equal(PQstatus(conn), CONNECTION_OK);
     long long acked = 0, unknown = 0, lost = 0, doubled = 0;
     for (int i = 0; i < writers; i++) {
@@ -199,24 +196,4 @@ static void acknowledged_writes_survive_broker_kills_and_database_crashes(void *
     assert_int_equal(doubled, 0);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return campaign_start(&B, "faults", broker_env, &db_url, &db_name) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    campaign_finish(&B, db_url, db_name); /* whatever happened, the cluster is left running */
-    return 0;
-}
-
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(acknowledged_writes_survive_broker_kills_and_database_crashes),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+CAMPAIGN_MAIN("faults", acknowledged_writes_survive_broker_kills_and_database_crashes)

@@ -40,9 +40,6 @@
 #define MAX_MSGS 100000 /* per writer */
 #define BACKLOG 400     /* writers wait while this many pushes are not yet consumed */
 
-static test_broker B;
-static char *db_url, *db_name;
-static const char *const broker_env[] = {"QUEEN_LOG_LEVEL=error", NULL};
 
 /* Per message w<i>-<n>: what the threads saw, read by all of them. */
 typedef struct msg_state {
@@ -98,7 +95,7 @@ static void *writer_run(void *arg)
         for (int attempt = 0;; attempt++) {
             long status;
             char *reply;
-            campaign_outcome out = campaign_post(&curl, B.base, "/api/v1/push", body, &status, &reply);
+            campaign_outcome out = campaign_post(&curl, RIG.broker.base, "/api/v1/push", body, &status, &reply);
             json_t *v = out == CALL_ANSWERED && status == 201 ? parse(reply) : NULL;
             const char *st = json_string_value(json_object_get(json_array_get(v, 0), "status"));
             bool in = st && (strcmp(st, "queued") == 0 || strcmp(st, "duplicate") == 0);
@@ -111,7 +108,7 @@ static void *writer_run(void *arg)
             if (out != CALL_NOT_SENT)
                 atomic_fetch_add(&S.calls_unanswered, out == CALL_NO_ANSWER);
             atomic_fetch_add(&S.push_retries, 1);
-            campaign_wait_healthy(&curl, B.base, 60000);
+            campaign_wait_healthy(&curl, RIG.broker.base, 60000);
         }
         S.m[w->id][n].pushed = 1;
         atomic_store(&S.sent[w->id], n + 1);
@@ -148,7 +145,7 @@ static bool ack_batch(void **curl, json_t *msgs)
         return false; /* a message without its ids: left to its lease */
     long status;
     char *reply;
-    campaign_outcome out = campaign_post(curl, B.base, "/api/v1/ack/batch", body, &status, &reply);
+    campaign_outcome out = campaign_post(curl, RIG.broker.base, "/api/v1/ack/batch", body, &status, &reply);
     free(body);
     json_t *v = out == CALL_ANSWERED && status == 200 ? parse(reply) : NULL;
     free(reply);
@@ -182,7 +179,7 @@ static bool tx_one(void **curl, json_t *m)
         return false; /* a message without its ids: left to its lease */
     long status;
     char *reply;
-    campaign_outcome out = campaign_post(curl, B.base, "/api/v1/transaction", body, &status, &reply);
+    campaign_outcome out = campaign_post(curl, RIG.broker.base, "/api/v1/transaction", body, &status, &reply);
     free(body);
     json_t *v = out == CALL_ANSWERED && status == 200 ? parse(reply) : NULL;
     free(reply);
@@ -216,11 +213,11 @@ static void *consumer_run(void *arg)
         long long sent_at = campaign_now_ns();
         long status;
         char *reply;
-        campaign_outcome out = campaign_post(&curl, B.base, path, NULL, &status, &reply);
+        campaign_outcome out = campaign_post(&curl, RIG.broker.base, path, NULL, &status, &reply);
         if (out != CALL_ANSWERED || (status != 200 && status != 204)) {
             free(reply);
             atomic_fetch_add(&S.calls_unanswered, out == CALL_NO_ANSWER);
-            campaign_wait_healthy(&curl, B.base, 60000);
+            campaign_wait_healthy(&curl, RIG.broker.base, 60000);
             continue; /* what that pop leased comes back when its lease ends */
         }
         json_t *v = status == 200 ? parse(reply) : NULL;
@@ -244,7 +241,7 @@ static void *consumer_run(void *arg)
             ok = tx_one(&curl, json_array_get(msgs, i));
         json_decref(v);
         if (!ok)
-            campaign_wait_healthy(&curl, B.base, 60000);
+            campaign_wait_healthy(&curl, RIG.broker.base, 60000);
     }
     campaign_http_done(&curl);
     return NULL;
@@ -253,7 +250,7 @@ static void *consumer_run(void *arg)
 static void configure(const char *queue)
 {
     char *body = fmt("{\"queue\":\"%s\",\"options\":{\"leaseTime\":2,\"retryLimit\":1000}}", queue);
-    http_reply r = broker_http(&B, "POST", "/api/v1/configure", body, NULL);
+    http_reply r = broker_http(&RIG.broker, "POST", "/api/v1/configure", body, NULL);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
     free(body);
@@ -311,7 +308,7 @@ static void acknowledged_messages_survive_broker_kills_and_database_crashes(void
         long long before = progress();
         WAIT_UNTIL(progress() >= before + 60, 60000, "no progress before a fault");
         if ((kills + crashes) % 2 == 0) {
-            assert_true(campaign_broker_restart_hard(&B, db_url, broker_env));
+            assert_true(campaign_broker_restart_hard(&RIG.broker, RIG.db_url, RIG.env));
             kills++;
         } else {
             assert_true(campaign_pg_crash());
@@ -326,7 +323,7 @@ static void acknowledged_messages_survive_broker_kills_and_database_crashes(void
         pthread_join(wt[i], NULL);
 
     /* Drain: leases of killed calls end within 2 s and are popped again. */
-    PGconn *conn = PQconnectdb(db_url);
+    PGconn *conn = PQconnectdb(RIG.db_url);
     assert_int_equal(PQstatus(conn), CONNECTION_OK);
     WAIT_UNTIL(unconsumed(conn) == 0, 60000, "messages left unconsumed: %lld", unconsumed(conn));
     atomic_store(&S.stop_consumers, true);
@@ -468,24 +465,4 @@ static void acknowledged_messages_survive_broker_kills_and_database_crashes(void
     assert_int_equal(strangers, 0);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return campaign_start(&B, "faultslog", broker_env, &db_url, &db_name) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    campaign_finish(&B, db_url, db_name); /* whatever happened, the cluster is left running */
-    return 0;
-}
-
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(acknowledged_messages_survive_broker_kills_and_database_crashes),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+CAMPAIGN_MAIN("faultslog", acknowledged_messages_survive_broker_kills_and_database_crashes)

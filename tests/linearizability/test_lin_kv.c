@@ -33,9 +33,6 @@
 enum fault { FAULT_NONE, FAULT_BROKER_KILL, FAULT_PG_CRASH, FAULT_KINDS };
 static const char *const fault_names[] = {"none", "broker SIGKILL", "PostgreSQL immediate stop"};
 
-static test_broker B;
-static char *db_url, *db_name;
-static const char *const broker_env[] = {"QUEEN_LOG_LEVEL=error", NULL};
 
 typedef struct round_ctx {
     const char *ns;
@@ -151,11 +148,11 @@ static void *client_run(void *arg)
         long status;
         char *reply;
         op.invoke_ns = campaign_now_ns();
-        campaign_outcome out = campaign_post(&curl, B.base, "/api/v1/kv", body, &status, &reply);
+        campaign_outcome out = campaign_post(&curl, RIG.broker.base, "/api/v1/kv", body, &status, &reply);
         op.complete_ns = campaign_now_ns();
         if (out == CALL_NOT_SENT) {
             /* never reached a broker: no effect, not part of the history */
-            campaign_wait_healthy(&curl, B.base, 60000);
+            campaign_wait_healthy(&curl, RIG.broker.base, 60000);
             continue;
         }
         if (out == CALL_ANSWERED && status == 200) {
@@ -173,7 +170,7 @@ static void *client_run(void *arg)
         r->count[c->id] = done;
         atomic_fetch_add(&r->recorded, 1);
         if (op.complete_ns == LIN_PENDING)
-            campaign_wait_healthy(&curl, B.base, 60000);
+            campaign_wait_healthy(&curl, RIG.broker.base, 60000);
     }
     campaign_http_done(&curl);
     return NULL;
@@ -205,7 +202,7 @@ static void run_round(int round_no, enum fault fault, totals *t)
         WAIT_UNTIL(atomic_load(&r.recorded) >= (int)total / 3, 60000, "round %d: clients made no progress",
                    round_no);
         if (fault == FAULT_BROKER_KILL) {
-            assert_true(campaign_broker_restart_hard(&B, db_url, broker_env));
+            assert_true(campaign_broker_restart_hard(&RIG.broker, RIG.db_url, RIG.env));
             t->kills++;
         } else {
             assert_true(campaign_pg_crash());
@@ -260,24 +257,4 @@ static void kv_histories_are_linearizable_across_restarts(void **state)
     campaign_figure("lin.pg_crashes", t.crashes);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return campaign_start(&B, "lin", broker_env, &db_url, &db_name) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    campaign_finish(&B, db_url, db_name); /* whatever happened, the cluster is left running */
-    return 0;
-}
-
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(kv_histories_are_linearizable_across_restarts),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+CAMPAIGN_MAIN("lin", kv_histories_are_linearizable_across_restarts)

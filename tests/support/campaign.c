@@ -201,18 +201,33 @@ char *campaign_durable_database(const char *prefix, char **dbname)
     return url;
 }
 
-bool campaign_start(test_broker *b, const char *prefix, const char *const *env, char **db_url, char **db_name)
+static const char *const quiet_env[] = {"QUEEN_LOG_LEVEL=error", NULL};
+campaign_rig RIG = {.env = quiet_env};
+static const char *rig_prefix;
+
+static int rig_up(void **state)
 {
-    *db_url = campaign_durable_database(prefix, db_name);
-    broker_spawn(b, *db_url, env);
-    return broker_wait_healthy(b, 30000);
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    RIG.db_url = campaign_durable_database(rig_prefix, &RIG.db_name);
+    broker_spawn(&RIG.broker, RIG.db_url, RIG.env);
+    return broker_wait_healthy(&RIG.broker, 30000) ? 0 : -1;
 }
 
-void campaign_finish(test_broker *b, char *db_url, char *db_name)
+static int rig_down(void **state)
 {
-    campaign_pg_up();
-    broker_stop(b);
-    pgtest_drop_database(db_name);
-    free(db_url);
-    free(db_name);
+    (void)state;
+    campaign_pg_up(); /* whatever happened, the cluster is left running */
+    broker_stop(&RIG.broker);
+    pgtest_drop_database(RIG.db_name);
+    free(RIG.db_url);
+    free(RIG.db_name);
+    return 0;
+}
+
+int campaign_main(const char *prefix, const char *test_name, campaign_test_fn test)
+{
+    rig_prefix = prefix;
+    const struct CMUnitTest tests[] = {{test_name, test, NULL, NULL, NULL}};
+    return _cmocka_run_group_tests(prefix, tests, 1, rig_up, rig_down);
 }

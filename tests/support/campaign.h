@@ -57,12 +57,24 @@ long long campaign_now_ns(void);
  * Fails the running test on error (main thread only). */
 char *campaign_durable_database(const char *prefix, char **dbname);
 
-/* A fault suite's rig: its durable database (campaign_durable_database)
- * and a broker on it, healthy. false when the broker never became so. */
-bool campaign_start(test_broker *b, const char *prefix, const char *const *env, char **db_url, char **db_name);
+/* The rig a fault-bearing suite runs on: its durable database
+ * (campaign_durable_database) and a broker on it, quiet but for errors. */
+typedef struct campaign_rig {
+    test_broker broker;
+    char *db_url, *db_name;
+    const char *const *env;
+} campaign_rig;
+extern campaign_rig RIG;
 
-/* Whatever happened: the cluster left running, the broker stopped, the
- * database dropped, the strings freed. */
-void campaign_finish(test_broker *b, char *db_url, char *db_name);
+/* A suite's main: its one test on a fresh rig (the database named after
+ * prefix), torn down whatever happens: the cluster left running, the
+ * broker stopped, the database dropped. Returns cmocka's verdict. */
+typedef void (*campaign_test_fn)(void **state);
+int campaign_main(const char *prefix, const char *test_name, campaign_test_fn test);
+#define CAMPAIGN_MAIN(prefix, test)                                                                           \
+    int main(void)                                                                                            \
+    {                                                                                                         \
+        return campaign_main(prefix, #test, test);                                                            \
+    }
 
 #endif
