@@ -101,5 +101,8 @@ void http_bad_body(http_response *res, const json_error_t *jerr)
 
 void http_not_found(http_response *res)
 {
-    http_json(res, 404, json_pack("{s:s, s:s}", "error", "Not Found", "code", "no_such_route"));
+    /* "error" and "code" as the reference broker answers them; reason and
+     * detail make it the envelope every other refusal is. */
+    http_json(res, 404, json_pack("{s:s, s:s, s:s, s:s}", "error", "Not Found", "code", "no_such_route", "reason",
+                                  "no_such_route", "detail", "no route of this broker takes this path"));
 }

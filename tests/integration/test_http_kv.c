@@ -408,6 +408,8 @@ static void unknown_routes(void **state)
     json_t *v = json_of(&r);
     assert_string_equal(jstr(v, "error"), "Not Found");
     assert_string_equal(jstr(v, "code"), "no_such_route");
+    assert_string_equal(jstr(v, "reason"), "no_such_route"); /* the envelope, like every refusal */
+    assert_non_null(jstr(v, "detail"));
     json_decref(v);
     http_reply_free(&r);
     char *p = fmt("/api/v1/kv/%s/k", NS);
