@@ -67,7 +67,7 @@ void broker_spawn(test_broker *b, const char *pg_url, const char *const *extra_e
     b->pid = pid;
 }
 
-static size_t collect(char *ptr, size_t size, size_t n, void *userdata)
+size_t broker_collect_body(char *ptr, size_t size, size_t n, void *userdata)
 {
     http_reply *r = userdata;
     size_t add = size * n;
@@ -117,7 +117,7 @@ static int try_http(const test_broker *b, const char *method, const char *path, 
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
     }
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, broker_collect_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect_header);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, &out->headers);

@@ -46,6 +46,10 @@ http_reply broker_http(const test_broker *b, const char *method, const char *pat
                        const char *const *headers);
 void http_reply_free(http_reply *r);
 
+/* A libcurl write callback appending to the http_reply in userdata (body
+ * and len; body stays NUL-terminated): for any test code driving libcurl. */
+size_t broker_collect_body(char *ptr, size_t size, size_t n, void *userdata);
+
 /* The value of a response header (case-insensitive name), malloc'd, or NULL. */
 char *http_reply_header(const http_reply *r, const char *name);
 

@@ -18,25 +18,6 @@
 #include "pgtest.h"
 #include "testutil.h"
 
-typedef struct grow {
-    char *text;
-    size_t len;
-} grow;
-
-static size_t collect(char *ptr, size_t size, size_t n, void *userdata)
-{
-    grow *g = userdata;
-    size_t add = size * n;
-    char *nb = realloc(g->text, g->len + add + 1);
-    if (nb == NULL)
-        return 0;
-    memcpy(nb + g->len, ptr, add);
-    g->text = nb;
-    g->len += add;
-    g->text[g->len] = '\0';
-    return add;
-}
-
 campaign_outcome campaign_post(void **curl, const char *base, const char *path, const char *body, long *status,
                                char **reply)
 {
@@ -47,7 +28,7 @@ campaign_outcome campaign_post(void **curl, const char *base, const char *path, 
     snprintf(url, sizeof url, "%s%s", base, path);
     struct curl_slist *list = curl_slist_append(NULL, "Content-Type: application/json");
     list = curl_slist_append(list, "Expect:");
-    grow g = {0};
+    http_reply g = {0};
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
@@ -66,22 +47,22 @@ campaign_outcome campaign_post(void **curl, const char *base, const char *path, 
     } else {
         curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
     }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, broker_collect_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
     CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(list);
     *status = 0;
     *reply = NULL;
     if (rc == CURLE_COULDNT_CONNECT) {
-        free(g.text);
+        free(g.body);
         return CALL_NOT_SENT;
     }
     if (rc != CURLE_OK) {
-        free(g.text);
+        free(g.body);
         return CALL_NO_ANSWER;
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    *reply = g.text ? g.text : strdup("");
+    *reply = g.body ? g.body : strdup("");
     return CALL_ANSWERED;
 }
 
