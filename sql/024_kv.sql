@@ -942,6 +942,37 @@ BEGIN
             v_elem := jsonb_build_object('index', v_i, 'op', 'getPrefix') || (v_elem - 'bytes');
         END CASE;
 
+        -- expect N > 0 that matched nothing: the row with version N may have
+        -- been committed after the write's statement began (a client may
+        -- expect a version not minted yet). Lock the live row; if it holds N
+        -- now, the write applies here, so "not applied" never comes with the
+        -- very version that was expected (found by tests/linearizability).
+        IF v_elem IS NULL AND v_reason = 'version' THEN
+            SELECT k.value, k.version INTO v_cur_val, v_cur_ver
+            FROM queen.kv AS k
+            WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+              AND queen.kv_live_v1(k.expires_at, v_now)
+            FOR UPDATE;
+            IF v_cur_ver = v_expect THEN
+                IF v_kind = 'delete' THEN
+                    DELETE FROM queen.kv AS k
+                     WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                    RETURNING jsonb_build_object('index', v_i, 'op', 'delete', 'applied', true,
+                                                 'key', v_key, 'value', k.value, 'version', k.version)
+                    INTO v_elem;
+                ELSE
+                    UPDATE queen.kv AS k
+                       SET value = v_val, version = nextval('queen.kv_version_seq'), expires_at = v_exp,
+                           updated_at = v_now
+                     WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
+                    RETURNING jsonb_build_object('index', v_i, 'op', 'put', 'applied', true,
+                                                 'key', v_key, 'value', v_val, 'version', k.version)
+                    INTO v_elem;
+                END IF;
+                v_cur_ver := NULL; v_cur_val := NULL;
+            END IF;
+        END IF;
+
         -- A write that did not apply: read the current live row for the
         -- verdict (never stale, see the header), then decide the reason.
         IF v_elem IS NULL THEN
