@@ -44,6 +44,7 @@ typedef struct queen_config {
     int stmt_timeout_ms;
     int pg_acquire_timeout_ms;
     int http_threads;
+    int pg_pipeline_depth;
     int max_body_bytes;
     int max_connections;
     int request_read_timeout_ms;

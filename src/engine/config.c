@@ -44,13 +44,20 @@ static const setting settings[] = {
     {"QUEEN_SCHEMA_RETRIES", "schema-retries", SET_INT, AT(schema_retries), "5", 0, 100,
      "Retries of a schema statement that hit lock_timeout, a deadlock or a serialization failure."},
     {"QUEEN_PG_POOL", "pg-pool", SET_INT, AT(pg_pool), "0", 0, 1000,
-     "Database connections per broker. 0: four per CPU core, at least 8."},
+     "Database connections serving requests, shared out among the event loops (embedded: the library's pool). "
+     "The broker opens three more for background work (the sweeper and the quota refresh share two; one "
+     "listens for pushes). 0: four per CPU core, at least 8."},
     {"QUEEN_STMT_TIMEOUT_MS", "stmt-timeout-ms", SET_INT, AT(stmt_timeout_ms), "30000", 100, 3600000,
      "statement_timeout of every broker connection; the server cancels a slower statement."},
     {"QUEEN_PG_ACQUIRE_TIMEOUT_MS", "pg-acquire-timeout-ms", SET_INT, AT(pg_acquire_timeout_ms), "5000", 1, 600000,
      "How long a request waits for a free database connection before answering 503."},
     {"QUEEN_HTTP_THREADS", "http-threads", SET_INT, AT(http_threads), "0", 0, 1024,
-     "HTTP worker threads. 0: the same as the connection pool."},
+     "HTTP event loops, one thread each: a loop serves its connections' requests and their database calls "
+     "without blocking on either, so a few loops serve any number of connections. 0: one per CPU core."},
+    {"QUEEN_PG_PIPELINE_DEPTH", "pg-pipeline-depth", SET_INT, AT(pg_pipeline_depth), "1", 1, 64,
+     "Statements one database connection carries at once (libpq pipeline mode, each statement its own "
+     "transaction): past 1, a connection takes the next statement before the last one's answer is back. "
+     "Statements spread over idle connections first."},
     {"QUEEN_MAX_BODY_BYTES", "max-body-bytes", SET_INT, AT(max_body_bytes), "20971520", 1024, 1073741824,
      "Largest request body accepted; larger is 413. 20 MiB: the largest call the kv guards admit (256 ops of "
      "64 KiB values, with keys and JSON about 16.3 MiB) plus headroom; push batches beyond it should be split."},
@@ -210,10 +217,16 @@ void queen_config_defaults(queen_config *cfg)
 
 /* QUEEN_PG_POOL=0: four connections per core keep every core busy while
  * some requests wait on the database; 8 is the floor for small machines. */
-static int derived_pool_size(void)
+static int online_cpus(void)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores > 0 && cores * 4 > 8 ? (int)(cores * 4) : 8;
+    return cores > 0 ? (int)cores : 1;
+}
+
+static int derived_pool_size(void)
+{
+    int cores = online_cpus();
+    return cores * 4 > 8 ? cores * 4 : 8;
 }
 
 void queen_config_resolve(queen_config *cfg)
@@ -236,7 +249,7 @@ void queen_config_resolve(queen_config *cfg)
     if (cfg->pg_pool <= 0)
         cfg->pg_pool = derived_pool_size();
     if (cfg->http_threads <= 0)
-        cfg->http_threads = cfg->pg_pool;
+        cfg->http_threads = online_cpus();
 }
 
 void queen_config_free(queen_config *cfg)

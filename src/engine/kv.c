@@ -188,10 +188,9 @@ static int kv_one(queen *q, const char *tenant, int kind, json_t *op, const char
         return -1;
     }
     int rc = -1, outcome = KV_OUT_ERROR;
-    queen_pool_conn *c = sql_acquire(q->pool, err);
-    if (c != NULL) {
-        const char *params[] = {ops_text, tenant, value_json};
-        PGresult *res = queen_pool_exec(c, "queen_kv_one", SQL_KV_ONE, 3, params);
+    const char *params[] = {ops_text, tenant, value_json};
+    PGresult *res = sql_exec(q->pool, "queen_kv_one", SQL_KV_ONE, 3, params, NULL, err);
+    if (res != NULL) {
         if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
             *result_json = strdup(PQgetvalue(res, 0, 0));
             if (*result_json == NULL) {
@@ -213,7 +212,6 @@ static int kv_one(queen *q, const char *tenant, int kind, json_t *op, const char
                 outcome = KV_OUT_PRECONDITION;
         }
         PQclear(res);
-        queen_pool_release(q->pool, c);
     }
     atomic_fetch_add(&q->counters.kv_typed[kind][outcome], 1);
     engine_leave(q);

@@ -25,29 +25,37 @@ struct queen_pool {
     unsigned long acquired_total, timeouts_total, reconnects_total;
 };
 
-static void ignore_notice(void *arg, const char *message)
-{
-    (void)arg;
-    (void)message;
-}
-
 /* statement_timeout travels in the startup packet so it holds from the first
  * statement, and a timed-out statement is cancelled by the server itself.
  * connect_timeout and TCP keepalives come BEFORE dbname so a value in the
  * user's conninfo wins (libpq keeps the last value of a repeated keyword);
  * without them a black-holed server would hang acquire in connect() for the
  * kernel's minutes, past the bounded wait the pool promises. */
-static PGconn *connect_one(const queen_pool *pool, char *err, size_t errlen)
+void queen_conn_params_fill(queen_conn_params *p, const char *conninfo, int statement_timeout_ms,
+                            int acquire_timeout_ms)
 {
-    char options[64];
-    snprintf(options, sizeof options, "-c statement_timeout=%d", pool->statement_timeout_ms);
-    char connect_timeout[16];
-    int ct = (pool->acquire_timeout_ms + 999) / 1000;
-    snprintf(connect_timeout, sizeof connect_timeout, "%d", ct < 2 ? 2 : ct);
+    snprintf(p->options, sizeof p->options, "-c statement_timeout=%d", statement_timeout_ms);
+    int ct = (acquire_timeout_ms + 999) / 1000;
+    snprintf(p->connect_timeout, sizeof p->connect_timeout, "%d", ct < 2 ? 2 : ct);
     const char *keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
                           "keepalives_count", "dbname", "options", "application_name", NULL};
-    const char *vals[] = {connect_timeout, "1", "30", "10", "3", pool->conninfo, options, "queen", NULL};
-    PGconn *pg = PQconnectdbParams(keys, vals, 1);
+    const char *vals[] = {p->connect_timeout, "1", "30", "10", "3", conninfo ? conninfo : "", p->options, "queen",
+                          NULL};
+    memcpy(p->keys, keys, sizeof keys);
+    memcpy(p->vals, vals, sizeof vals);
+}
+
+void queen_conn_ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+static PGconn *connect_one(const queen_pool *pool, char *err, size_t errlen)
+{
+    queen_conn_params p;
+    queen_conn_params_fill(&p, pool->conninfo, pool->statement_timeout_ms, pool->acquire_timeout_ms);
+    PGconn *pg = PQconnectdbParams(p.keys, p.vals, 1);
     if (PQstatus(pg) != CONNECTION_OK) {
         snprintf(err, errlen, "connect: %s", PQerrorMessage(pg));
         /* libpq messages span lines; keep log lines and details single. */
@@ -55,7 +63,7 @@ static PGconn *connect_one(const queen_pool *pool, char *err, size_t errlen)
         PQfinish(pg);
         return NULL;
     }
-    PQsetNoticeProcessor(pg, ignore_notice, NULL);
+    PQsetNoticeProcessor(pg, queen_conn_ignore_notice, NULL);
     return pg;
 }
 

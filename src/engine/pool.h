@@ -36,6 +36,19 @@ typedef struct queen_pool_stats {
     unsigned long reconnects_total;
 } queen_pool_stats;
 
+/* The connection keywords every broker connection uses (conninfo with a
+ * connect timeout, keepalives and statement_timeout in the startup packet),
+ * for PQconnectdbParams / PQconnectStartParams with expand_dbname 1. */
+typedef struct queen_conn_params {
+    char options[64], connect_timeout[16];
+    const char *keys[9], *vals[9];
+} queen_conn_params;
+void queen_conn_params_fill(queen_conn_params *p, const char *conninfo, int statement_timeout_ms,
+                            int acquire_timeout_ms);
+/* A notice processor that drops notices (the broker's statements raise
+ * none worth a log line; libpq would print them on stderr). */
+void queen_conn_ignore_notice(void *arg, const char *message);
+
 /* Opens `size` connections to conninfo. Fails (NULL, err set) when the first
  * connection cannot be made; later ones are retried on acquire. */
 queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeout_ms, int acquire_timeout_ms,

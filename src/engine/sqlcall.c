@@ -16,7 +16,7 @@ static atomic_long unlogged_unavailable;
 /* libpq's text names the database's address and port ("connection to
  * server at ..."): it goes to the log, never into an answer. One line a
  * second at most, since a database that is down fails every request. */
-static void log_unavailable(const char *why)
+void sql_log_unavailable(const char *why)
 {
     long long now = engine_now_ms();
     long long due = atomic_load(&next_unavailable_log_ms);
@@ -28,25 +28,44 @@ static void log_unavailable(const char *why)
     log_warn("database unavailable: %s (%ld more since the last line)", why, more);
 }
 
-queen_pool_conn *sql_acquire(queen_pool *pool, queen_error *err)
+static _Thread_local const sql_executor *thread_executor;
+
+void sql_executor_set(const sql_executor *ex)
 {
+    thread_executor = ex;
+}
+
+PGresult *sql_exec(queen_pool *pool, const char *name, const char *sql, int nparams, const char *const *params,
+                   bool *lost, queen_error *err)
+{
+    bool lost_here = false;
+    if (lost == NULL)
+        lost = &lost_here;
+    *lost = false;
+    const sql_executor *ex = thread_executor;
+    PGresult *res = NULL;
+    if (ex != NULL && ex->exec(ex->ctx, name, sql, nparams, params, &res, lost, err))
+        return res;
     char msg[512];
     queen_pool_conn *c = queen_pool_acquire(pool, msg, sizeof msg);
     if (c == NULL) {
-        log_unavailable(msg);
+        sql_log_unavailable(msg);
         queen_error_set(err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "the database is unavailable; retry");
+        return NULL;
     }
-    return c;
+    res = queen_pool_exec(c, name, sql, nparams, params);
+    *lost = c->broken;
+    queen_pool_release(pool, c);
+    return res;
 }
 
 int sql_call_text(queen_pool *pool, const char *name, const char *sql, int nparams, const char *const *params,
                   char **out, queen_error *err)
 {
     *out = NULL;
-    queen_pool_conn *c = sql_acquire(pool, err);
-    if (c == NULL)
+    PGresult *res = sql_exec(pool, name, sql, nparams, params, NULL, err);
+    if (res == NULL)
         return -1;
-    PGresult *res = queen_pool_exec(c, name, sql, nparams, params);
     int rc = 0;
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 1) {
         if (PQresultStatus(res) == PGRES_TUPLES_OK)
@@ -62,6 +81,5 @@ int sql_call_text(queen_pool *pool, const char *name, const char *sql, int npara
         }
     }
     PQclear(res);
-    queen_pool_release(pool, c);
     return rc;
 }

@@ -9,8 +9,38 @@
 #include "error.h"
 #include "pool.h"
 
-/* A pooled connection, or NULL with err filled (UNAVAILABLE). */
-queen_pool_conn *sql_acquire(queen_pool *pool, queen_error *err);
+#include <stdbool.h>
+
+/* Who runs a statement for the calling thread instead of the pool: the HTTP
+ * edge's event loop installs one, so an engine call made from a request's
+ * fiber sends its statement on the loop's pipelined connections and yields
+ * until the result is in, while the loop serves other requests. exec
+ * returns false when it cannot serve this call (not on a fiber): the pool
+ * then runs it. Otherwise it fills *res (the caller PQclear()s it) or
+ * returns with *res NULL and err filled; *lost says the connection died
+ * under the statement, so whether it took effect is unknown. */
+typedef struct sql_executor {
+    bool (*exec)(void *ctx, const char *name, const char *sql, int nparams, const char *const *params,
+                 PGresult **res, bool *lost, queen_error *err);
+    void *ctx;
+} sql_executor;
+
+/* Installs ex for the calling thread (NULL removes it); ex must outlive it. */
+void sql_executor_set(const sql_executor *ex);
+
+/* Logs why the database could not be reached: at most one line a second
+ * (with how many were not written), since a database that is down fails
+ * every request. libpq's text names the database's address: it goes to
+ * the log, never into an answer. */
+void sql_log_unavailable(const char *why);
+
+/* Runs one named prepared statement on this thread's executor, or on a
+ * pooled connection. NULL with err filled when no connection could be had
+ * (UNAVAILABLE); else the result, which the caller PQclear()s and which may
+ * be an error result. *lost as above (may be NULL). The statement name must
+ * be a string literal (connections keep the pointer). */
+PGresult *sql_exec(queen_pool *pool, const char *name, const char *sql, int nparams, const char *const *params,
+                   bool *lost, queen_error *err);
 
 /* Runs one named prepared statement that returns one row of one column and
  * copies that column: *out is malloc'd text (caller frees) or NULL for SQL

@@ -227,15 +227,15 @@ int queen_transaction(queen *q, const char *tenant, const char *bundle_json, cha
         return -1;
     }
     int rc = -1;
-    queen_pool_conn *c = sql_acquire(q->pool, err);
-    if (c == NULL) {
+    const char *params[] = {bundle_json, tenant};
+    bool lost = false;
+    PGresult *res = plan.kv_only ? sql_exec(q->pool, "queen_wire_kv_only", SQL_KV_ONLY, 2, params, &lost, err)
+                                 : sql_exec(q->pool, "queen_wire", SQL_WIRE, 2, params, &lost, err);
+    if (res == NULL) {
         count(q, TXN_UNAVAILABLE);
         engine_leave(q);
         return -1;
     }
-    const char *params[] = {bundle_json, tenant};
-    PGresult *res = plan.kv_only ? queen_pool_exec(c, "queen_wire_kv_only", SQL_KV_ONLY, 2, params)
-                                 : queen_pool_exec(c, "queen_wire", SQL_WIRE, 2, params);
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
         *result_json = strdup(PQgetvalue(res, 0, 0));
         if (*result_json != NULL) {
@@ -248,7 +248,7 @@ int queen_transaction(queen *q, const char *tenant, const char *bundle_json, cha
         queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "the wire returned no body");
     } else {
         queen_error_from_result(err, res);
-        if (c->broken) {
+        if (lost) {
             /* The connection died under the call: whether the transaction
              * committed is unknown, so no failure body may claim it rolled
              * back. The caller retries; a required marker makes that safe. */
@@ -266,7 +266,6 @@ int queen_transaction(queen *q, const char *tenant, const char *bundle_json, cha
         }
     }
     PQclear(res);
-    queen_pool_release(q->pool, c);
     engine_leave(q);
     return rc;
 }

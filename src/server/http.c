@@ -20,7 +20,9 @@
 
 #include "conn.h"
 #include "errors.h"
+#include "fiber.h"
 #include "logging.h"
+#include "loop.h"
 #include "metrics.h"
 #include "rawjson.h"
 
@@ -35,6 +37,7 @@
  * time. Fields are guarded by srv->poll_lock. */
 struct http_poll {
     server *srv;
+    edge_loop *loop;             /* whose daemon serves the connection: woken on resume */
     struct MHD_Connection *conn; /* NULL once the request completed */
     bool suspended;              /* in srv->suspended, waiting for the waiter */
     bool fired, woken;           /* the armed waiter fired; with a push or not */
@@ -60,6 +63,15 @@ typedef struct request_state {
     bool accounted;     /* counted and logged once: an answer or a 499 */
     bool framing_refused; /* answered 400 at the headers (framing_fault) */
     bool over_cap;      /* its connection came past QUEEN_MAX_CONNECTIONS: 503 */
+    /* The handler's run on a fiber, and what it reads until it ends. */
+    fiber *fiber;
+    bool yielded;       /* the fiber waited for the database: the connection is suspended for it */
+    bool answer_ready;  /* it ended after a wait: the resumed access handler sends st->res */
+    http_request req;
+    http_response res;
+    char *params[HTTP_MAX_PARAMS];
+    size_t nparams;
+    char tenant[QUEEN_TENANT_LEN + 1];
 } request_state;
 
 /* The URI log callback's verdict, carried to the first access-handler call
@@ -219,6 +231,8 @@ static void poll_resume_locked(server *srv, http_poll *p)
     p->prev = p->next = NULL;
     atomic_fetch_sub(&srv->nsuspended, 1);
     MHD_resume_connection(p->conn);
+    if (p->loop != NULL)
+        loop_wake(p->loop);
 }
 
 /* The waiter's callback, on an engine thread, outside the engine's locks:
@@ -250,6 +264,7 @@ bool http_poll_arm(server *srv, const http_request *req, const char *queue, int 
         if (p == NULL)
             return false;
         p->srv = srv;
+        p->loop = loop_current();
         p->conn = req->mhd;
         p->refs = 1; /* the request's */
         st->poll = p;
@@ -293,7 +308,11 @@ http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_r
         p->next->prev = p;
     srv->suspended = p;
     atomic_fetch_add(&srv->nsuspended, 1);
-    MHD_suspend_connection(req->mhd);
+    /* After a wait for the database the connection is suspended already:
+     * it stays so, now on the waiter's account. */
+    if (!st->yielded)
+        MHD_suspend_connection(req->mhd);
+    st->yielded = false;
     pthread_mutex_unlock(&srv->poll_lock);
     st->waits++;
     res->suspended = true;
@@ -517,6 +536,8 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
     }
     atomic_fetch_sub(&st->srv->inflight, 1);
     body_drop(st->srv, st); /* whatever the outcome: answered, refused, or the client left */
+    http_free_params(st->params, st->nparams);
+    free(st->res.body);
     free(st);
 }
 
@@ -609,6 +630,105 @@ static void refuse_over_cap(server *srv, http_response *res, http_family family)
     res->close = true;
 }
 
+/* Sends what a handler or a refusal rendered, counts it and logs it. */
+static enum MHD_Result answer(server *srv, struct MHD_Connection *connection, const char *method, const route *r,
+                              request_state *st, http_response *res)
+{
+    /* The answer is rendered (it never points into the body): give the
+     * body's bytes back now, not when MHD has sent the answer, so a client
+     * that sends its next body as soon as it reads this answer finds them
+     * free. */
+    body_drop(srv, st);
+    unsigned status = res->status;
+    enum MHD_Result ok = send_response(srv, connection, res);
+    account(srv, method, r, status, st);
+    return ok;
+}
+
+/* The fiber's body: the handler, then, when it waited on the way, the hand
+ * back to the loop's daemon (the access handler, called again on resume,
+ * sends the answer). A handler that never waited returns into
+ * run_handler, which answers at once. */
+static void task_main(void *arg)
+{
+    request_state *st = arg;
+    st->route->handler(st->srv, &st->req, &st->res);
+    http_free_params(st->params, st->nparams);
+    st->nparams = 0;
+    if (!st->yielded)
+        return;
+    st->yielded = false;
+    st->fiber = NULL; /* the loop frees it when it sees it ended */
+    if (st->res.suspended) /* a long poll: its waiter resumes the connection */
+        return;
+    st->answer_ready = true;
+    MHD_resume_connection(st->req.mhd);
+}
+
+/* Runs the matched route's handler on a fiber of this loop. */
+static enum MHD_Result run_handler(server *srv, struct MHD_Connection *connection, const char *method,
+                                   const char *url, request_state *st, const route *found, char **params,
+                                   const size_t *lens, size_t nparams, const char *tenant)
+{
+    bool no_wait = atomic_load(&srv->stopping);
+    if (st->poll != NULL) {
+        pthread_mutex_lock(&srv->poll_lock);
+        no_wait = no_wait || st->poll->shutdown || (st->poll->fired && !st->poll->woken);
+        pthread_mutex_unlock(&srv->poll_lock);
+    }
+    memcpy(st->tenant, tenant, sizeof st->tenant);
+    st->nparams = nparams;
+    st->req = (http_request){
+        .method = method,
+        .path = url,
+        .pattern = found->pattern,
+        .family = found->family,
+        .has_query = st->has_query,
+        .body = st->body ? st->body : "",
+        .body_len = st->len,
+        .nparams = nparams,
+        .tenant = st->tenant,
+        .started_ms = st->started_us / 1000,
+        .waits = st->waits,
+        .no_wait = no_wait,
+        .mhd = connection,
+        .internal = st,
+    };
+    for (size_t i = 0; i < nparams; i++) {
+        st->params[i] = params[i];
+        st->req.params[i] = params[i];
+        st->req.params_len[i] = lens[i];
+    }
+    st->res = (http_response){.status = 500};
+    st->yielded = false;
+    st->fiber = fiber_new(task_main, st);
+    if (st->fiber == NULL) {
+        /* No memory for a fiber: run here; its database calls then block
+         * this loop on the engine's own pool, slower but answered. */
+        task_main(st);
+    } else if (!fiber_resume(st->fiber)) {
+        /* Waiting for the database: the loop resumes the fiber when the
+         * answer is in; nothing is sent until then. */
+        st->yielded = true;
+        MHD_suspend_connection(connection);
+        return MHD_YES;
+    } else {
+        fiber_free(st->fiber);
+    }
+    st->fiber = NULL;
+    if (st->res.suspended) /* answered (and accounted) when the handler runs again */
+        return MHD_YES;
+    return answer(srv, connection, method, found, st, &st->res);
+}
+
+/* The fiber ended after a wait: its answer goes out now. */
+static enum MHD_Result send_ready_answer(server *srv, struct MHD_Connection *connection, const char *method,
+                                         request_state *st)
+{
+    st->answer_ready = false;
+    return answer(srv, connection, method, st->route, st, &st->res);
+}
+
 /* Routes a complete request: the edge's own refusals answer here, anything
  * else goes to its handler. */
 static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, const char *method,
@@ -666,46 +786,10 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     } else {
         if (family == FAMILY_OPS || !srv->cfg->tenancy_header)
             memcpy(tenant, QUEEN_DEFAULT_TENANT, sizeof tenant);
-        bool no_wait = atomic_load(&srv->stopping);
-        if (st->poll != NULL) {
-            pthread_mutex_lock(&srv->poll_lock);
-            no_wait = no_wait || st->poll->shutdown || (st->poll->fired && !st->poll->woken);
-            pthread_mutex_unlock(&srv->poll_lock);
-        }
-        http_request req = {
-            .method = method,
-            .path = url,
-            .pattern = found->pattern,
-            .family = family,
-            .has_query = st->has_query,
-            .body = st->body ? st->body : "",
-            .body_len = st->len,
-            .nparams = nparams,
-            .tenant = tenant,
-            .started_ms = st->started_us / 1000,
-            .waits = st->waits,
-            .no_wait = no_wait,
-            .mhd = connection,
-            .internal = st,
-        };
-        for (size_t i = 0; i < nparams; i++) {
-            req.params[i] = params[i];
-            req.params_len[i] = lens[i];
-        }
-        found->handler(srv, &req, &res);
+        return run_handler(srv, connection, method, url, st, found, params, lens, nparams, tenant);
     }
     http_free_params(params, nparams);
-    if (res.suspended) /* answered (and accounted) when the handler runs again */
-        return MHD_YES;
-    /* The answer is rendered (it never points into the body): give the
-     * body's bytes back now, not when MHD has sent the answer, so a client
-     * that sends its next body as soon as it reads this answer finds them
-     * free. */
-    body_drop(srv, st);
-    unsigned status = res.status;
-    enum MHD_Result ok = send_response(srv, connection, &res);
-    account(srv, method, found, status, st);
-    return ok;
+    return answer(srv, connection, method, found, st, &res);
 }
 
 /* ---- Message framing (RFC 9112) ------------------------------------------- */
@@ -828,6 +912,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         account(srv, method, st->route, 499, st);
         return MHD_NO;
     }
+    if (st->answer_ready)
+        return send_ready_answer(srv, connection, method, st);
     if (!conn_request_handling(connection)) /* cut just now */
         return MHD_NO;
     return dispatch(srv, connection, method, url, st);
@@ -865,13 +951,6 @@ static unsigned stall_timeout_s(const queen_config *cfg)
 
 int http_start(server *srv)
 {
-    /* The config is resolved (main.c): 0 was replaced by the pool's size. */
-    unsigned threads = srv->cfg->http_threads > 0 ? (unsigned)srv->cfg->http_threads : 1U;
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->cfg->port)};
-    if (inet_pton(AF_INET, srv->cfg->bind, &addr.sin_addr) != 1) {
-        log_error("QUEEN_BIND: '%s' is not an IPv4 address", srv->cfg->bind);
-        return -1;
-    }
     pthread_mutex_init(&srv->poll_lock, NULL);
     srv->suspended = NULL;
     atomic_store(&srv->nsuspended, 0);
@@ -884,40 +963,41 @@ int http_start(server *srv)
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
-    /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC, which quiesce needs. */
-    /* MHD warns about a pool of one (its polling thread serves alone then):
-     * pass 0, which means the same without the noise. */
-    srv->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                                       MHD_USE_ERROR_LOG,
-                                   0, NULL, NULL, access_handler, srv, MHD_OPTION_THREAD_POOL_SIZE,
-                                   threads > 1 ? threads : 0U, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-                                   request_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
-                                   MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-                                   stall_timeout_s(srv->cfg), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
-                                   MHD_OPTION_CONNECTION_LIMIT, conn_limit,
-                                   MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
-                                   MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
-    if (srv->daemon == NULL) {
-        log_error("http: cannot listen on %s:%d", srv->cfg->bind, srv->cfg->port);
+    loop_daemon_options opts = {
+        .access = access_handler,
+        .completed = request_completed,
+        .uri_log = uri_logged,
+        .unescape = keep_escaped,
+        .notify_connection = conn_notify,
+        .connection_timeout_s = stall_timeout_s(srv->cfg),
+        .connection_memory = (size_t)HTTP_CONN_POOL_BYTES,
+        /* Each daemon may take the whole cap: the guard counts across them. */
+        .connection_limit = conn_limit,
+    };
+    if (loops_start(srv, &opts) != 0) {
+        conn_guard_stop(srv);
         conn_guard_free(srv);
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
-    log_info("http: listening on %s:%d with %u threads (database pool %d)", srv->cfg->bind, srv->cfg->port,
-             threads, srv->cfg->pg_pool);
-    warn_if_exposed(srv, addr.sin_addr);
+    log_info("http: listening on %s:%d with %d event loop(s), %d database connection(s), pipeline depth %d",
+             srv->cfg->bind, srv->cfg->port, srv->nloops, srv->cfg->pg_pool, srv->cfg->pg_pipeline_depth);
+    struct in_addr bound = {0};
+    inet_pton(AF_INET, srv->cfg->bind, &bound);
+    warn_if_exposed(srv, bound);
     return 0;
 }
 
 void http_stop(server *srv)
 {
-    if (srv->daemon == NULL)
+    if (srv->loops == NULL)
         return;
-    /* 1. No new connections; keep-alive ones get "Connection: close". */
+    /* 1. No new connections (each loop quiesces its daemon when woken);
+     * keep-alive ones get "Connection: close". */
     pthread_mutex_lock(&srv->poll_lock);
     atomic_store(&srv->stopping, true);
     pthread_mutex_unlock(&srv->poll_lock);
-    MHD_socket listen_fd = MHD_quiesce_daemon(srv->daemon);
+    loops_quiesce(srv);
 
     /* 2. Every suspended long poll answers 204 now. New ones cannot suspend
      * (http_poll_suspend checks stopping under the same lock). */
@@ -930,8 +1010,8 @@ void http_stop(server *srv)
     }
     pthread_mutex_unlock(&srv->poll_lock);
 
-    /* 3. Let in-flight requests finish and their answers go out. MHD's stop
-     * would close connections whose answer is not yet written. */
+    /* 3. Let in-flight requests finish and their answers go out. Stopping
+     * the daemons would close connections whose answer is not yet written. */
     long long deadline = http_now_ms() + HTTP_DRAIN_MS;
     while (atomic_load(&srv->inflight) > 0 && http_now_ms() < deadline) {
         struct timespec ts = {0, 5 * 1000000L};
@@ -942,11 +1022,8 @@ void http_stop(server *srv)
         log_warn("http: %d request(s) still in flight after %d ms; closing them", left, HTTP_DRAIN_MS);
     log_info("http: drained (%d long poll(s) answered at stop)", resumed);
 
-    conn_guard_stop(srv); /* its socket calls end before MHD closes every socket */
-    MHD_stop_daemon(srv->daemon);
-    srv->daemon = NULL;
+    conn_guard_stop(srv); /* its socket calls end before the daemons close every socket */
+    loops_finish(srv);
     conn_guard_free(srv);
-    if (listen_fd != MHD_INVALID_SOCKET)
-        close(listen_fd);
     pthread_mutex_destroy(&srv->poll_lock);
 }

@@ -1,7 +1,9 @@
 /* http: the HTTP edge's plumbing on libmicrohttpd. Accumulates bodies under
  * the cap, matches the static route table, resolves the tenant, calls one
  * handler, sends what it rendered, counts it and writes the access log line.
- * Long polls leave the worker thread (suspend/resume). Knows no SQL. */
+ * Handlers run on fibers of the event loops (loop.h): a handler that waits
+ * for the database lets its loop serve others. Long polls hold no fiber
+ * while they wait (suspend/resume). Knows no SQL. */
 #ifndef QUEEN_HTTP_H
 #define QUEEN_HTTP_H
 
@@ -12,6 +14,7 @@
 
 #include <microhttpd.h>
 
+#include "pipeline.h"
 #include "queen.h"
 
 #define HTTP_MAX_PARAMS 4
@@ -21,6 +24,7 @@
 
 typedef struct server server;
 typedef struct http_poll http_poll;
+typedef struct edge_loop edge_loop;
 
 /* Which error vocabulary a route speaks (errors.c maps category -> status
  * and code per family), and whether it is tenant-scoped. */
@@ -71,7 +75,9 @@ typedef struct route {
 struct server {
     queen *engine;
     const queen_config *cfg;
-    struct MHD_Daemon *daemon;
+    edge_loop *loops;            /* the event loops (loop.h), each with its daemon and database connections */
+    int nloops;
+    pipeline_figures db_figures; /* the loops' database connections, summed */
     /* Long polls: the suspended requests, so a stop can resume them. */
     pthread_mutex_t poll_lock;
     http_poll *suspended;

@@ -20,6 +20,10 @@
 #include "queen.h"
 #include "schema.h"
 
+/* The engine pool's size under `serve`: the sweeper and the quota refresh
+ * each hold one connection at a time. */
+#define ENGINE_BACKGROUND_CONNECTIONS 2
+
 /* scripts/pg.sh, embedded by the build so `queen dev` needs no source tree. */
 extern const char queen_pg_script[];
 
@@ -96,8 +100,13 @@ static int serve(queen_config *cfg)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Requests use the event loops' own connections (QUEEN_PG_POOL of
+     * them); the engine's blocking pool serves only background work here
+     * (the sweeper, the quota refresh) and calls made off a loop. */
+    queen_config engine_cfg = *cfg;
+    engine_cfg.pg_pool = ENGINE_BACKGROUND_CONNECTIONS;
     queen_error qerr = {0};
-    queen *engine = queen_open(cfg, &qerr);
+    queen *engine = queen_open(&engine_cfg, &qerr);
     if (engine == NULL) {
         log_error("engine: %s", qerr.detail);
         return 1;

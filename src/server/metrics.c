@@ -114,6 +114,16 @@ static json_t *connections_json(const server *srv)
                      (json_int_t)f.idle_closed);
 }
 
+static json_t *database_json(server *srv)
+{
+    pipeline_figures *d = &srv->db_figures;
+    return json_pack("{s:i, s:i, s:i, s:I, s:I, s:I}", "connections", atomic_load(&d->connections), "inFlight",
+                     atomic_load(&d->in_flight), "waiting", atomic_load(&d->waiting), "statementsTotal",
+                     (json_int_t)atomic_load(&d->sent_total), "acquireTimeoutsTotal",
+                     (json_int_t)atomic_load(&d->timeouts_total), "reconnectsTotal",
+                     (json_int_t)atomic_load(&d->reconnects_total));
+}
+
 char *metrics_json(server *srv)
 {
     json_t *requests = json_array(), *latency = json_array();
@@ -143,9 +153,10 @@ char *metrics_json(server *srv)
                                                  slot_pattern(i), "count", (json_int_t)count, "sumSeconds",
                                                  (double)atomic_load(&f->sum_us) / 1e6, "buckets", buckets));
     }
-    json_t *http = json_pack("{s:o, s:o, s:i, s:i, s:o}", "requests", requests, "latency", latency,
+    json_t *http = json_pack("{s:o, s:o, s:i, s:i, s:o, s:o}", "requests", requests, "latency", latency,
                              "longPollsWaiting", atomic_load(&srv->nsuspended), "inFlight",
-                             atomic_load(&srv->inflight), "connections", connections_json(srv));
+                             atomic_load(&srv->inflight), "connections", connections_json(srv), "database",
+                             database_json(srv));
     char *head = http ? json_dumps(http, JSON_COMPACT) : NULL;
     json_decref(http);
     char *engine = queen_stats_json(srv->engine);
@@ -196,6 +207,24 @@ static void connection_families(FILE *out, const server *srv)
     family(out, "queen_http_idle_connections_closed_total", "counter",
            "Keep-alive connections closed after QUEEN_IDLE_TIMEOUT_MS without a request.");
     fprintf(out, "queen_http_idle_connections_closed_total %lld\n", f.idle_closed);
+}
+
+static void database_families(FILE *out, server *srv)
+{
+    pipeline_figures *d = &srv->db_figures;
+    family(out, "queen_http_db_connections", "gauge", "Database connections of the event loops established now.");
+    fprintf(out, "queen_http_db_connections %d\n", atomic_load(&d->connections));
+    family(out, "queen_http_db_in_flight", "gauge", "Statements sent whose answer is not yet in.");
+    fprintf(out, "queen_http_db_in_flight %d\n", atomic_load(&d->in_flight));
+    family(out, "queen_http_db_waiting", "gauge", "Statements waiting for room on a database connection.");
+    fprintf(out, "queen_http_db_waiting %d\n", atomic_load(&d->waiting));
+    family(out, "queen_http_db_statements_total", "counter", "Statements sent by the event loops.");
+    fprintf(out, "queen_http_db_statements_total %lu\n", atomic_load(&d->sent_total));
+    family(out, "queen_http_db_acquire_timeouts_total", "counter",
+           "Statements answered 503 after waiting QUEEN_PG_ACQUIRE_TIMEOUT_MS for a connection.");
+    fprintf(out, "queen_http_db_acquire_timeouts_total %lu\n", atomic_load(&d->timeouts_total));
+    family(out, "queen_http_db_reconnects_total", "counter", "Event-loop database connections re-established.");
+    fprintf(out, "queen_http_db_reconnects_total %lu\n", atomic_load(&d->reconnects_total));
 }
 
 static void http_families(FILE *out, server *srv)
@@ -250,6 +279,7 @@ static void http_families(FILE *out, server *srv)
     family(out, "queen_http_requests_in_flight", "gauge", "Requests received and not yet answered.");
     fprintf(out, "queen_http_requests_in_flight %d\n", atomic_load(&srv->inflight));
     connection_families(out, srv);
+    database_families(out, srv);
 }
 
 /* A figure in the family's unit: integers stay exact (no double on the

@@ -39,31 +39,33 @@ static void start(test_broker *b, const char *const *env)
 
 static bool log_has(const test_broker *b, const char *what);
 
-/* QUEEN_PG_POOL and QUEEN_HTTP_THREADS left at 0: the broker serves with as
- * many HTTP threads as the pool it opened (README: "0: the same as the
- * connection pool"), both from one resolved config. */
-static void http_threads_follow_the_pool(void **state)
+/* QUEEN_PG_POOL and QUEEN_HTTP_THREADS left at 0: one event loop per CPU
+ * (README: "0: one per CPU core") sharing the derived pool (four per core,
+ * at least 8), all of whose connections the loops open. */
+static void loops_follow_the_cpus_and_share_the_pool(void **state)
 {
     (void)state;
     const char *env[] = {"QUEEN_LOG_LEVEL=info", "QUEEN_PG_POOL=0", "QUEEN_HTTP_THREADS=0", NULL};
     test_broker b;
     start(&b, env);
-    long long pool = http_metric(&b, "engine", "pool", "size");
-    /* The listening line follows the daemon's start, and the daemon may
-     * already have answered the health probe: wait for the line. */
-    WAIT_UNTIL(log_has(&b, " threads (database pool "), 10000, "no listening line with the thread count in %s",
-               b.log);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long want_pool = cpus * 4 > 8 ? cpus * 4 : 8;
+    /* The listening line follows the loops' start, and a loop may already
+     * have answered the health probe: wait for the line. */
+    WAIT_UNTIL(log_has(&b, " event loop(s), "), 10000, "no listening line with the loop count in %s", b.log);
     char *log = read_file(b.log);
-    const char *at = strstr(log, " threads (database pool ");
+    const char *at = strstr(log, " event loop(s), ");
     const char *with = at;
     while (with > log && with[-1] != ' ')
         with--;
-    int threads = atoi(with);
-    int logged_pool = atoi(at + strlen(" threads (database pool "));
-    assert_true(pool >= 8);
-    assert_int_equal(threads, pool);
-    assert_int_equal(logged_pool, pool);
+    int loops = atoi(with);
+    int conns = atoi(at + strlen(" event loop(s), "));
+    assert_int_equal(loops, cpus);
+    assert_int_equal(conns, want_pool);
     free(log);
+    /* Every connection the loops own is established. */
+    WAIT_UNTIL(http_metric(&b, "http", "database", "connections") == want_pool, 10000,
+               "the loops' database connections never reached %ld", want_pool);
     assert_int_equal(broker_stop(&b), 0);
 }
 
@@ -515,7 +517,7 @@ int main(void)
 {
     raise_fd_limit();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(http_threads_follow_the_pool),
+        cmocka_unit_test(loops_follow_the_cpus_and_share_the_pool),
         cmocka_unit_test(over_budget_is_503_and_the_budget_returns),
         cmocka_unit_test(over_the_cap_is_413),
         cmocka_unit_test(connections_past_the_cap_get_a_fast_503),

@@ -194,8 +194,8 @@ static void readme_table_matches(void **state)
     free(printed);
 }
 
-/* QUEEN_PG_POOL 0 and QUEEN_HTTP_THREADS 0 are derived once, from the
- * same numbers the engine and the HTTP edge then use. */
+/* QUEEN_PG_POOL 0 and QUEEN_HTTP_THREADS 0 are derived once: four
+ * connections per core (at least 8), one event loop per core. */
 static void resolve_derives_pool_and_threads(void **state)
 {
     (void)state;
@@ -207,18 +207,18 @@ static void resolve_derives_pool_and_threads(void **state)
     assert_int_equal(cfg.http_threads, 0);
     queen_config_resolve(&cfg);
     assert_int_equal(cfg.pg_pool, expect_pool);
-    assert_int_equal(cfg.http_threads, cfg.pg_pool);
+    assert_int_equal(cfg.http_threads, cores);
     queen_config_resolve(&cfg); /* idempotent */
-    assert_int_equal(cfg.http_threads, expect_pool);
+    assert_int_equal(cfg.http_threads, cores);
     queen_config_free(&cfg);
 
-    /* An explicit pool carries over to the threads; explicit threads stay. */
+    /* Explicit values stay as set. */
     char err[256];
     queen_config_defaults(&cfg);
     assert_int_equal(queen_config_set(&cfg, "QUEEN_PG_POOL", "3", err, sizeof err), 0);
     queen_config_resolve(&cfg);
     assert_int_equal(cfg.pg_pool, 3);
-    assert_int_equal(cfg.http_threads, 3);
+    assert_int_equal(cfg.http_threads, cores);
     queen_config_free(&cfg);
     queen_config_defaults(&cfg);
     assert_int_equal(queen_config_set(&cfg, "QUEEN_HTTP_THREADS", "5", err, sizeof err), 0);

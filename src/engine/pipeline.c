@@ -1,0 +1,505 @@
+/* pipeline: see pipeline.h. */
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "logging.h"
+#include "pool.h"
+#include "sqlcall.h"
+#include "util.h"
+
+/* Back-off between attempts to re-establish a connection: the first at
+ * once, then doubling to a second, so a database that is down costs a
+ * connect attempt a second per connection, not a storm. */
+#define RECONNECT_FIRST_MS 50
+#define RECONNECT_MAX_MS 1000
+
+typedef enum conn_state { CONN_DOWN, CONN_CONNECTING, CONN_READY } conn_state;
+
+typedef struct pipe_conn {
+    loop_watch watch; /* first: epoll's data.ptr */
+    pipeline_set *set;
+    PGconn *pg;
+    conn_state state;
+    int fd;              /* registered with epoll, or -1 */
+    uint32_t events;     /* what it is registered for */
+    long long retry_at;  /* CONN_DOWN: next attempt; CONN_CONNECTING: give up at */
+    int backoff_ms;
+    pipeline_call *head, *tail; /* sent, in order of their results */
+    int in_flight;
+    const char **prepared;
+    size_t nprepared, capprepared;
+} pipe_conn;
+
+struct pipeline_set {
+    queen_conn_params params;
+    int depth;
+    int acquire_timeout_ms;
+    int epfd;
+    int nconns;
+    pipe_conn *conns;
+    pipeline_call *wait_head, *wait_tail;
+    int waiting, in_flight;
+    pipeline_figures *fig;
+    int connect_timeout_ms;
+};
+
+static void conn_ready(loop_watch *w, uint32_t events);
+
+/* ---- epoll registration ---------------------------------------------------- */
+
+static void watch_set(pipe_conn *c, int fd, uint32_t events)
+{
+    if (c->fd >= 0 && c->fd != fd) {
+        epoll_ctl(c->set->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        c->fd = -1;
+    }
+    struct epoll_event ev = {.events = events, .data.ptr = &c->watch};
+    if (fd < 0)
+        return;
+    if (c->fd == fd) {
+        if (c->events != events)
+            epoll_ctl(c->set->epfd, EPOLL_CTL_MOD, fd, &ev);
+    } else {
+        epoll_ctl(c->set->epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
+    c->fd = fd;
+    c->events = events;
+}
+
+static void watch_drop(pipe_conn *c)
+{
+    if (c->fd >= 0)
+        epoll_ctl(c->set->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    c->fd = -1;
+    c->events = 0;
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+static void finish(pipeline_call *call)
+{
+    call->next = NULL;
+    call->done(call);
+}
+
+static void fail(pipeline_call *call, bool lost, const char *detail)
+{
+    if (call->res != NULL) {
+        PQclear(call->res);
+        call->res = NULL;
+    }
+    call->lost = lost;
+    queen_error_set(&call->err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "%s", detail);
+    finish(call);
+}
+
+static bool is_prepared(const pipe_conn *c, const char *name)
+{
+    for (size_t i = 0; i < c->nprepared; i++)
+        if (c->prepared[i] == name || strcmp(c->prepared[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void forget_prepared(pipe_conn *c, const char *name)
+{
+    for (size_t i = 0; i < c->nprepared; i++)
+        if (c->prepared[i] == name || strcmp(c->prepared[i], name) == 0) {
+            c->prepared[i] = c->prepared[--c->nprepared];
+            return;
+        }
+}
+
+static void remember_prepared(pipe_conn *c, const char *name)
+{
+    if (c->nprepared == c->capprepared) {
+        size_t ncap = c->capprepared ? c->capprepared * 2 : 16;
+        const char **n = realloc(c->prepared, ncap * sizeof *n);
+        if (n == NULL)
+            return; /* prepared again next time: harmless but for an error we then read as the prepare's */
+        c->prepared = n;
+        c->capprepared = ncap;
+    }
+    c->prepared[c->nprepared++] = name;
+}
+
+/* ---- connection life ------------------------------------------------------ */
+
+static void conn_down(pipe_conn *c, const char *why, long long now)
+{
+    pipeline_set *s = c->set;
+    bool was_ready = c->state == CONN_READY;
+    watch_drop(c);
+    if (c->pg != NULL)
+        PQfinish(c->pg);
+    c->pg = NULL;
+    c->nprepared = 0;
+    c->state = CONN_DOWN;
+    c->retry_at = now + c->backoff_ms;
+    c->backoff_ms = c->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : c->backoff_ms * 2;
+    if (was_ready)
+        atomic_fetch_sub(&s->fig->connections, 1);
+    if (why != NULL)
+        sql_log_unavailable(why);
+    /* What it carried may or may not have committed: "lost". */
+    pipeline_call *call = c->head;
+    c->head = c->tail = NULL;
+    s->in_flight -= c->in_flight;
+    atomic_fetch_sub(&s->fig->in_flight, c->in_flight);
+    c->in_flight = 0;
+    while (call != NULL) {
+        pipeline_call *next = call->next;
+        fail(call, true, "the database connection was lost during the statement; its outcome is unknown");
+        call = next;
+    }
+}
+
+static void pump(pipeline_set *s);
+
+static void connect_poll(pipe_conn *c, long long now)
+{
+    PostgresPollingStatusType st = PQconnectPoll(c->pg);
+    int fd = PQsocket(c->pg);
+    switch (st) {
+    case PGRES_POLLING_READING:
+        watch_set(c, fd, EPOLLIN);
+        return;
+    case PGRES_POLLING_WRITING:
+        watch_set(c, fd, EPOLLOUT);
+        return;
+    case PGRES_POLLING_OK:
+        break;
+    default: {
+        char why[300];
+        snprintf(why, sizeof why, "connect: %s", PQerrorMessage(c->pg));
+        engine_one_line(why);
+        conn_down(c, why, now);
+        return;
+    }
+    }
+    if (PQsetnonblocking(c->pg, 1) != 0 || PQenterPipelineMode(c->pg) != 1) {
+        conn_down(c, "connect: cannot enter pipeline mode", now);
+        return;
+    }
+    PQsetNoticeProcessor(c->pg, queen_conn_ignore_notice, NULL);
+    c->state = CONN_READY;
+    c->backoff_ms = RECONNECT_FIRST_MS;
+    atomic_fetch_add(&c->set->fig->connections, 1);
+    watch_set(c, fd, EPOLLIN);
+    pump(c->set);
+}
+
+static void connect_start(pipe_conn *c, long long now)
+{
+    pipeline_set *s = c->set;
+    c->pg = PQconnectStartParams(s->params.keys, s->params.vals, 1);
+    if (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD) {
+        char why[300];
+        snprintf(why, sizeof why, "connect: %s", c->pg ? PQerrorMessage(c->pg) : "out of memory");
+        engine_one_line(why);
+        conn_down(c, why, now);
+        return;
+    }
+    c->state = CONN_CONNECTING;
+    c->retry_at = now + s->connect_timeout_ms;
+    connect_poll(c, now);
+}
+
+/* ---- sending and receiving ------------------------------------------------ */
+
+static void want_write(pipe_conn *c, bool on)
+{
+    watch_set(c, c->fd, on ? EPOLLIN | EPOLLOUT : EPOLLIN);
+}
+
+static bool flush(pipe_conn *c)
+{
+    int r = PQflush(c->pg);
+    if (r < 0)
+        return false;
+    want_write(c, r == 1);
+    return true;
+}
+
+static void send_call(pipe_conn *c, pipeline_call *call)
+{
+    pipeline_set *s = c->set;
+    call->prepare_pending = false;
+    bool ok = true;
+    if (!is_prepared(c, call->name)) {
+        ok = PQsendPrepare(c->pg, call->name, call->sql, call->nparams, NULL) == 1;
+        if (ok) {
+            call->prepare_pending = true;
+            remember_prepared(c, call->name);
+        }
+    }
+    ok = ok && PQsendQueryPrepared(c->pg, call->name, call->nparams, call->params, NULL, NULL, 0) == 1 &&
+         PQpipelineSync(c->pg) == 1;
+    call->next = NULL;
+    if (c->tail != NULL)
+        c->tail->next = call;
+    else
+        c->head = call;
+    c->tail = call;
+    c->in_flight++;
+    s->in_flight++;
+    atomic_fetch_add(&s->fig->in_flight, 1);
+    atomic_fetch_add(&s->fig->sent_total, 1);
+    if (!ok || !flush(c)) {
+        char why[300];
+        snprintf(why, sizeof why, "send: %s", PQerrorMessage(c->pg));
+        engine_one_line(why);
+        conn_down(c, why, engine_now_ms());
+    }
+}
+
+/* The ready connection with the fewest statements in flight, when it has
+ * room: statements spread over connections before they stack on one, so
+ * concurrent commits overlap (group commit) rather than queue. */
+static pipe_conn *roomiest(pipeline_set *s)
+{
+    pipe_conn *best = NULL;
+    for (int i = 0; i < s->nconns; i++) {
+        pipe_conn *c = &s->conns[i];
+        if (c->state == CONN_READY && c->in_flight < s->depth && (best == NULL || c->in_flight < best->in_flight))
+            best = c;
+    }
+    return best;
+}
+
+static void pump(pipeline_set *s)
+{
+    while (s->wait_head != NULL) {
+        pipe_conn *c = roomiest(s);
+        if (c == NULL)
+            return;
+        pipeline_call *call = s->wait_head;
+        s->wait_head = call->next;
+        if (s->wait_head == NULL)
+            s->wait_tail = NULL;
+        s->waiting--;
+        atomic_fetch_sub(&s->fig->waiting, 1);
+        send_call(c, call);
+    }
+}
+
+void pipeline_submit(pipeline_set *s, pipeline_call *call)
+{
+    call->res = NULL;
+    call->lost = false;
+    call->next = NULL;
+    memset(&call->err, 0, sizeof call->err);
+    call->queued_ms = engine_now_ms();
+    /* Behind anyone already waiting: arrival order. */
+    pipe_conn *c = s->wait_head == NULL ? roomiest(s) : NULL;
+    if (c != NULL) {
+        send_call(c, call);
+        return;
+    }
+    if (s->wait_tail != NULL)
+        s->wait_tail->next = call;
+    else
+        s->wait_head = call;
+    s->wait_tail = call;
+    s->waiting++;
+    atomic_fetch_add(&s->fig->waiting, 1);
+}
+
+/* One result of the head call. A call sends [prepare,] statement, sync; its
+ * answer is the statement's result, or the prepare's error (the statement
+ * is then "aborted"); the sync ends it. */
+static void take_result(pipe_conn *c, PGresult *r)
+{
+    pipeline_call *call = c->head;
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_PIPELINE_SYNC) {
+        PQclear(r);
+        c->head = call->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        c->in_flight--;
+        c->set->in_flight--;
+        atomic_fetch_sub(&c->set->fig->in_flight, 1);
+        if (call->res == NULL)
+            queen_error_set(&call->err, QUEEN_ERR_INTERNAL, "bad_result", "%s returned no result", call->name);
+        finish(call);
+        return;
+    }
+    if (call->prepare_pending) {
+        call->prepare_pending = false;
+        if (st != PGRES_COMMAND_OK) {
+            forget_prepared(c, call->name);
+            call->res = r; /* the statement after it is aborted: this is the answer */
+            return;
+        }
+        PQclear(r);
+        return;
+    }
+    if (call->res == NULL)
+        call->res = r;
+    else
+        PQclear(r);
+}
+
+static void drain(pipe_conn *c, long long now)
+{
+    if (PQconsumeInput(c->pg) != 1) {
+        char why[300];
+        snprintf(why, sizeof why, "receive: %s", PQerrorMessage(c->pg));
+        engine_one_line(why);
+        conn_down(c, why, now);
+        return;
+    }
+    int nulls = 0;
+    while (c->head != NULL && !PQisBusy(c->pg)) {
+        PGresult *r = PQgetResult(c->pg);
+        if (r == NULL) {
+            /* One NULL ends each statement's results; two in a row mean
+             * nothing more has arrived. */
+            if (++nulls >= 2)
+                break;
+            continue;
+        }
+        nulls = 0;
+        take_result(c, r);
+    }
+    if (c->head == NULL && PQstatus(c->pg) != CONNECTION_OK) {
+        conn_down(c, "the database closed the connection", now);
+        return;
+    }
+    /* Idle and readable with nothing to read: the server said goodbye
+     * (a terminate, a restart). libpq reports it as CONNECTION_BAD only
+     * once it reads the EOF, which consume did above. */
+}
+
+static void conn_ready(loop_watch *w, uint32_t events)
+{
+    pipe_conn *c = (pipe_conn *)w;
+    long long now = engine_now_ms();
+    if (c->state == CONN_CONNECTING) {
+        connect_poll(c, now);
+        return;
+    }
+    if (c->state != CONN_READY)
+        return;
+    if ((events & EPOLLOUT) && !flush(c)) {
+        conn_down(c, "send: the database connection failed", now);
+        return;
+    }
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        drain(c, now);
+    if (c->state == CONN_READY)
+        pump(c->set);
+}
+
+/* ---- the set ---------------------------------------------------------------- */
+
+pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int statement_timeout_ms,
+                            int acquire_timeout_ms, int epfd, pipeline_figures *figures, char *err, size_t errlen)
+{
+    pipeline_set *s = calloc(1, sizeof *s);
+    if (s == NULL || nconns < 1) {
+        free(s);
+        snprintf(err, errlen, nconns < 1 ? "no connections" : "out of memory");
+        return NULL;
+    }
+    queen_conn_params_fill(&s->params, conninfo, statement_timeout_ms, acquire_timeout_ms);
+    s->depth = depth > 0 ? depth : 1;
+    s->acquire_timeout_ms = acquire_timeout_ms;
+    s->connect_timeout_ms = acquire_timeout_ms > 2000 ? acquire_timeout_ms : 2000;
+    s->epfd = epfd;
+    s->fig = figures;
+    s->nconns = nconns;
+    s->conns = calloc((size_t)nconns, sizeof *s->conns);
+    if (s->conns == NULL) {
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    long long now = engine_now_ms();
+    for (int i = 0; i < nconns; i++) {
+        pipe_conn *c = &s->conns[i];
+        c->watch.on_ready = conn_ready;
+        c->set = s;
+        c->fd = -1;
+        c->backoff_ms = RECONNECT_FIRST_MS;
+    }
+    /* The first connection is made before serving, so a broker that cannot
+     * reach its database says so at start instead of answering 503s. */
+    PGconn *first = PQconnectdbParams(s->params.keys, s->params.vals, 1);
+    if (PQstatus(first) != CONNECTION_OK) {
+        snprintf(err, errlen, "connect: %s", PQerrorMessage(first));
+        engine_one_line(err);
+        PQfinish(first);
+        free(s->conns);
+        free(s);
+        return NULL;
+    }
+    PQfinish(first);
+    for (int i = 0; i < nconns; i++)
+        connect_start(&s->conns[i], now);
+    return s;
+}
+
+long long pipeline_tick(pipeline_set *s, long long now)
+{
+    long long next = -1;
+#define SOONER(t) (next < 0 || (t) < next ? (t) : next)
+    for (int i = 0; i < s->nconns; i++) {
+        pipe_conn *c = &s->conns[i];
+        if (c->state == CONN_DOWN && now >= c->retry_at) {
+            atomic_fetch_add(&s->fig->reconnects_total, 1);
+            connect_start(c, now);
+        } else if (c->state == CONN_CONNECTING && now >= c->retry_at) {
+            conn_down(c, "connect: timed out", now);
+        }
+        if (c->state != CONN_READY)
+            next = SOONER(c->retry_at);
+    }
+    /* Calls that waited past the acquire timeout: 503, as the pool's. */
+    while (s->wait_head != NULL && now - s->wait_head->queued_ms >= s->acquire_timeout_ms) {
+        pipeline_call *call = s->wait_head;
+        s->wait_head = call->next;
+        if (s->wait_head == NULL)
+            s->wait_tail = NULL;
+        s->waiting--;
+        atomic_fetch_sub(&s->fig->waiting, 1);
+        atomic_fetch_add(&s->fig->timeouts_total, 1);
+        fail(call, false, "the database is unavailable; retry");
+    }
+    if (s->wait_head != NULL)
+        next = SOONER(s->wait_head->queued_ms + s->acquire_timeout_ms);
+#undef SOONER
+    return next;
+}
+
+int pipeline_pending(const pipeline_set *s)
+{
+    return s->in_flight + s->waiting;
+}
+
+void pipeline_close(pipeline_set *s)
+{
+    if (s == NULL)
+        return;
+    while (s->wait_head != NULL) {
+        pipeline_call *call = s->wait_head;
+        s->wait_head = call->next;
+        s->waiting--;
+        atomic_fetch_sub(&s->fig->waiting, 1);
+        fail(call, false, "the broker is stopping; retry");
+    }
+    s->wait_tail = NULL;
+    for (int i = 0; i < s->nconns; i++) {
+        pipe_conn *c = &s->conns[i];
+        if (c->state != CONN_DOWN)
+            conn_down(c, NULL, 0);
+        free(c->prepared);
+    }
+    free(s->conns);
+    free(s);
+}

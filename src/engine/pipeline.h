@@ -1,0 +1,84 @@
+/* pipeline: database connections driven by an event loop instead of
+ * blocking a thread.
+ *
+ * A set of non-blocking libpq connections in pipeline mode, owned by one
+ * event-loop thread: a statement is sent at once on the connection with the
+ * fewest statements in flight, and up to `depth` statements travel on one
+ * connection without waiting for each other's round trip. Every statement
+ * is followed by its own sync point, so each is its own transaction and an
+ * error in one never touches its neighbours. When every connection is full
+ * a call waits in arrival order, bounded by the acquire timeout (then it
+ * fails "unavailable", as the blocking pool does). A connection that breaks
+ * fails the calls it carried ("lost": their outcome is unknown) and is
+ * re-established in the background, with back-off.
+ *
+ * Knows libpq, not SQL: statements come with their text and are prepared
+ * once per connection by name, like the pool's. Not thread-safe: every call
+ * but the figures is made on the loop's thread. */
+#ifndef QUEEN_PIPELINE_H
+#define QUEEN_PIPELINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+#include "error.h"
+
+/* What the loop's epoll carries in data.ptr for every descriptor: the
+ * handler of that descriptor's readiness. */
+typedef struct loop_watch {
+    void (*on_ready)(struct loop_watch *self, uint32_t events);
+} loop_watch;
+
+typedef struct pipeline_set pipeline_set;
+
+typedef struct pipeline_call {
+    /* Set by the caller; name is a string literal (connections keep it). */
+    const char *name;
+    const char *sql;
+    int nparams;
+    const char *const *params;
+    void (*done)(struct pipeline_call *call); /* on the loop thread, once */
+    void *ctx;
+    /* Filled before done: res (caller PQclear()s), or NULL with err. */
+    PGresult *res;
+    bool lost;
+    queen_error err;
+    /* The set's. */
+    struct pipeline_call *next;
+    long long queued_ms;
+    bool prepare_pending;
+} pipeline_call;
+
+typedef struct pipeline_figures {
+    atomic_int connections;  /* established now */
+    atomic_int in_flight;    /* statements sent, result not yet in */
+    atomic_int waiting;      /* calls waiting for room on a connection */
+    atomic_ulong sent_total;
+    atomic_ulong timeouts_total;
+    atomic_ulong reconnects_total;
+} pipeline_figures;
+
+/* Connects nconns connections (conninfo and statement timeout as the pool's)
+ * and registers them with epfd. Fails when the first cannot be made; the
+ * others are retried in the background. figures may be shared by several
+ * sets (one per loop); it must outlive the set. */
+pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int statement_timeout_ms,
+                            int acquire_timeout_ms, int epfd, pipeline_figures *figures, char *err, size_t errlen);
+
+/* Sends the call now or queues it; done() runs later, never inside. */
+void pipeline_submit(pipeline_set *s, pipeline_call *call);
+
+/* Timeouts and reconnects due at now_ms; the next time it wants to run
+ * (ms, monotonic), or -1 when nothing is pending. */
+long long pipeline_tick(pipeline_set *s, long long now_ms);
+
+/* Statements sent and not answered, and calls waiting. */
+int pipeline_pending(const pipeline_set *s);
+
+/* Fails every waiting and in-flight call (in flight: lost), then closes. */
+void pipeline_close(pipeline_set *s);
+
+#endif

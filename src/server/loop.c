@@ -1,0 +1,369 @@
+/* loop: see loop.h. */
+#include "loop.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fiber.h"
+#include "logging.h"
+#include "pipeline.h"
+#include "sqlcall.h"
+
+/* Listen backlog of each loop's socket (the kernel caps it at somaxconn):
+ * bursts of connects wait here, not in SYN retries. */
+#define LOOP_LISTEN_BACKLOG 4096
+/* The longest wait between two runs of the daemon, whatever
+ * MHD_get_timeout says. libmicrohttpd 0.9.75 driven from an outer epoll can
+ * hold work it reports no timeout for until its next run: body bytes read
+ * together with the headers stay unhandled (a slow sender's budget is not
+ * taken), a chunk line longer than its buffer is not refused. Ten
+ * milliseconds bounds that delay; an idle loop wakes 100 times a second
+ * for it, a few microseconds each. */
+#define LOOP_MAX_WAIT_MS 10
+/* Readiness events taken per epoll_wait. */
+#define LOOP_EVENTS 256
+
+typedef struct fiber_call fiber_call;
+
+struct edge_loop {
+    server *srv;
+    int index;
+    pthread_t thread;
+    bool started;
+    int epfd;
+    int wakefd;
+    loop_watch wake_watch;
+    loop_watch mhd_watch;
+    struct MHD_Daemon *daemon;
+    int listen_fd;
+    pipeline_set *db;
+    sql_executor exec;
+    fiber_call *ready_head, *ready_tail; /* calls answered: their fibers run next */
+    bool quiesced;
+    atomic_bool finish;
+};
+
+/* One statement of a request's fiber: lives on the fiber's stack while it
+ * waits, so nothing is allocated per statement. */
+struct fiber_call {
+    pipeline_call call; /* first: the pipeline hands this pointer back */
+    edge_loop *loop;
+    fiber *f;
+    fiber_call *next_ready;
+};
+
+/* ---- the executor: engine calls made on a request's fiber ----------------- */
+
+static void call_done(pipeline_call *call)
+{
+    fiber_call *fc = (fiber_call *)call;
+    edge_loop *L = fc->loop;
+    fc->next_ready = NULL;
+    if (L->ready_tail != NULL)
+        L->ready_tail->next_ready = fc;
+    else
+        L->ready_head = fc;
+    L->ready_tail = fc;
+}
+
+static bool loop_exec(void *ctx, const char *name, const char *sql, int nparams, const char *const *params,
+                      PGresult **res, bool *lost, queen_error *err)
+{
+    edge_loop *L = ctx;
+    fiber *f = fiber_current();
+    if (f == NULL)
+        return false; /* on the loop's own stack: the pool serves it */
+    fiber_call fc = {
+        .call = {.name = name, .sql = sql, .nparams = nparams, .params = params, .done = call_done},
+        .loop = L,
+        .f = f,
+    };
+    pipeline_submit(L->db, &fc.call);
+    fiber_yield(); /* resumed by run_ready once call_done queued it */
+    *res = fc.call.res;
+    *lost = fc.call.lost;
+    if (*res == NULL && err != NULL)
+        *err = fc.call.err;
+    return true;
+}
+
+/* Runs the fibers whose statements were answered, in the order answered. A
+ * fiber that finishes has answered its request (http.c's task end). */
+static void run_ready(edge_loop *L)
+{
+    while (L->ready_head != NULL) {
+        fiber_call *fc = L->ready_head;
+        L->ready_head = fc->next_ready;
+        if (L->ready_head == NULL)
+            L->ready_tail = NULL;
+        fiber *f = fc->f; /* fc lives on f's stack: read before resuming */
+        if (fiber_resume(f))
+            fiber_free(f);
+    }
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+static void wake_ready(loop_watch *w, uint32_t events)
+{
+    (void)events;
+    edge_loop *L = (edge_loop *)((char *)w - offsetof(edge_loop, wake_watch));
+    uint64_t n;
+    while (read(L->wakefd, &n, sizeof n) == (ssize_t)sizeof n)
+        ;
+}
+
+static void mhd_ready(loop_watch *w, uint32_t events)
+{
+    /* MHD_run follows every epoll_wait (MHD_get_timeout's contract). */
+    (void)w;
+    (void)events;
+}
+
+static _Thread_local edge_loop *this_loop;
+
+edge_loop *loop_current(void)
+{
+    return this_loop;
+}
+
+void loop_wake(edge_loop *L)
+{
+    uint64_t one = 1;
+    ssize_t r = write(L->wakefd, &one, sizeof one);
+    (void)r; /* a full counter already wakes it */
+}
+
+static int wait_timeout_ms(edge_loop *L, long long next_db, long long now)
+{
+    long long t = -1;
+    MHD_UNSIGNED_LONG_LONG mto;
+    if (MHD_get_timeout(L->daemon, &mto) == MHD_YES)
+        t = (long long)mto;
+    if (next_db >= 0) {
+        long long d = next_db > now ? next_db - now : 0;
+        if (t < 0 || d < t)
+            t = d;
+    }
+    if (L->ready_head != NULL)
+        t = 0;
+    return t < 0 || t > LOOP_MAX_WAIT_MS ? LOOP_MAX_WAIT_MS : (int)t;
+}
+
+static void *loop_main(void *arg)
+{
+    edge_loop *L = arg;
+    server *srv = L->srv;
+    sql_executor_set(&L->exec);
+    this_loop = L;
+    struct epoll_event evs[LOOP_EVENTS];
+    long long next_db = -1;
+    while (!atomic_load(&L->finish)) {
+        if (!L->quiesced && atomic_load(&srv->stopping)) {
+            /* No new connections here; keep-alive ones get "close". */
+            MHD_quiesce_daemon(L->daemon);
+            L->quiesced = true;
+        }
+        int n = epoll_wait(L->epfd, evs, LOOP_EVENTS, wait_timeout_ms(L, next_db, http_now_ms()));
+        for (int i = 0; i < n; i++) {
+            loop_watch *w = evs[i].data.ptr;
+            w->on_ready(w, evs[i].events);
+        }
+        /* Answered statements first: their fibers finish requests and
+         * resume connections, which the daemon then serves in this turn. */
+        run_ready(L);
+        MHD_run(L->daemon);
+        /* Last, so calls queued during this turn count in the next wait. */
+        next_db = pipeline_tick(L->db, http_now_ms());
+    }
+    /* What still waits for the database fails (503, or "lost" in flight),
+     * so every fiber ends before the daemon frees its request. */
+    pipeline_close(L->db);
+    L->db = NULL;
+    run_ready(L);
+    sql_executor_set(NULL);
+    if (!L->quiesced)
+        MHD_quiesce_daemon(L->daemon); /* the listening socket stays ours to close */
+    MHD_stop_daemon(L->daemon);
+    L->daemon = NULL;
+    fiber_release_cache();
+    return NULL;
+}
+
+/* ---- start and stop ---------------------------------------------------------- */
+
+static int listen_socket(const struct sockaddr_in *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int one = 1;
+    /* SO_REUSEPORT: each loop listens on its own socket of the same port
+     * and the kernel spreads new connections among them. */
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+        bind(fd, (const struct sockaddr *)addr, sizeof *addr) != 0 || listen(fd, LOOP_LISTEN_BACKLOG) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static void loop_free(edge_loop *L)
+{
+    if (L->daemon != NULL) {
+        MHD_quiesce_daemon(L->daemon); /* the listening socket stays ours to close */
+        MHD_stop_daemon(L->daemon);
+    }
+    pipeline_close(L->db);
+    if (L->listen_fd >= 0)
+        close(L->listen_fd);
+    if (L->wakefd >= 0)
+        close(L->wakefd);
+    if (L->epfd >= 0)
+        close(L->epfd);
+    L->daemon = NULL;
+    L->db = NULL;
+    L->listen_fd = L->wakefd = L->epfd = -1;
+}
+
+static int loop_open(server *srv, edge_loop *L, int index, const struct sockaddr_in *addr, int db_conns,
+                     const loop_daemon_options *o)
+{
+    const queen_config *cfg = srv->cfg;
+    L->srv = srv;
+    L->index = index;
+    L->listen_fd = L->wakefd = -1;
+    L->epfd = epoll_create1(EPOLL_CLOEXEC);
+    L->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (L->epfd < 0 || L->wakefd < 0) {
+        log_error("http: loop %d: %s", index, strerror(errno));
+        return -1;
+    }
+    L->listen_fd = listen_socket(addr);
+    if (L->listen_fd < 0) {
+        log_error("http: cannot listen on %s:%d: %s", cfg->bind, ntohs(addr->sin_port), strerror(errno));
+        return -1;
+    }
+    char err[512];
+    L->db = pipeline_open(cfg->pg_url, db_conns, cfg->pg_pipeline_depth, cfg->stmt_timeout_ms,
+                          cfg->pg_acquire_timeout_ms, L->epfd, &srv->db_figures, err, sizeof err);
+    if (L->db == NULL) {
+        log_error("http: loop %d: database: %s", index, err);
+        return -1;
+    }
+    L->exec = (sql_executor){.exec = loop_exec, .ctx = L};
+    /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC: a resume from another
+     * thread (a long poll's waiter) wakes the daemon's epoll, hence ours. */
+    L->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                                 o->access, srv, MHD_OPTION_LISTEN_SOCKET, L->listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
+                                 o->completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, o->uri_log, NULL,
+                                 MHD_OPTION_UNESCAPE_CALLBACK, o->unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 o->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->connection_memory,
+                                 MHD_OPTION_CONNECTION_LIMIT, o->connection_limit, MHD_OPTION_NOTIFY_CONNECTION,
+                                 o->notify_connection, srv, MHD_OPTION_END);
+    if (L->daemon == NULL) {
+        log_error("http: loop %d: cannot start the HTTP daemon", index);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(L->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    L->wake_watch.on_ready = wake_ready;
+    L->mhd_watch.on_ready = mhd_ready;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &L->mhd_watch};
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &L->wake_watch};
+    if (info == NULL || epoll_ctl(L->epfd, EPOLL_CTL_ADD, info->epoll_fd, &ev) != 0 ||
+        epoll_ctl(L->epfd, EPOLL_CTL_ADD, L->wakefd, &wev) != 0) {
+        log_error("http: loop %d: cannot watch the HTTP daemon", index);
+        return -1;
+    }
+    return 0;
+}
+
+int loops_start(server *srv, const loop_daemon_options *opts)
+{
+    const queen_config *cfg = srv->cfg;
+    /* A loop owns at least one database connection: no more loops than
+     * QUEEN_PG_POOL, so the pool's size stays what the operator set. */
+    int n = cfg->http_threads > 0 ? cfg->http_threads : 1;
+    if (n > cfg->pg_pool && cfg->pg_pool > 0)
+        n = cfg->pg_pool;
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
+    if (inet_pton(AF_INET, cfg->bind, &addr.sin_addr) != 1) {
+        log_error("QUEEN_BIND: '%s' is not an IPv4 address", cfg->bind);
+        return -1;
+    }
+    srv->loops = calloc((size_t)n, sizeof *srv->loops);
+    if (srv->loops == NULL)
+        return -1;
+    srv->nloops = n;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        /* The pool's connections shared out, the first loops taking the
+         * remainder. */
+        int conns = cfg->pg_pool / n + (i < cfg->pg_pool % n ? 1 : 0);
+        rc = loop_open(srv, &srv->loops[i], i, &addr, conns, opts);
+        if (rc == 0 && i == 0 && addr.sin_port == 0) {
+            /* Port 0: the others join the port the first was given. */
+            struct sockaddr_in got;
+            socklen_t len = sizeof got;
+            if (getsockname(srv->loops[0].listen_fd, (struct sockaddr *)&got, &len) == 0)
+                addr.sin_port = got.sin_port;
+        }
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (pthread_create(&srv->loops[i].thread, NULL, loop_main, &srv->loops[i]) != 0) {
+            log_error("http: cannot start event loop %d", i);
+            rc = -1;
+            break;
+        }
+        srv->loops[i].started = true;
+    }
+    if (rc != 0) {
+        for (int i = 0; i < n; i++)
+            atomic_store(&srv->loops[i].finish, true);
+        for (int i = 0; i < n; i++) {
+            if (srv->loops[i].started) {
+                loop_wake(&srv->loops[i]);
+                pthread_join(srv->loops[i].thread, NULL);
+            }
+            loop_free(&srv->loops[i]);
+        }
+        free(srv->loops);
+        srv->loops = NULL;
+        srv->nloops = 0;
+        return -1;
+    }
+    return 0;
+}
+
+void loops_quiesce(server *srv)
+{
+    for (int i = 0; i < srv->nloops; i++)
+        loop_wake(&srv->loops[i]);
+}
+
+void loops_finish(server *srv)
+{
+    for (int i = 0; i < srv->nloops; i++) {
+        atomic_store(&srv->loops[i].finish, true);
+        loop_wake(&srv->loops[i]);
+    }
+    for (int i = 0; i < srv->nloops; i++) {
+        pthread_join(srv->loops[i].thread, NULL);
+        loop_free(&srv->loops[i]);
+    }
+    free(srv->loops);
+    srv->loops = NULL;
+    srv->nloops = 0;
+}
