@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -262,6 +263,41 @@ static void test_consume_command(void **state)
     free(q);
 }
 
+/* SIGTERM stops a waiting consume cleanly: exit 0, nothing half-done. */
+static void test_consume_stops_on_sigterm(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("ctlsig");
+    int fout = temp_fd();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fout, 1);
+        setenv("QUEEN_URL", b.base, 1);
+        execl(ctl_bin, ctl_bin, "consume", q, "--", "true", (char *)NULL);
+        _exit(127);
+    }
+    /* Once its long poll waits at the broker, it is in the loop. */
+    bool waiting = false;
+    for (int i = 0; i < 1000 && !waiting; i++) {
+        http_reply r = broker_http(&b, "GET", "/metrics", NULL, NULL);
+        json_t *m = json_parse(r.body);
+        waiting = jint(json_object_get(m, "http"), "longPollsWaiting") > 0;
+        json_decref(m);
+        http_reply_free(&r);
+        if (!waiting)
+            pause_ms(10);
+    }
+    assert_true(waiting);
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    close(fout);
+    free(q);
+}
+
 static void test_tx_file(void **state)
 {
     (void)state;
@@ -418,7 +454,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health),          cmocka_unit_test(test_kv_round_trip),
         cmocka_unit_test(test_exit_codes),      cmocka_unit_test(test_push_pop_queues),
-        cmocka_unit_test(test_consume_command), cmocka_unit_test(test_tx_file),
+        cmocka_unit_test(test_consume_command), cmocka_unit_test(test_consume_stops_on_sigterm),
+        cmocka_unit_test(test_tx_file),
         cmocka_unit_test(test_help_everywhere), cmocka_unit_test(test_table_on_a_terminal),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
