@@ -291,6 +291,69 @@ static void test_timeouts_are_typed_and_retried_only_when_safe(void **state)
     free(url);
 }
 
+typedef struct keepalive_peer {
+    int fd, port, accepts, requests, want;
+    pthread_t thread;
+} keepalive_peer;
+
+/* Answers `want` requests, keeping each connection open, counting accepts. */
+static void *keepalive_main(void *arg)
+{
+    keepalive_peer *p = arg;
+    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 38\r\n\r\n"
+                                 "{\"status\":\"healthy\",\"version\":\"9.9.9\"}";
+    while (p->requests < p->want) {
+        int c = accept(p->fd, NULL, NULL);
+        if (c < 0)
+            return NULL;
+        p->accepts++;
+        char buf[4096];
+        size_t len = 0;
+        ssize_t k;
+        while (p->requests < p->want && (k = read(c, buf + len, sizeof buf - 1 - len)) > 0) {
+            len += (size_t)k;
+            buf[len] = '\0';
+            char *end;
+            while ((end = strstr(buf, "\r\n\r\n")) != NULL) { /* GETs: no body */
+                p->requests++;
+                ssize_t w = write(c, answer, sizeof answer - 1);
+                (void)w;
+                len -= (size_t)(end + 4 - buf);
+                memmove(buf, end + 4, len + 1);
+            }
+        }
+        close(c);
+    }
+    return NULL;
+}
+
+static void test_connections_are_kept_alive(void **state)
+{
+    (void)state;
+    keepalive_peer p = {.want = 5};
+    p.fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(p.fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(p.fd, (struct sockaddr *)&sa, &sl);
+    assert_int_equal(listen(p.fd, 8), 0);
+    assert_int_equal(pthread_create(&p.thread, NULL, keepalive_main, &p), 0);
+    char *url = fmt("http://127.0.0.1:%d", ntohs(sa.sin_port));
+    queen_client *c = open_client(url, 1);
+    for (int i = 0; i < 5; i++) {
+        char version[16];
+        queen_client_error err;
+        assert_int_equal(queen_client_health(c, version, sizeof version, &err), 0);
+    }
+    pthread_join(p.thread, NULL);
+    close(p.fd);
+    /* Five calls, one connection. */
+    assert_int_equal(p.requests, 5);
+    assert_int_equal(p.accepts, 1);
+    queen_client_close(c);
+    free(url);
+}
+
 /* ---- a real broker ------------------------------------------------------------------- */
 
 typedef struct incr_job {
@@ -452,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_builder_shapes_one_bundle),
         cmocka_unit_test(test_token_tenant_and_escaping_on_the_wire),
         cmocka_unit_test(test_retry_after_is_waited_for),
+        cmocka_unit_test(test_connections_are_kept_alive),
         cmocka_unit_test(test_timeouts_are_typed_and_retried_only_when_safe),
         cmocka_unit_test(test_one_handle_many_threads),
         cmocka_unit_test(test_consume_stops_cleanly_and_reports_refusals),
