@@ -129,6 +129,55 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libqueen.a
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(BUILD)/libqueen.a $(LDLIBS)
 
+# ---- The remote client: libqueenclient, queenctl, their tests, install ----
+# libqueenclient (include/queen_client.h, src/client) speaks HTTP to brokers
+# over libcurl; queenctl (src/queenctl) is the command line on it. Their
+# tests (tests/client) drive real brokers on the private PostgreSQL.
+CLIENT_SRC     := $(wildcard src/client/*.c)
+CLIENT_OBJ     := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
+CLIENT_LIBS    := -lcurl -lpthread
+QUEENCTL_SRC   := $(wildcard src/queenctl/*.c)
+QUEENCTL_OBJ   := $(QUEENCTL_SRC:%.c=$(BUILD)/obj/%.o)
+CLIENT_TEST_SRC:= $(wildcard tests/client/test_*.c)
+CLIENT_TEST_BIN:= $(CLIENT_TEST_SRC:tests/client/%.c=$(BUILD)/tests/client/%)
+PREFIX         ?= /usr/local
+
+all: $(BUILD)/libqueenclient.a $(BUILD)/libqueenclient.so $(BUILD)/queenctl
+tests: $(CLIENT_TEST_BIN)
+
+$(BUILD)/obj/src/client/%.o $(BUILD)/obj/src/queenctl/%.o $(BUILD)/obj/tests/client/%.o: CFLAGS += -Isrc/client
+
+$(BUILD)/libqueenclient.a: $(CLIENT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libqueenclient.so: $(CLIENT_OBJ)
+	$(CC) -shared $(SANLD) -o $@ $^ $(CLIENT_LIBS)
+
+$(BUILD)/queenctl: $(QUEENCTL_OBJ) $(BUILD)/libqueenclient.a
+	$(CC) $(SANLD) -o $@ $(QUEENCTL_OBJ) $(BUILD)/libqueenclient.a $(CLIENT_LIBS) -lutil
+
+$(BUILD)/tests/client/%: $(BUILD)/obj/tests/client/%.o $(BUILD)/libqueenclient.a $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
+	@mkdir -p $(@D)
+	$(CC) $(SANLD) -o $@ $< $(BUILD)/libqueenclient.a $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS) -lutil
+
+# make install PREFIX=DIR: headers, both libraries (static and shared), the
+# binaries, the man pages and a pkg-config file for each library.
+.PHONY: install
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	           $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 include/queen.h include/queen_client.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libqueen.a $(BUILD)/libqueenclient.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libqueen.so $(BUILD)/libqueenclient.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/queen $(BUILD)/queenctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	for pc in libqueen libqueenclient; do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define QUEEN_VERSION "\(.*\)"/\1/p' include/queen.h)|g' \
+	    scripts/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
+	done
+# ---- end of the remote client ----
+
 deps:
 	bash scripts/install-deps.sh
 

@@ -10,6 +10,7 @@ packages=(
   libmicrohttpd-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev
   curl wrk python3 python3-yaml python3-jsonschema redis-server
   clang libclang-rt-14-dev
+  man-db
 )
 
 missing=()

@@ -82,6 +82,13 @@ run_suite "api/openapi_responses" python3 tests/api/validate_openapi.py
 for t in "$BUILD"/tests/compat/test_*; do
   [ -x "$t" ] && run_suite "compat/$(basename "$t")" "$t"
 done
+# The remote client: its conformance runner and its own tests, queenctl, make install.
+for t in "$BUILD"/tests/client/test_*; do
+  [ -x "$t" ] && run_suite "client/$(basename "$t")" "$t"
+done
+for t in tests/client/*.sh; do
+  [ -f "$t" ] && run_suite "client/$(basename "$t" .sh)" bash "$t"
+done
 # The reliability campaign (bounded here; longer as make torture).
 for t in "$BUILD"/tests/linearizability/test_*; do
   [ -x "$t" ] && run_suite "linearizability/$(basename "$t")" "$t"

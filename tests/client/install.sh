@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# make install PREFIX=DIR into a temporary directory, then what a user of
+# the installed tree does: compile a small program against each library
+# with pkg-config and run it, run the installed binaries, read the man
+# pages. TAP on stdout. Always the plain build (tests/client/install.sh
+# under a SAN run installs build/, which a program without ASan can load).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+n=0; failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
+check() { local what=$1; shift; if "$@" >>"$log" 2>&1; then ok "$what"; else not_ok "$what"; fi; }
+
+prefix=$(mktemp -d /tmp/queen-install-XXXXXX)
+work=$(mktemp -d /tmp/queen-install-work-XXXXXX)
+log=$work/log
+trap 'rm -rf "$prefix" "$work"' EXIT
+
+# The make that runs this script may pass SAN=1 down through MAKEFLAGS.
+check "make install PREFIX=$prefix" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install PREFIX="$prefix" SAN= BUILD=build
+
+for f in include/queen.h include/queen_client.h lib/libqueen.a lib/libqueen.so lib/libqueenclient.a \
+         lib/libqueenclient.so bin/queen bin/queenctl share/man/man1/queenctl.1 share/man/man1/queen.1 \
+         lib/pkgconfig/libqueen.pc lib/pkgconfig/libqueenclient.pc; do
+  if [ -e "$prefix/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
+done
+
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+cat > "$work/client.c" <<'C'
+#include <queen_client.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    const char *urls[] = {argv[1]};
+    queen_client_options o;
+    queen_client_options_defaults(&o);
+    o.urls = urls; o.nurls = 1; o.max_attempts = argc > 2 ? 2 : 1;
+    queen_client_error err;
+    queen_client *c = queen_client_open(&o, &err);
+    char version[32];
+    int rc = queen_client_health(c, version, sizeof version, &err);
+    printf("%s attempts=%d\n", rc == 0 ? version : err.code, err.attempts);
+    queen_client_close(c);
+    return 0;
+}
+C
+cat > "$work/embedded.c" <<'C'
+#include <queen.h>
+#include <stdio.h>
+int main(void) {
+    char t[QUEEN_TENANT_LEN + 1];
+    if (queen_tenant_canonical(NULL, t) != 0) return 1;
+    printf("%s %s\n", QUEEN_VERSION, t);
+    return 0;
+}
+C
+check "pkg-config knows libqueenclient" pkg-config --exists libqueenclient
+check "pkg-config knows libqueen" pkg-config --exists libqueen
+# shellcheck disable=SC2046
+check "a client program compiles with pkg-config --cflags --libs libqueenclient" \
+  cc -std=c11 -Wall -Werror -o "$work/client" "$work/client.c" $(pkg-config --cflags --libs libqueenclient)
+# shellcheck disable=SC2046
+check "an embedded program compiles with pkg-config --cflags --libs libqueen" \
+  cc -std=c11 -Wall -Werror -o "$work/embedded" "$work/embedded.c" $(pkg-config --cflags --libs libqueen)
+
+# The README's five-line example, as a user would paste it into main().
+{
+  printf '#include <queen_client.h>\n#include <stdio.h>\n#include <stdlib.h>\nint main(void) {\n'
+  awk '/^## Clients/{in_clients=1} in_clients && /^```c$/{code=1; next} code && /^```$/{exit} code' README.md
+  printf 'return 0;\n}\n'
+} >"$work/readme.c"
+if [ "$(grep -c . "$work/readme.c")" -eq 11 ]; then ok "the README's C example has five lines"; else not_ok "the README's C example is not five lines"; fi
+# shellcheck disable=SC2046
+check "the README's C example compiles against the installed libqueenclient" \
+  cc -std=c11 -Wall -Werror -o "$work/readme" "$work/readme.c" $(pkg-config --cflags --libs libqueenclient)
+
+dead=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+out=$(LD_LIBRARY_PATH=$prefix/lib "$work/client" "http://127.0.0.1:$dead" retry 2>>"$log")
+if [ "$out" = "unreachable attempts=2" ]; then ok "the client program runs on the installed library ($out)"; else not_ok "the client program printed '$out'"; fi
+LD_LIBRARY_PATH=$prefix/lib ldd "$work/client" >"$work/ldd" 2>>"$log"
+if grep -q "$prefix/lib/libqueenclient.so" "$work/ldd"; then
+  ok "the client program loads the installed libqueenclient.so"
+else
+  not_ok "the client program does not load the installed libqueenclient.so"
+fi
+out=$(LD_LIBRARY_PATH=$prefix/lib "$work/embedded" 2>>"$log")
+if [ "$out" = "$(sed -n 's/^#define QUEEN_VERSION "\(.*\)"/\1/p' include/queen.h) 00000000-0000-0000-0000-000000000001" ]; then
+  ok "the embedded program runs on the installed libqueen"
+else
+  not_ok "the embedded program printed '$out'"
+fi
+nm "$prefix/lib/libqueenclient.a" >"$work/nm" 2>>"$log"
+if grep -q ' T queen_client_consume$' "$work/nm"; then ok "libqueenclient.a holds the client"; else not_ok "libqueenclient.a lacks queen_client_consume"; fi
+check "the installed queenctl runs" "$prefix/bin/queenctl" --help
+check "the installed queen runs" "$prefix/bin/queen" version
+check "the installed man page renders" env MANWIDTH=80 man -l "$prefix/share/man/man1/queenctl.1"
+
+echo "1..$n"
+[ "$failed" -eq 0 ] || { sed 's/^/# /' "$log" | tail -n 40; exit 1; }
