@@ -18,11 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "conn.h"
 #include "errors.h"
 #include "logging.h"
 #include "metrics.h"
 #include "rawjson.h"
+#include "tls.h"
 
 /* How long a stop waits for in-flight requests before closing them anyway:
  * below the 30 s a supervisor (and our tests) give a SIGTERM before SIGKILL. */
@@ -537,6 +539,8 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
                                 res->content_type ? res->content_type : "application/json");
     if (res->etag[0] != '\0')
         MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, res->etag);
+    if (res->www_authenticate != NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, res->www_authenticate);
     if (res->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", res->retry_after);
@@ -635,7 +639,8 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     }
     http_family family = found ? found->family : FAMILY_OPS;
     st->route = found;
-    char tenant[QUEEN_TENANT_LEN + 1];
+    char tenant[QUEEN_TENANT_LEN + 1] = QUEEN_DEFAULT_TENANT;
+    auth_identity who;
     const char *tenant_fault = NULL;
     if (st->over_cap) {
         refuse_over_cap(srv, &res, family);
@@ -663,9 +668,9 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant", tenant_fault);
     } else if (body_shape_refused(srv, st, family, &res)) {
         /* res holds the refusal; the body was never parsed */
+    } else if (auth_refused(srv, connection, found, params, nparams, st->body, st->len, tenant, &who, &res)) {
+        /* 401/403 in res; the token's tenant is in tenant otherwise */
     } else {
-        if (family == FAMILY_OPS || !srv->cfg->tenancy_header)
-            memcpy(tenant, QUEEN_DEFAULT_TENANT, sizeof tenant);
         bool no_wait = atomic_load(&srv->stopping);
         if (st->poll != NULL) {
             pthread_mutex_lock(&srv->poll_lock);
@@ -682,6 +687,7 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
             .body_len = st->len,
             .nparams = nparams,
             .tenant = tenant,
+            .producer = who.authenticated && who.subject[0] ? who.subject : NULL,
             .started_ms = st->started_us / 1000,
             .waits = st->waits,
             .no_wait = no_wait,
@@ -842,17 +848,6 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
-/* Nothing authenticates a request yet: on an address other machines can
- * reach, whoever reaches the port acts as any tenant. Said once, at start. */
-static void warn_if_exposed(const server *srv, struct in_addr bound)
-{
-    if ((ntohl(bound.s_addr) >> 24) == 127)
-        return;
-    log_warn("http: %s is not a loopback address and there is no authentication: anyone who reaches port %d can "
-             "read and write every tenant's data",
-             srv->cfg->bind, srv->cfg->port);
-}
-
 /* MHD's own timeout restarts on every byte: it only catches a client that
  * stops reading its answer. The watchdog (conn.c) enforces the idle and read
  * deadlines, so this stays above both. */
@@ -884,11 +879,19 @@ int http_start(server *srv)
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
+    tls_material tls;
+    struct MHD_OptionItem tls_opts[TLS_MHD_OPTIONS];
+    unsigned tls_flags = 0;
+    if (tls_mhd_options(srv->cfg, &tls, tls_opts, &tls_flags) != 0) {
+        conn_guard_free(srv);
+        pthread_mutex_destroy(&srv->poll_lock);
+        return -1;
+    }
     /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC, which quiesce needs. */
     /* MHD warns about a pool of one (its polling thread serves alone then):
      * pass 0, which means the same without the noise. */
     srv->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                                       MHD_USE_ERROR_LOG,
+                                       MHD_USE_ERROR_LOG | tls_flags,
                                    0, NULL, NULL, access_handler, srv, MHD_OPTION_THREAD_POOL_SIZE,
                                    threads > 1 ? threads : 0U, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
                                    request_completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
@@ -896,16 +899,17 @@ int http_start(server *srv)
                                    stall_timeout_s(srv->cfg), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_POOL_BYTES,
                                    MHD_OPTION_CONNECTION_LIMIT, conn_limit,
                                    MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
-                                   MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                                   MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_ARRAY, tls_opts,
+                                   MHD_OPTION_END);
+    tls_material_free(&tls); /* GnuTLS holds its own copy once the daemon started */
     if (srv->daemon == NULL) {
         log_error("http: cannot listen on %s:%d", srv->cfg->bind, srv->cfg->port);
         conn_guard_free(srv);
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
-    log_info("http: listening on %s:%d with %u threads (database pool %d)", srv->cfg->bind, srv->cfg->port,
-             threads, srv->cfg->pg_pool);
-    warn_if_exposed(srv, addr.sin_addr);
+    log_info("http: listening on %s:%d%s with %u threads (database pool %d)", srv->cfg->bind, srv->cfg->port,
+             tls_flags ? " (HTTPS)" : "", threads, srv->cfg->pg_pool);
     return 0;
 }
 
