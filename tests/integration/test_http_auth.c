@@ -264,6 +264,31 @@ static void bad_tokens_are_401_never_a_crash(void **state)
     free(ob);
 }
 
+/* Seeded byte mutations of a valid token: each changed token is a 401 (or,
+ * when the bytes were not changed after all, still the 200), and the broker
+ * stays up. */
+static void mutated_tokens_are_401(void **state)
+{
+    (void)state;
+    const char *good = tok("read", TA);
+    size_t len = strlen(good);
+    unsigned seed = 14;
+    for (int i = 0; i < 200; i++) {
+        char *t = strdup(good);
+        for (int k = 0, n = 1 + (int)(rand_r(&seed) % 3); k < n; k++) {
+            /* printable bytes only: a header cannot carry the rest */
+            t[rand_r(&seed) % len] = (char)(33 + rand_r(&seed) % 94);
+        }
+        http_reply r = call(t, "GET", "/api/v1/resources/queues", NULL);
+        long want = strcmp(t, good) == 0 ? 200 : 401;
+        if (r.status != want)
+            fail_msg("mutation %d: %ld, wanted %ld: %s", i, r.status, want, r.body);
+        http_reply_free(&r);
+        remember(t);
+    }
+    expect(NULL, "GET", "/health", NULL, 200, NULL);
+}
+
 static void every_algorithm_is_accepted_over_http(void **state)
 {
     (void)state;
@@ -458,6 +483,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(health_is_open_and_every_other_route_needs_a_token),
         cmocka_unit_test(bad_tokens_are_401_never_a_crash),
+        cmocka_unit_test(mutated_tokens_are_401),
         cmocka_unit_test(every_algorithm_is_accepted_over_http),
         cmocka_unit_test(roles_are_enforced_on_every_route_family),
         cmocka_unit_test(scopes_narrow_a_token_by_prefix),
