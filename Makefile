@@ -17,7 +17,7 @@ endif
 
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) -MMD -MP \
            -Iinclude -Isrc/engine -Isrc/server -Itests/support -I$(PG_INC)
-LDLIBS  := -lmicrohttpd -ljansson -lpq -lpthread
+LDLIBS  := -lmicrohttpd -ljansson -lpq -lpthread -lcrypto -lcurl
 TESTLIBS:= -lcmocka -lcurl
 
 ENGINE_SRC := $(wildcard src/engine/*.c)
@@ -86,9 +86,11 @@ $(BUILD)/libqueen.so: $(ENGINE_OBJ)
 $(BUILD)/queen: $(MAIN_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
 	$(CC) $(SANLD) -o $@ $(MAIN_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS)
 
-$(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(SERVER_OBJ) $(BUILD)/libqueen.a
+# Unit tests get the token minter (tests/support/jwtmint.c) and nothing
+# else of the support code: they start no database and no broker.
+$(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tests/support/jwtmint.o $(SERVER_OBJ) $(BUILD)/libqueen.a
 	@mkdir -p $(@D)
-	$(CC) $(SANLD) -o $@ $< $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
+	$(CC) $(SANLD) -o $@ $< $(BUILD)/obj/tests/support/jwtmint.o $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS)
 
 $(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a
 	@mkdir -p $(@D)

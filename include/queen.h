@@ -65,6 +65,19 @@ typedef struct queen_config {
     int kv_max_key_bytes;
     bool access_log;
     int kv_quota_refresh_ms;
+    char *auth;
+    char *jwt_secret;
+    char *jwt_public_keys;
+    char *jwt_jwks;
+    char *jwt_jwks_ca;
+    int jwt_jwks_refresh_s;
+    char *jwt_issuer;
+    char *jwt_audience;
+    int jwt_leeway_s;
+    char *jwt_tenant_claim;
+    bool jwt_default_tenant;
+    char *tls_cert;
+    char *tls_key;
 } queen_config;
 
 /* What went wrong, in a shape every caller can branch on. How each
@@ -83,6 +96,10 @@ typedef enum queen_error_category {
     QUEEN_ERR_RATE_LIMITED,   /* the tenant's read or write token bucket is empty */
     QUEEN_ERR_CONFLICT,       /* the bundle conflicts with what is committed: a
                                  transaction id seen before, a lease not held */
+    /* The broker's authentication (QUEEN_AUTH=jwt): refused before any
+     * database work. */
+    QUEEN_ERR_UNAUTHORIZED, /* no token, or one that does not verify */
+    QUEEN_ERR_FORBIDDEN,    /* a valid token whose role, scopes or tenant do not allow the call */
 } queen_error_category;
 
 /* Largest precondition value carried inline (bytes of JSON text). SQL caps
@@ -263,6 +280,11 @@ int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_
 
 /* ---- Messages (sql/003..005; shapes in docs/sql-log.md) ------------------ */
 int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err);
+/* queen_push stamping each message with producer (the caller's verified
+ * identity, e.g. a token's sub; NULL or "" for none), which pop returns as
+ * "producer". Never taken from the items. */
+int queen_push_as(queen *q, const char *tenant, const char *producer, const char *items_json, char **results_json,
+                  queen_error *err);
 
 typedef struct queen_pop_options {
     const char *queue;             /* the queue; NULL: pop by labels */
@@ -328,6 +350,9 @@ int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **r
  *     retry the same bundle, with a required putIfAbsent marker to make the
  *     retry safe. */
 int queen_transaction(queen *q, const char *tenant, const char *bundle_json, char **result_json, queen_error *err);
+/* queen_transaction whose pushes are stamped with producer (see queen_push_as). */
+int queen_transaction_as(queen *q, const char *tenant, const char *producer, const char *bundle_json,
+                         char **result_json, queen_error *err);
 
 /* ---- Long-poll support ----------------------------------------------------
  * Registers a one-shot callback, for callers that cannot block a thread per

@@ -9,6 +9,10 @@ for scripts/test.sh.
 4. The tenant-scoped routes (family other than FAMILY_OPS) declare the
    x-queen-tenant header; the operational ones do not.
 5. Every path parameter of a route is declared by its operation.
+6. Every operation's x-queen-role is the role src/server/auth.c's policy
+   table gives its route (none, read, write, admin), and only the role-none
+   route waives bearerAuth (security: []); README.md's roles table (between
+   <!-- roles:begin --> and <!-- roles:end -->) says the same of every route.
 
 A table pattern becomes an OpenAPI path by writing :name and *name (the
 rest-of-path capture) as {name}."""
@@ -32,6 +36,17 @@ def table(path=os.path.join(ROOT, "src/server/routes.c")):
     return [(m, p, fam) for m, p, _, fam in ROUTE.findall(body)]
 
 
+POLICY = re.compile(r'\{\s*"([A-Z]+)"\s*,\s*"([^"]+)"\s*,\s*ROLE_([A-Z]+)\s*,')
+
+
+def policies(path=os.path.join(ROOT, "src/server/auth.c")):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("policies[]")
+    body = text[start:text.index("};", start)]
+    return {(m, openapi_path(p)): role.lower() for m, p, role in POLICY.findall(body)}
+
+
 def openapi_path(pattern):
     return re.sub(r"[:*]([A-Za-z_][A-Za-z0-9_]*)", r"{\1}", pattern)
 
@@ -44,6 +59,23 @@ def operations(doc):
             if method in item:
                 ops[(method.upper(), path)] = shared + item[method].get("parameters", [])
     return ops
+
+
+def readme_roles(path=os.path.join(ROOT, "README.md")):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    body = text[text.index("<!-- roles:begin -->"):text.index("<!-- roles:end -->")]
+    return {(m, openapi_path(p)): role for m, p, role in re.findall(r"^\| `([A-Z]+) (\S+)` \| (\w+) \|", body, re.M)}
+
+
+def roles_of(doc):
+    out = {}
+    for path, item in (doc.get("paths") or {}).items():
+        for method in METHODS:
+            if method in item:
+                op = item[method]
+                out[(method.upper(), path)] = (op.get("x-queen-role"), op.get("security"))
+    return out
 
 
 def resolve(doc, node):
@@ -61,7 +93,7 @@ def main():
     routes = table()
     ops = operations(doc)
     wanted = {(m, openapi_path(p)): fam for m, p, fam in routes}
-    print("1..5")
+    print("1..6")
     n = 0
 
     def check(ok, what, bad=()):
@@ -95,6 +127,19 @@ def main():
                 bad_params.append("%s %s does not declare path parameter %s" % (key[0], key[1], name))
     results.append(check(not bad_tenant, "x-queen-tenant is declared exactly by the tenant-scoped routes", bad_tenant))
     results.append(check(not bad_params, "every path parameter is declared", bad_params))
+    table_roles, bad_roles = policies(), []
+    for key, (role, security) in sorted(roles_of(doc).items()):
+        want = table_roles.get(key)
+        if role != want:
+            bad_roles.append("%s %s: x-queen-role %s, auth.c says %s" % (key[0], key[1], role, want))
+        if (security == []) != (want == "none"):
+            bad_roles.append("%s %s: security %r with role %s" % (key[0], key[1], security, want))
+    if readme_roles() != table_roles:
+        bad_roles.append("README.md's roles table differs from auth.c's: %s" %
+                         sorted(set(readme_roles().items()) ^ set(table_roles.items())))
+    results.append(check(len(table_roles) > 0 and not bad_roles,
+                         "x-queen-role matches src/server/auth.c's policy table (%d rows)" % len(table_roles),
+                         bad_roles))
     return 0 if all(results) else 1
 
 

@@ -79,6 +79,7 @@ BEGIN
                'id', m.id,
                'transactionId', m.transaction_id,
                'traceId', m.trace_id::text,
+               'producer', m.producer,
                'queue', p_queue,
                'data', m.payload,
                'createdAt', queen.log_iso_v1(m.created_at),
@@ -101,7 +102,7 @@ BEGIN
         SELECT max(m.msg_offset),
                jsonb_agg(jsonb_build_object(
                    'id', m.id, 'transactionId', m.transaction_id, 'traceId', m.trace_id::text,
-                   'queue', p_queue, 'data', m.payload,
+                   'producer', m.producer, 'queue', p_queue, 'data', m.payload,
                    'createdAt', queen.log_iso_v1(m.created_at),
                    'partitionId', p_partition_id, 'partition', p_partition,
                    'leaseId', v_lease, 'consumerGroup', p_group,
@@ -254,7 +255,7 @@ $$;
 -- log_pop_v1(tenant, queue, partition, group, batch, lease_seconds, auto_ack,
 --            subscription_mode, subscription_from, partitions) -> the pop body
 -- {success, queue, partition, partitionId, leaseId, consumerGroup,
---  messages: [{id, transactionId, traceId, queue, data, createdAt, partitionId,
+--  messages: [{id, transactionId, traceId, producer, queue, data, createdAt, partitionId,
 --              partition, leaseId, consumerGroup, deliveryAttempt}]}
 -- or NULL when nothing is available (unknown queue/partition included).
 -- NULL arguments take defaults: partition any, group '__QUEUE_MODE__',

@@ -118,6 +118,35 @@ static const setting settings[] = {
      "How often each broker re-reads kv quota and usage for the tenants it saw (quota is soft by this much)."},
     {"QUEEN_ACCESS_LOG", "access-log", SET_BOOL, AT(access_log), "1", 0, 0,
      "One line per request: method, route pattern, status, duration."},
+    {"QUEEN_AUTH", "auth", SET_STRING, AT(auth), "off", 0, 0,
+     "off: no authentication (a warning at start when QUEEN_BIND is not loopback). jwt: every route but /health "
+     "needs Authorization: Bearer <JWT> (README, Authentication)."},
+    {"QUEEN_JWT_SECRET", "jwt-secret", SET_STRING, AT(jwt_secret), "", 0, 0,
+     "HS256 shared secret (its bytes as given). Never logged."},
+    {"QUEEN_JWT_PUBLIC_KEYS", "jwt-public-keys", SET_STRING, AT(jwt_public_keys), "", 0, 0,
+     "Comma-separated PEM public key files (RSA of 2048 bits or more for RS256, P-256 for ES256, Ed25519 for "
+     "EdDSA)."},
+    {"QUEEN_JWT_JWKS", "jwt-jwks", SET_STRING, AT(jwt_jwks), "", 0, 0,
+     "A JWKS: a file path or an https:// URL, re-read every QUEEN_JWT_JWKS_REFRESH_S and when a token names an "
+     "unknown kid (at most every 10 s)."},
+    {"QUEEN_JWT_JWKS_CA", "jwt-jwks-ca", SET_STRING, AT(jwt_jwks_ca), "", 0, 0,
+     "CA bundle (PEM) that the JWKS URL's certificate is checked against. Empty: the system's."},
+    {"QUEEN_JWT_JWKS_REFRESH_S", "jwt-jwks-refresh-s", SET_INT, AT(jwt_jwks_refresh_s), "300", 10, 86400,
+     "Age at which the JWKS is fetched again."},
+    {"QUEEN_JWT_ISSUER", "jwt-issuer", SET_STRING, AT(jwt_issuer), "", 0, 0,
+     "Required iss claim. Empty: not checked."},
+    {"QUEEN_JWT_AUDIENCE", "jwt-audience", SET_STRING, AT(jwt_audience), "", 0, 0,
+     "Required aud claim (a string, or one element of an array). Empty: not checked."},
+    {"QUEEN_JWT_LEEWAY_S", "jwt-leeway-s", SET_INT, AT(jwt_leeway_s), "30", 0, 600,
+     "Clock skew allowed when checking exp and nbf."},
+    {"QUEEN_JWT_TENANT_CLAIM", "jwt-tenant-claim", SET_STRING, AT(jwt_tenant_claim), "tenant", 0, 0,
+     "The claim holding the token's tenant (a canonical uuid)."},
+    {"QUEEN_JWT_DEFAULT_TENANT", "jwt-default-tenant", SET_BOOL, AT(jwt_default_tenant), "0", 0, 0,
+     "A token without the tenant claim acts as the default tenant. Off: such a token is 403 auth_no_tenant."},
+    {"QUEEN_TLS_CERT", "tls-cert", SET_STRING, AT(tls_cert), "", 0, 0,
+     "PEM certificate (chain) file. With QUEEN_TLS_KEY the listener serves HTTPS only."},
+    {"QUEEN_TLS_KEY", "tls-key", SET_STRING, AT(tls_key), "", 0, 0,
+     "PEM private key file of QUEEN_TLS_CERT."},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -344,6 +373,15 @@ int queen_config_validate(const queen_config *cfg, char *err, size_t errlen)
         /* The limit is split among the threads: each needs one at least. */
         snprintf(err, errlen, "QUEEN_HTTP_THREADS (%d) must not exceed QUEEN_MAX_CONNECTIONS (%d)",
                  cfg->http_threads, cfg->max_connections);
+        return -1;
+    }
+    if (cfg->auth == NULL || (strcmp(cfg->auth, "off") != 0 && strcmp(cfg->auth, "jwt") != 0)) {
+        snprintf(err, errlen, "QUEEN_AUTH: '%s' is not off or jwt", cfg->auth ? cfg->auth : "");
+        return -1;
+    }
+    if ((cfg->tls_cert == NULL || cfg->tls_cert[0] == '\0') != (cfg->tls_key == NULL || cfg->tls_key[0] == '\0')) {
+        /* Half a TLS setup must not silently serve plain HTTP. */
+        snprintf(err, errlen, "QUEEN_TLS_CERT and QUEEN_TLS_KEY go together: set both or neither");
         return -1;
     }
     if (cfg->bind == NULL || cfg->bind[0] == '\0') {

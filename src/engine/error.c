@@ -31,6 +31,8 @@ static const queen_error_class classes[] = {
     [QUEEN_ERR_FEATURE_GATED] = {403, "feature_gated", "feature_gated", "feature_gated", "feature_gated", false, 0},
     [QUEEN_ERR_RATE_LIMITED] = {429, "rate_limited", "rate_limited", "rate_limited", "rate_limited", true, 1},
     [QUEEN_ERR_CONFLICT] = {409, "conflict", "kv_conflict", "db_error", "conflict", false, 0},
+    [QUEEN_ERR_UNAUTHORIZED] = {401, "unauthorized", "unauthorized", "unauthorized", "unauthorized", false, 0},
+    [QUEEN_ERR_FORBIDDEN] = {403, "forbidden", "forbidden", "forbidden", "forbidden", false, 0},
 };
 
 const queen_error_class *queen_error_class_of(queen_error_category cat)

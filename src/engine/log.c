@@ -17,6 +17,11 @@
 #include "notify.h"
 
 #define SQL_PUSH "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text"
+/* The producer is a transaction-local setting that the log's producer
+ * column defaults to (sql/028): set in a materialized CTE, which runs before
+ * the push it feeds, within the same statement's transaction. */
+#define SQL_WITH_PRODUCER "WITH producer AS MATERIALIZED (SELECT set_config('queen.producer', $3, true)) "
+#define SQL_PUSH_AS SQL_WITH_PRODUCER SQL_PUSH " FROM producer"
 #define SQL_POP                                                                                                        \
     "SELECT queen.log_pop_v1($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::boolean, $8, $9, $10::integer)::text"
 #define SQL_POP_LABELS                                                                                                 \
@@ -59,12 +64,20 @@ static const char *int_or_null(char *buf, size_t len, int v)
 
 int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err)
 {
+    return queen_push_as(q, tenant, NULL, items_json, results_json, err);
+}
+
+int queen_push_as(queen *q, const char *tenant, const char *producer, const char *items_json, char **results_json,
+                  queen_error *err)
+{
     *results_json = NULL;
     if (items_json == NULL) {
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_request", "items_json is NULL");
         return -1;
     }
-    const char *params[] = {NULL, items_json};
+    const char *params[] = {NULL, items_json, producer};
+    if (producer != NULL && producer[0] != '\0')
+        return call_body(q, tenant, "queen_push_as", SQL_PUSH_AS, 3, params, results_json, err);
     return call_body(q, tenant, "queen_push", SQL_PUSH, 2, params, results_json, err);
 }
 

@@ -25,6 +25,10 @@
 /* The bundle goes in as the caller's text with the tenant added by
  * PostgreSQL, so nothing in it is re-encoded on the way. */
 #define SQL_WIRE "SELECT queen.log_transaction_wire_v1($1::jsonb || jsonb_build_object('tenant', $2::text))::text"
+/* The bundle's pushes stamped with the producer (sql/028): a transaction-
+ * local setting made in a materialized CTE, which runs before the wire. */
+#define SQL_WIRE_AS                                                                                                    \
+    "WITH producer AS MATERIALIZED (SELECT set_config('queen.producer', $3, true)) " SQL_WIRE " FROM producer"
 
 /* A kv-only bundle: one kv_apply_v1(..., true) call, its elements given the
  * wire's shape (type "kv", flat index = opIndex since nothing precedes). */
@@ -201,6 +205,12 @@ static void count(queen *q, int slot)
 
 int queen_transaction(queen *q, const char *tenant, const char *bundle_json, char **result_json, queen_error *err)
 {
+    return queen_transaction_as(q, tenant, NULL, bundle_json, result_json, err);
+}
+
+int queen_transaction_as(queen *q, const char *tenant, const char *producer, const char *bundle_json,
+                         char **result_json, queen_error *err)
+{
     *result_json = NULL;
     queen_error local;
     if (err == NULL)
@@ -227,9 +237,11 @@ int queen_transaction(queen *q, const char *tenant, const char *bundle_json, cha
         return -1;
     }
     int rc = -1;
-    const char *params[] = {bundle_json, tenant};
+    const char *params[] = {bundle_json, tenant, producer};
+    bool stamped = !plan.kv_only && producer != NULL && producer[0] != '\0';
     bool lost = false;
     PGresult *res = plan.kv_only ? sql_exec(q->pool, "queen_wire_kv_only", SQL_KV_ONLY, 2, params, &lost, err)
+                    : stamped    ? sql_exec(q->pool, "queen_wire_as", SQL_WIRE_AS, 3, params, &lost, err)
                                  : sql_exec(q->pool, "queen_wire", SQL_WIRE, 2, params, &lost, err);
     if (res == NULL) {
         count(q, TXN_UNAVAILABLE);

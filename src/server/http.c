@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "conn.h"
 #include "errors.h"
 #include "fiber.h"
@@ -25,6 +26,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "rawjson.h"
+#include "tls.h"
 
 /* How long a stop waits for in-flight requests before closing them anyway:
  * below the 30 s a supervisor (and our tests) give a SIGTERM before SIGKILL. */
@@ -72,6 +74,7 @@ typedef struct request_state {
     char *params[HTTP_MAX_PARAMS];
     size_t nparams;
     char tenant[QUEEN_TENANT_LEN + 1];
+    char producer[AUTH_SUBJECT_MAX + 1]; /* the token's sub, copied: the fiber outlives the dispatch */
 } request_state;
 
 /* The URI log callback's verdict, carried to the first access-handler call
@@ -558,6 +561,8 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
                                 res->content_type ? res->content_type : "application/json");
     if (res->etag[0] != '\0')
         MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, res->etag);
+    if (res->www_authenticate != NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, res->www_authenticate);
     if (res->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", res->retry_after);
@@ -668,7 +673,7 @@ static void task_main(void *arg)
 /* Runs the matched route's handler on a fiber of this loop. */
 static enum MHD_Result run_handler(server *srv, struct MHD_Connection *connection, const char *method,
                                    const char *url, request_state *st, const route *found, char **params,
-                                   const size_t *lens, size_t nparams, const char *tenant)
+                                   const size_t *lens, size_t nparams, const char *tenant, const char *producer)
 {
     bool no_wait = atomic_load(&srv->stopping);
     if (st->poll != NULL) {
@@ -677,6 +682,7 @@ static enum MHD_Result run_handler(server *srv, struct MHD_Connection *connectio
         pthread_mutex_unlock(&srv->poll_lock);
     }
     memcpy(st->tenant, tenant, sizeof st->tenant);
+    snprintf(st->producer, sizeof st->producer, "%s", producer ? producer : "");
     st->nparams = nparams;
     st->req = (http_request){
         .method = method,
@@ -688,6 +694,7 @@ static enum MHD_Result run_handler(server *srv, struct MHD_Connection *connectio
         .body_len = st->len,
         .nparams = nparams,
         .tenant = st->tenant,
+        .producer = producer ? st->producer : NULL,
         .started_ms = st->started_us / 1000,
         .waits = st->waits,
         .no_wait = no_wait,
@@ -755,7 +762,8 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     }
     http_family family = found ? found->family : FAMILY_OPS;
     st->route = found;
-    char tenant[QUEEN_TENANT_LEN + 1];
+    char tenant[QUEEN_TENANT_LEN + 1] = QUEEN_DEFAULT_TENANT;
+    auth_identity who;
     const char *tenant_fault = NULL;
     if (st->over_cap) {
         refuse_over_cap(srv, &res, family);
@@ -783,10 +791,11 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant", tenant_fault);
     } else if (body_shape_refused(srv, st, family, &res)) {
         /* res holds the refusal; the body was never parsed */
+    } else if (auth_refused(srv, connection, found, params, nparams, st->body, st->len, tenant, &who, &res)) {
+        /* 401/403 in res; the token's tenant is in tenant otherwise */
     } else {
-        if (family == FAMILY_OPS || !srv->cfg->tenancy_header)
-            memcpy(tenant, QUEEN_DEFAULT_TENANT, sizeof tenant);
-        return run_handler(srv, connection, method, url, st, found, params, lens, nparams, tenant);
+        const char *producer = who.authenticated && who.subject[0] ? who.subject : NULL;
+        return run_handler(srv, connection, method, url, st, found, params, lens, nparams, tenant, producer);
     }
     http_free_params(params, nparams);
     return answer(srv, connection, method, found, st, &res);
@@ -928,17 +937,6 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
-/* Nothing authenticates a request yet: on an address other machines can
- * reach, whoever reaches the port acts as any tenant. Said once, at start. */
-static void warn_if_exposed(const server *srv, struct in_addr bound)
-{
-    if ((ntohl(bound.s_addr) >> 24) == 127)
-        return;
-    log_warn("http: %s is not a loopback address and there is no authentication: anyone who reaches port %d can "
-             "read and write every tenant's data",
-             srv->cfg->bind, srv->cfg->port);
-}
-
 /* MHD's own timeout restarts on every byte: it only catches a client that
  * stops reading its answer. The watchdog (conn.c) enforces the idle and read
  * deadlines, so this stays above both. */
@@ -963,6 +961,15 @@ int http_start(server *srv)
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
+    tls_material tls;
+    struct MHD_OptionItem tls_opts[TLS_MHD_OPTIONS];
+    unsigned tls_flags = 0;
+    if (tls_mhd_options(srv->cfg, &tls, tls_opts, &tls_flags) != 0) {
+        conn_guard_stop(srv);
+        conn_guard_free(srv);
+        pthread_mutex_destroy(&srv->poll_lock);
+        return -1;
+    }
     loop_daemon_options opts = {
         .access = access_handler,
         .completed = request_completed,
@@ -973,18 +980,20 @@ int http_start(server *srv)
         .connection_memory = (size_t)HTTP_CONN_POOL_BYTES,
         /* Each daemon may take the whole cap: the guard counts across them. */
         .connection_limit = conn_limit,
+        .extra_flags = tls_flags,
+        .extra_options = tls_opts,
     };
-    if (loops_start(srv, &opts) != 0) {
+    int started = loops_start(srv, &opts);
+    tls_material_free(&tls); /* GnuTLS holds its own copy once the daemons started */
+    if (started != 0) {
         conn_guard_stop(srv);
         conn_guard_free(srv);
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }
-    log_info("http: listening on %s:%d with %d event loop(s), %d database connection(s), pipeline depth %d",
-             srv->cfg->bind, srv->cfg->port, srv->nloops, srv->cfg->pg_pool, srv->cfg->pg_pipeline_depth);
-    struct in_addr bound = {0};
-    inet_pton(AF_INET, srv->cfg->bind, &bound);
-    warn_if_exposed(srv, bound);
+    log_info("http: listening on %s:%d%s with %d event loop(s), %d database connection(s), pipeline depth %d",
+             srv->cfg->bind, srv->cfg->port, tls_flags ? " (HTTPS)" : "", srv->nloops, srv->cfg->pg_pool,
+             srv->cfg->pg_pipeline_depth);
     return 0;
 }
 

@@ -46,6 +46,7 @@ typedef struct http_request {
     size_t params_len[HTTP_MAX_PARAMS];
     size_t nparams;
     const char *tenant;          /* canonical lower-case uuid */
+    const char *producer;        /* the verified token's sub (QUEEN_AUTH=jwt), or NULL */
     long long started_ms;        /* monotonic ms when the request arrived */
     unsigned waits;              /* how many times this request was suspended so far */
     bool no_wait;                /* answer now: stopping, or a wait could not be registered */
@@ -61,6 +62,7 @@ typedef struct http_response {
     int retry_after;             /* seconds; sent when > 0 */
     bool suspended;              /* set by http_poll_suspend: nothing to send yet */
     bool close;                  /* send Connection: close and close after the answer */
+    const char *www_authenticate; /* static text: sent as WWW-Authenticate when set (auth.c) */
 } http_response;
 
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);
@@ -86,6 +88,7 @@ struct server {
     atomic_int inflight;         /* requests between their first byte and their completion */
     atomic_llong body_bytes;     /* body buffer bytes held by requests now (QUEEN_MAX_INFLIGHT_BODY_BYTES) */
     struct conn_guard *guard;    /* the connection cap and deadlines (conn.h) */
+    struct auth_state *auth;     /* QUEEN_AUTH=jwt's keys and rules (auth.h); NULL when off */
 };
 
 /* Starts the daemon on cfg->bind:cfg->port. Returns 0 or -1 (logged). */

@@ -266,13 +266,16 @@ static int loop_open(server *srv, edge_loop *L, int index, const struct sockaddr
     L->exec = (sql_executor){.exec = loop_exec, .ctx = L};
     /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC: a resume from another
      * thread (a long poll's waiter) wakes the daemon's epoll, hence ours. */
-    L->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+    static struct MHD_OptionItem no_options[] = {{MHD_OPTION_END, 0, NULL}};
+    L->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | o->extra_flags, 0,
+                                 NULL, NULL,
                                  o->access, srv, MHD_OPTION_LISTEN_SOCKET, L->listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
                                  o->completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, o->uri_log, NULL,
                                  MHD_OPTION_UNESCAPE_CALLBACK, o->unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
                                  o->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->connection_memory,
                                  MHD_OPTION_CONNECTION_LIMIT, o->connection_limit, MHD_OPTION_NOTIFY_CONNECTION,
-                                 o->notify_connection, srv, MHD_OPTION_END);
+                                 o->notify_connection, srv, MHD_OPTION_ARRAY,
+                                 o->extra_options ? o->extra_options : no_options, MHD_OPTION_END);
     if (L->daemon == NULL) {
         log_error("http: loop %d: cannot start the HTTP daemon", index);
         return -1;

@@ -25,6 +25,8 @@ typedef struct loop_daemon_options {
     unsigned connection_timeout_s;
     size_t connection_memory;
     unsigned connection_limit;
+    unsigned extra_flags;                 /* e.g. MHD_USE_TLS (tls.h) */
+    struct MHD_OptionItem *extra_options; /* MHD_OPTION_ARRAY entries, ending with MHD_OPTION_END */
 } loop_daemon_options;
 
 int loops_start(server *srv, const loop_daemon_options *opts);

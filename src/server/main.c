@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "config.h"
 #include "http.h"
 #include "logging.h"
@@ -113,7 +114,8 @@ static int serve(queen_config *cfg)
     }
     log_database_version(engine);
     server srv = {.engine = engine, .cfg = cfg};
-    if (http_start(&srv) != 0) {
+    if (auth_start(&srv) != 0 || http_start(&srv) != 0) {
+        auth_stop(&srv);
         queen_close(engine);
         return 1;
     }
@@ -121,6 +123,7 @@ static int serve(queen_config *cfg)
     sigwait(&stop, &sig);
     log_info("received %s: finishing in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     http_stop(&srv);
+    auth_stop(&srv);
     queen_close(engine);
     log_info("stopped");
     return 0;

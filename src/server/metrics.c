@@ -4,6 +4,8 @@
  * engine's table of families (stats.h), as queen_stats_json does. */
 #include "metrics.h"
 
+#include "auth.h"
+
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -153,10 +155,10 @@ char *metrics_json(server *srv)
                                                  slot_pattern(i), "count", (json_int_t)count, "sumSeconds",
                                                  (double)atomic_load(&f->sum_us) / 1e6, "buckets", buckets));
     }
-    json_t *http = json_pack("{s:o, s:o, s:i, s:i, s:o, s:o}", "requests", requests, "latency", latency,
+    json_t *http = json_pack("{s:o, s:o, s:i, s:i, s:o, s:o, s:{s:o}}", "requests", requests, "latency", latency,
                              "longPollsWaiting", atomic_load(&srv->nsuspended), "inFlight",
                              atomic_load(&srv->inflight), "connections", connections_json(srv), "database",
-                             database_json(srv));
+                             database_json(srv), "auth", "failures", auth_metrics_json());
     char *head = http ? json_dumps(http, JSON_COMPACT) : NULL;
     json_decref(http);
     char *engine = queen_stats_json(srv->engine);
@@ -280,6 +282,7 @@ static void http_families(FILE *out, server *srv)
     fprintf(out, "queen_http_requests_in_flight %d\n", atomic_load(&srv->inflight));
     connection_families(out, srv);
     database_families(out, srv);
+    auth_metrics_prometheus(out);
 }
 
 /* A figure in the family's unit: integers stay exact (no double on the

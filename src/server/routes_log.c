@@ -70,7 +70,7 @@ void route_push(server *srv, const http_request *req, http_response *res)
         return;
     char *results = NULL;
     queen_error err;
-    int rc = queen_push(srv->engine, req->tenant, items, &results, &err);
+    int rc = queen_push_as(srv->engine, req->tenant, req->producer, items, &results, &err);
     answer(res, rc, 201, results, &err);
     free(items);
 }

@@ -22,7 +22,7 @@ void route_transaction(server *srv, const http_request *req, http_response *res)
     queen_error err;
     if (bundle == NULL)
         http_refuse(res, FAMILY_LOG, QUEEN_ERR_INTERNAL, "out_of_memory", "");
-    else if (queen_transaction(srv->engine, req->tenant, bundle, &result, &err) == 0)
+    else if (queen_transaction_as(srv->engine, req->tenant, req->producer, bundle, &result, &err) == 0)
         http_text(res, 200, result);
     else
         http_engine_error(res, FAMILY_LOG, &err);

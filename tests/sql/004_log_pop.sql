@@ -21,8 +21,8 @@ CREATE TEMP TABLE p1 AS SELECT queen.log_pop_v1(:'t', 't004_a', NULL, NULL, 3, N
 SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(b) k),
           ARRAY['consumerGroup', 'leaseId', 'messages', 'partition', 'partitionId', 'queue', 'success'], 'body keys') FROM p1;
 SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(b -> 'messages' -> 0) k),
-          ARRAY['consumerGroup', 'createdAt', 'data', 'deliveryAttempt', 'id', 'leaseId', 'partition', 'partitionId', 'queue', 'traceId',
-                'transactionId'],
+          ARRAY['consumerGroup', 'createdAt', 'data', 'deliveryAttempt', 'id', 'leaseId', 'partition', 'partitionId', 'producer',
+                'queue', 'traceId', 'transactionId'],
           'message keys') FROM p1;
 SELECT is(jsonb_array_length(b -> 'messages'), 3, 'batch 3 delivers 3') FROM p1;
 SELECT is((SELECT array_agg(m ->> 'transactionId' ORDER BY o) FROM jsonb_array_elements(b -> 'messages') WITH ORDINALITY x(m, o)),

@@ -96,7 +96,7 @@ static void retry_advice_is_one_rule(void **state)
         free(body);
     }
     /* Every category has a row: status, both codes, a wire reason. */
-    for (int c = QUEEN_OK; c <= QUEEN_ERR_CONFLICT; c++) {
+    for (int c = QUEEN_OK; c <= QUEEN_ERR_FORBIDDEN; c++) {
         const queen_error_class *k = queen_error_class_of((queen_error_category)c);
         assert_true(k->http_status >= 200 && k->http_status < 600);
         assert_non_null(k->code);
@@ -107,6 +107,8 @@ static void retry_advice_is_one_rule(void **state)
     assert_int_equal(queen_error_class_of(QUEEN_ERR_UNAVAILABLE)->http_status, 503);
     assert_int_equal(queen_error_class_of(QUEEN_ERR_RATE_LIMITED)->http_status, 429);
     assert_int_equal(queen_error_class_of(QUEEN_ERR_QUOTA_EXCEEDED)->http_status, 403);
+    assert_int_equal(queen_error_class_of(QUEEN_ERR_UNAUTHORIZED)->http_status, 401);
+    assert_int_equal(queen_error_class_of(QUEEN_ERR_FORBIDDEN)->http_status, 403);
 }
 
 static void precondition_detail_is_parsed_exactly(void **state)

@@ -1,0 +1,20 @@
+-- 028_log_producer.sql: who pushed a message (README.md, Authentication).
+--
+-- Owns: queen.log_messages.producer.
+-- May call: only pg_catalog.
+--
+-- The broker verifies a token's sub and runs the push (or the transaction
+-- bundle) after set_config('queen.producer', sub, true) in the same
+-- statement; the column's default reads that transaction-local setting, so
+-- every insert into the log (log_push_v1, the transaction wire) stamps it
+-- without another argument, and a producer is never something a body can
+-- say. Without a verified token (QUEEN_AUTH=off, the embedded library's
+-- queen_push) the setting is unset or '' and the column NULL. pop returns it
+-- as "producer" (004).
+--
+-- Re-applied at every boot: ADD COLUMN IF NOT EXISTS leaves an existing
+-- column, its default included, as it is, so a second apply changes nothing.
+
+ALTER TABLE queen.log_messages
+    ADD COLUMN IF NOT EXISTS producer TEXT
+    DEFAULT NULLIF(current_setting('queen.producer', true), '');

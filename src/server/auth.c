@@ -1,0 +1,685 @@
+/* auth: bearer tokens, roles, scopes and the token's tenant (see auth.h). */
+#include "auth.h"
+
+#include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "body.h"
+#include "errors.h"
+#include "jwt.h"
+#include "logging.h"
+
+/* ---- the policy table --------------------------------------------------------- */
+
+/* What a route touches, for the scope check: which of its inputs name a
+ * KV key or a queue, and with which access. */
+typedef enum resource_kind {
+    RES_NONE,         /* nothing tenant data: /health, /metrics */
+    RES_KV_PATH,      /* params ns, key */
+    RES_KV_BATCH,     /* the body's operations: ns and key, keys or prefix each */
+    RES_KV_LIST,      /* the body's namespace and prefix */
+    RES_KV_ALL,       /* every namespace: the listing */
+    RES_QUEUE_PATH,   /* params[0] is a queue */
+    RES_QUEUE_PUSH,   /* the body's items[].queue */
+    RES_QUEUE_BODY,   /* the body's queue (configure) */
+    RES_QUEUE_ALL,    /* every queue: the listing, pop by labels */
+    RES_QUEUE_LEASE,  /* ack, lease extend: a lease a scoped pop handed out */
+    RES_TRANSACTION,  /* the bundle's pushes, acks and kv ops */
+} resource_kind;
+
+typedef enum access_level { ACCESS_READ = ROLE_READ, ACCESS_WRITE = ROLE_WRITE } access_level;
+
+typedef struct policy {
+    const char *method, *pattern;
+    auth_role role; /* at least; a route's inputs may ask for more (a kv write op) */
+    resource_kind resource;
+    access_level access;  /* what the route does to the resources it names */
+} policy;
+
+/* The one table of roles: README's "Authentication" and docs/openapi.yaml
+ * (x-queen-role) say the same, and a test holds both to it. read consumes
+ * (gets, pops, acks), write also produces (puts, pushes, transactions),
+ * admin also changes queues and reads the broker's metrics. */
+static const policy policies[] = {
+    {"GET", "/health", ROLE_NONE, RES_NONE, ACCESS_READ},
+    {"GET", "/metrics", ROLE_ADMIN, RES_NONE, ACCESS_READ},
+    {"GET", "/metrics/prometheus", ROLE_ADMIN, RES_NONE, ACCESS_READ},
+    {"POST", "/api/v1/kv", ROLE_READ, RES_KV_BATCH, ACCESS_READ},
+    {"GET", "/api/v1/kv/:ns/*key", ROLE_READ, RES_KV_PATH, ACCESS_READ},
+    {"PUT", "/api/v1/kv/:ns/*key", ROLE_WRITE, RES_KV_PATH, ACCESS_WRITE},
+    {"DELETE", "/api/v1/kv/:ns/*key", ROLE_WRITE, RES_KV_PATH, ACCESS_WRITE},
+    {"GET", "/api/v1/resources/kv/namespaces", ROLE_READ, RES_KV_ALL, ACCESS_READ},
+    {"POST", "/api/v1/resources/kv/list", ROLE_READ, RES_KV_LIST, ACCESS_READ},
+    {"POST", "/api/v1/push", ROLE_WRITE, RES_QUEUE_PUSH, ACCESS_WRITE},
+    {"GET", "/api/v1/pop", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/pop/queue/:queue", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
+    {"GET", "/api/v1/pop/queue/:queue/partition/:partition", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
+    {"POST", "/api/v1/ack", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
+    {"POST", "/api/v1/ack/batch", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
+    {"POST", "/api/v1/lease/:leaseId/extend", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
+    {"POST", "/api/v1/configure", ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},
+    {"GET", "/api/v1/resources/queues", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"DELETE", "/api/v1/resources/queues/:queue", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
+    {"POST", "/api/v1/transaction", ROLE_WRITE, RES_TRANSACTION, ACCESS_WRITE},
+};
+
+static const policy *policy_of(const char *method, const char *pattern)
+{
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
+        if (strcmp(policies[i].method, method) == 0 && strcmp(policies[i].pattern, pattern) == 0)
+            return &policies[i];
+    return NULL;
+}
+
+int auth_route_role(const char *method, const char *pattern)
+{
+    const policy *p = policy_of(method, pattern);
+    return p ? (int)p->role : -1;
+}
+
+/* ---- failures, by reason ------------------------------------------------------- */
+
+typedef enum failure {
+    F_MISSING,
+    F_TOKEN, /* + jwt_fault: the verifier's reasons follow */
+    F_NO_ROLE = F_TOKEN + JWT_FAULT_COUNT,
+    F_ROLE,
+    F_SCOPE,
+    F_NO_TENANT,
+    F_BAD_TENANT,
+    F_TENANT_HEADER,
+    F_TENANT_MISMATCH,
+    F_BAD_SUBJECT,
+    F_COUNT,
+} failure;
+
+static const char *failure_reason(failure f)
+{
+    switch (f) {
+    case F_MISSING:
+        return "auth_missing_token";
+    case F_NO_ROLE:
+        return "auth_no_role";
+    case F_ROLE:
+        return "auth_forbidden_role";
+    case F_SCOPE:
+        return "auth_forbidden_scope";
+    case F_NO_TENANT:
+        return "auth_no_tenant";
+    case F_BAD_TENANT:
+        return "auth_bad_tenant";
+    case F_TENANT_HEADER:
+        return "auth_tenant_header";
+    case F_TENANT_MISMATCH:
+        return "auth_tenant_mismatch";
+    case F_BAD_SUBJECT:
+        return "auth_bad_subject";
+    default:
+        return f > F_TOKEN && f < F_NO_ROLE ? jwt_fault_reason((jwt_fault)(f - F_TOKEN)) : NULL;
+    }
+}
+
+static atomic_ulong failures[F_COUNT];
+
+void auth_metrics_prometheus(FILE *out)
+{
+    fputs("# HELP queen_auth_failures_total Requests refused by authentication (401) or authorisation (403), by "
+          "reason.\n# TYPE queen_auth_failures_total counter\n",
+          out);
+    for (int f = 0; f < F_COUNT; f++) {
+        const char *reason = failure_reason((failure)f);
+        if (reason != NULL)
+            fprintf(out, "queen_auth_failures_total{reason=\"%s\"} %lu\n", reason, atomic_load(&failures[f]));
+    }
+}
+
+json_t *auth_metrics_json(void)
+{
+    json_t *o = json_object();
+    for (int f = 0; o != NULL && f < F_COUNT; f++) {
+        const char *reason = failure_reason((failure)f);
+        if (reason != NULL)
+            json_object_set_new(o, reason, json_integer((json_int_t)atomic_load(&failures[f])));
+    }
+    return o;
+}
+
+/* ---- state ----------------------------------------------------------------------- */
+
+struct auth_state {
+    jwt_keyring *keys;
+    jwt_rules rules;
+};
+
+bool auth_enabled(const server *srv)
+{
+    return srv->auth != NULL;
+}
+
+int auth_start(server *srv)
+{
+    const queen_config *cfg = srv->cfg;
+    srv->auth = NULL;
+    if (strcmp(cfg->auth, "jwt") != 0) {
+        struct in_addr a;
+        if (inet_pton(AF_INET, cfg->bind, &a) == 1 && (ntohl(a.s_addr) >> 24) != 127)
+            log_warn("auth: QUEEN_AUTH=off on %s, which is not a loopback address: anyone who reaches port %d can "
+                     "read and write every tenant's data",
+                     cfg->bind, cfg->port);
+        return 0;
+    }
+    struct auth_state *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return -1;
+    char err[256] = "";
+    a->keys = jwt_keyring_new(cfg->jwt_secret, cfg->jwt_public_keys, cfg->jwt_jwks, cfg->jwt_jwks_ca,
+                              cfg->jwt_jwks_refresh_s, err, sizeof err);
+    if (a->keys == NULL) {
+        log_error("auth: %s", err);
+        free(a);
+        return -1;
+    }
+    a->rules = (jwt_rules){.issuer = cfg->jwt_issuer, .audience = cfg->jwt_audience, .leeway_s = cfg->jwt_leeway_s};
+    srv->auth = a;
+    log_info("auth: JWT required on every route but /health (keys:%s%s%s)", cfg->jwt_secret[0] ? " HS256 secret" : "",
+             cfg->jwt_public_keys[0] ? " PEM public keys" : "", cfg->jwt_jwks[0] ? " JWKS" : "");
+    return 0;
+}
+
+void auth_stop(server *srv)
+{
+    if (srv->auth == NULL)
+        return;
+    jwt_keyring_free(srv->auth->keys);
+    free(srv->auth);
+    srv->auth = NULL;
+}
+
+/* ---- refusals ----------------------------------------------------------------------- */
+
+static bool refuse(http_response *res, const route *r, failure f, const char *detail)
+{
+    atomic_fetch_add(&failures[f], 1);
+    bool unauthenticated = f < F_NO_ROLE;
+    http_refuse(res, r->family, unauthenticated ? QUEEN_ERR_UNAUTHORIZED : QUEEN_ERR_FORBIDDEN, failure_reason(f),
+                detail);
+    /* RFC 6750 3: the challenge names what was wrong, never the token. */
+    res->www_authenticate = f == F_MISSING        ? "Bearer realm=\"queen\""
+                            : unauthenticated     ? "Bearer realm=\"queen\", error=\"invalid_token\""
+                            : f == F_ROLE || f == F_SCOPE ? "Bearer realm=\"queen\", error=\"insufficient_scope\""
+                                                          : NULL;
+    return true;
+}
+
+static const char *fault_detail(jwt_fault f)
+{
+    switch (f) {
+    case JWT_UNSUPPORTED_ALG:
+        return "the token's alg is not one of HS256, RS256, ES256, EdDSA (or it has crit extensions)";
+    case JWT_NO_KEY:
+        return "no configured key can verify this token (its alg or kid names none)";
+    case JWT_BAD_SIGNATURE:
+        return "the token's signature does not verify";
+    case JWT_EXPIRED:
+        return "the token has expired (exp)";
+    case JWT_NOT_YET_VALID:
+        return "the token is not valid yet (nbf)";
+    case JWT_BAD_ISSUER:
+        return "the token's iss is not the configured issuer";
+    case JWT_BAD_AUDIENCE:
+        return "the token's aud does not name the configured audience";
+    default:
+        return "the bearer token is not a JWT: three base64url parts of JSON objects, at most 8192 bytes";
+    }
+}
+
+typedef struct auth_headers {
+    unsigned count;
+    const char *value;
+    size_t len;
+    bool tenant_header;
+} auth_headers;
+
+static enum MHD_Result collect_auth(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                    const char *value, size_t value_len)
+{
+    (void)kind;
+    auth_headers *h = cls;
+    if (key_len == 13 && strncasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION, key_len) == 0) {
+        if (h->count++ == 0) {
+            h->value = value ? value : "";
+            h->len = value ? value_len : 0;
+        }
+    } else if (key_len == sizeof TENANT_HEADER - 1 && strncasecmp(key, TENANT_HEADER, key_len) == 0) {
+        h->tenant_header = true;
+    }
+    return MHD_YES;
+}
+
+/* ---- roles and scopes --------------------------------------------------------------- */
+
+static auth_role role_named(const char *s)
+{
+    if (s == NULL)
+        return ROLE_NONE;
+    if (strcmp(s, "admin") == 0)
+        return ROLE_ADMIN;
+    if (strcmp(s, "write") == 0)
+        return ROLE_WRITE;
+    if (strcmp(s, "read") == 0)
+        return ROLE_READ;
+    return ROLE_NONE;
+}
+
+/* The highest role the token names: "role" as a string or an array of them
+ * ("roles" too); names we do not know grant nothing. */
+static auth_role token_role(json_t *claims)
+{
+    auth_role best = ROLE_NONE;
+    static const char *const names[] = {"role", "roles"};
+    for (size_t n = 0; n < 2; n++) {
+        json_t *v = json_object_get(claims, names[n]);
+        if (json_is_string(v) && role_named(json_string_value(v)) > best)
+            best = role_named(json_string_value(v));
+        size_t i;
+        json_t *one;
+        json_array_foreach(v, i, one)
+        {
+            if (role_named(json_string_value(one)) > best)
+                best = role_named(json_string_value(one));
+        }
+    }
+    return best;
+}
+
+/* One scope: family "kv" or "queue", a pattern (a trailing '*' makes it a
+ * prefix; "*" alone is everything) and read or write (write covers read).
+ * A kv pattern is matched against "namespace/key". */
+#define MAX_SCOPES 32
+typedef struct scope {
+    bool kv;
+    char pattern[256];
+    access_level access;
+    bool valid;
+} scope;
+
+typedef struct scopes {
+    bool narrowed; /* the token carries at least one kv: or queue: scope */
+    size_t n;
+    scope s[MAX_SCOPES];
+} scopes;
+
+static void scope_add(scopes *sc, const char *text, size_t len)
+{
+    bool kv = len > 3 && strncmp(text, "kv:", 3) == 0;
+    bool queue = len > 6 && strncmp(text, "queue:", 6) == 0;
+    if (!kv && !queue) /* another service's scope (openid, ...): not ours */
+        return;
+    sc->narrowed = true;
+    if (sc->n == MAX_SCOPES)
+        return; /* narrowed further, never widened */
+    scope *s = &sc->s[sc->n++];
+    memset(s, 0, sizeof *s);
+    s->kv = kv;
+    const char *start = text + (kv ? 3 : 6), *end = text + len;
+    const char *colon = NULL;
+    for (const char *p = start; p < end; p++)
+        if (*p == ':')
+            colon = p;
+    if (colon == NULL || colon == start || (size_t)(colon - start) >= sizeof s->pattern)
+        return; /* malformed: grants nothing */
+    size_t alen = (size_t)(end - colon - 1);
+    if (alen == 4 && strncmp(colon + 1, "read", 4) == 0)
+        s->access = ACCESS_READ;
+    else if (alen == 5 && strncmp(colon + 1, "write", 5) == 0)
+        s->access = ACCESS_WRITE;
+    else
+        return;
+    memcpy(s->pattern, start, (size_t)(colon - start));
+    s->valid = true;
+}
+
+/* "scope" as a space-separated string (RFC 8693) or "scope"/"scopes" as an
+ * array of strings. */
+static void token_scopes(json_t *claims, scopes *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    static const char *const names[] = {"scope", "scopes"};
+    for (size_t n = 0; n < 2; n++) {
+        json_t *v = json_object_get(claims, names[n]);
+        if (json_is_string(v)) {
+            const char *s = json_string_value(v);
+            while (*s) {
+                size_t len = strcspn(s, " ");
+                if (len > 0)
+                    scope_add(sc, s, len);
+                s += len;
+                s += strspn(s, " ");
+            }
+        }
+        size_t i;
+        json_t *one;
+        json_array_foreach(v, i, one)
+        {
+            if (json_is_string(one))
+                scope_add(sc, json_string_value(one), json_string_length(one));
+        }
+    }
+}
+
+/* Whether scope pattern p covers the resource name (as_prefix: the name is
+ * itself a prefix, e.g. a getPrefix, so only a prefix pattern that it
+ * extends covers it). */
+static bool pattern_covers(const char *p, const char *name, size_t len, bool as_prefix)
+{
+    size_t plen = strlen(p);
+    if (plen > 0 && p[plen - 1] == '*')
+        return len >= plen - 1 && memcmp(name, p, plen - 1) == 0;
+    return !as_prefix && len == plen && memcmp(name, p, len) == 0;
+}
+
+typedef struct judge {
+    const scopes *sc;
+    auth_role role;
+    auth_role needed; /* the highest access the request asked for */
+    bool denied;      /* a resource no scope covers */
+    char what[160];   /* the first one denied, for the detail */
+} judge;
+
+static void need(judge *j, bool kv, const char *name, size_t len, bool as_prefix, access_level a)
+{
+    if ((auth_role)a > j->needed)
+        j->needed = (auth_role)a;
+    if (!j->sc->narrowed || j->denied)
+        return;
+    for (size_t i = 0; i < j->sc->n; i++) {
+        const scope *s = &j->sc->s[i];
+        if (s->valid && s->kv == kv && s->access >= a && pattern_covers(s->pattern, name, len, as_prefix))
+            return;
+    }
+    j->denied = true;
+    snprintf(j->what, sizeof j->what, "%s %s '%.*s%s'", a == ACCESS_WRITE ? "write" : "read",
+             kv ? "kv" : "queue", (int)(len > 100 ? 100 : len), name, as_prefix ? "*" : "");
+}
+
+/* "ns/key" for a kv scope check; len 0 when either is not a clean string. */
+static size_t kv_name(char *buf, size_t cap, const char *ns, size_t ns_len, const char *key, size_t key_len)
+{
+    if (ns == NULL || key == NULL || memchr(ns, '\0', ns_len) || memchr(key, '\0', key_len) ||
+        ns_len + key_len + 2 > cap)
+        return 0;
+    memcpy(buf, ns, ns_len);
+    buf[ns_len] = '/';
+    memcpy(buf + ns_len + 1, key, key_len);
+    buf[ns_len + 1 + key_len] = '\0';
+    return ns_len + 1 + key_len;
+}
+
+static const char *str_member(json_t *o, const char *name, size_t *len)
+{
+    json_t *v = json_object_get(o, name);
+    if (!json_is_string(v))
+        return NULL;
+    *len = json_string_length(v);
+    return json_string_value(v);
+}
+
+#define KV_NAME_MAX 1200
+
+static void need_kv(judge *j, json_t *op, access_level a)
+{
+    size_t ns_len = 0, len = 0;
+    const char *ns = str_member(op, "ns", &ns_len);
+    char name[KV_NAME_MAX];
+    const char *key = str_member(op, "key", &len);
+    if (key != NULL) {
+        size_t n = kv_name(name, sizeof name, ns, ns_len, key, len);
+        need(j, true, name, n, false, a);
+    }
+    json_t *keys = json_object_get(op, "keys");
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k)
+    {
+        size_t n = json_is_string(k) ? kv_name(name, sizeof name, ns, ns_len, json_string_value(k),
+                                               json_string_length(k))
+                                     : 0;
+        need(j, true, name, n, false, a);
+    }
+    const char *prefix = str_member(op, "prefix", &len);
+    if (prefix != NULL || (key == NULL && keys == NULL)) {
+        /* A prefix read, or an op that names no key (refused later by the
+         * guards): the whole prefix, or the whole namespace. */
+        size_t n = kv_name(name, sizeof name, ns, ns_len, prefix ? prefix : "", prefix ? len : 0);
+        need(j, true, name, n, true, a);
+    }
+}
+
+static access_level kv_op_access(json_t *op)
+{
+    const char *kind = json_string_value(json_object_get(op, "op"));
+    if (kind != NULL && (strcmp(kind, "get") == 0 || strcmp(kind, "getMany") == 0 || strcmp(kind, "getPrefix") == 0))
+        return ACCESS_READ;
+    return ACCESS_WRITE; /* put, incr, delete, ... and anything unknown */
+}
+
+static void need_kv_ops(judge *j, json_t *ops)
+{
+    size_t i;
+    json_t *op;
+    json_array_foreach(ops, i, op)
+    {
+        need_kv(j, op, kv_op_access(op));
+    }
+}
+
+static void need_queue_items(judge *j, json_t *items)
+{
+    size_t i;
+    json_t *item;
+    json_array_foreach(items, i, item)
+    {
+        size_t len = 0;
+        const char *q = str_member(item, "queue", &len);
+        need(j, false, q ? q : "", q && !memchr(q, '\0', len) ? len : 0, false, ACCESS_WRITE);
+    }
+}
+
+/* A lease (ack, extend) was handed out by a pop the scopes allowed: any
+ * queue read scope may settle it. */
+static void need_any_queue(judge *j)
+{
+    if ((auth_role)ACCESS_READ > j->needed)
+        j->needed = (auth_role)ACCESS_READ;
+    if (!j->sc->narrowed)
+        return;
+    for (size_t i = 0; i < j->sc->n; i++)
+        if (j->sc->s[i].valid && !j->sc->s[i].kv)
+            return;
+    j->denied = true;
+    snprintf(j->what, sizeof j->what, "any queue");
+}
+
+/* Walks what the request names. A body that does not parse names nothing:
+ * its handler refuses it (400) before doing anything. */
+static void judge_request(judge *j, const policy *p, char *const *params, size_t nparams, const char *body,
+                          size_t body_len)
+{
+    json_t *doc = NULL;
+    if (p->resource == RES_KV_BATCH || p->resource == RES_KV_LIST || p->resource == RES_QUEUE_PUSH ||
+        p->resource == RES_QUEUE_BODY || p->resource == RES_TRANSACTION) {
+        json_error_t jerr;
+        doc = body != NULL && body_len > 0 ? json_loadb(body, body_len, BODY_JSON_FLAGS, &jerr) : NULL;
+    }
+    char name[KV_NAME_MAX];
+    size_t len = 0;
+    switch (p->resource) {
+    case RES_NONE:
+        break;
+    case RES_KV_PATH:
+        if (nparams >= 2)
+            need(j, true, name, kv_name(name, sizeof name, params[0], strlen(params[0]), params[1], strlen(params[1])),
+                 false, p->access);
+        break;
+    case RES_KV_BATCH:
+        need_kv_ops(j, json_is_array(doc) ? doc : json_object_get(doc, "operations"));
+        break;
+    case RES_KV_LIST: {
+        size_t ns_len = 0;
+        const char *ns = str_member(doc, "namespace", &ns_len), *prefix = str_member(doc, "prefix", &len);
+        need(j, true, name, kv_name(name, sizeof name, ns, ns_len, prefix ? prefix : "", prefix ? len : 0), true,
+             ACCESS_READ);
+        break;
+    }
+    case RES_KV_ALL:
+        need(j, true, "", 0, true, ACCESS_READ);
+        break;
+    case RES_QUEUE_PATH:
+        if (nparams >= 1)
+            need(j, false, params[0], strlen(params[0]), false, p->access);
+        break;
+    case RES_QUEUE_PUSH:
+        need_queue_items(j, json_object_get(doc, "items"));
+        break;
+    case RES_QUEUE_BODY: {
+        const char *q = str_member(doc, "queue", &len);
+        need(j, false, q ? q : "", q && !memchr(q, '\0', len) ? len : 0, false, p->access);
+        break;
+    }
+    case RES_QUEUE_ALL:
+        need(j, false, "", 0, true, ACCESS_READ);
+        break;
+    case RES_QUEUE_LEASE:
+        need_any_queue(j);
+        break;
+    case RES_TRANSACTION: {
+        json_t *ops = json_object_get(doc, "operations");
+        size_t i;
+        json_t *op;
+        json_array_foreach(ops, i, op)
+        {
+            const char *type = json_string_value(json_object_get(op, "type"));
+            if (type != NULL && strcmp(type, "push") == 0)
+                need_queue_items(j, json_object_get(op, "items"));
+            else
+                need_any_queue(j);
+        }
+        need_kv_ops(j, json_object_get(doc, "kv"));
+        if (json_object_get(doc, "requiredLeases") != NULL)
+            need_any_queue(j);
+        break;
+    }
+    }
+    json_decref(doc);
+}
+
+/* ---- the hook ----------------------------------------------------------------------- */
+
+/* The token's tenant into tenant; NULL or the failure. */
+static bool resolve_tenant(server *srv, json_t *claims, bool header_sent, char tenant[QUEEN_TENANT_LEN + 1],
+                           failure *why)
+{
+    const queen_config *cfg = srv->cfg;
+    json_t *claim = json_object_get(claims, cfg->jwt_tenant_claim);
+    if (header_sent && !cfg->tenancy_header) {
+        /* With tokens, the client does not pick its tenant by header: only a
+         * proxy the operator declared (QUEEN_TENANCY_HEADER) may. */
+        *why = F_TENANT_HEADER;
+        return false;
+    }
+    if (claim == NULL) {
+        if (header_sent) /* the trusted proxy's word, already in tenant */
+            return true;
+        if (!cfg->jwt_default_tenant) {
+            *why = F_NO_TENANT;
+            return false;
+        }
+        memcpy(tenant, QUEEN_DEFAULT_TENANT, QUEEN_TENANT_LEN + 1);
+        return true;
+    }
+    char canon[QUEEN_TENANT_LEN + 1];
+    const char *s = json_string_value(claim);
+    if (s == NULL || s[0] == '\0' || strlen(s) != json_string_length(claim) || queen_tenant_canonical(s, canon) != 0) {
+        *why = F_BAD_TENANT;
+        return false;
+    }
+    if (header_sent && strcmp(canon, tenant) != 0) {
+        *why = F_TENANT_MISMATCH;
+        return false;
+    }
+    memcpy(tenant, canon, sizeof canon);
+    return true;
+}
+
+bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *const *params, size_t nparams,
+                  const char *body, size_t body_len, char tenant[QUEEN_TENANT_LEN + 1], auth_identity *who,
+                  http_response *res)
+{
+    who->authenticated = false;
+    who->subject[0] = '\0';
+    const policy *p = policy_of(r->method, r->pattern);
+    if (srv->auth == NULL || (p != NULL && p->role == ROLE_NONE))
+        return false;
+    if (p == NULL) /* a route the table lacks is closed, never open */
+        return refuse(res, r, F_ROLE, "this route has no authorisation policy");
+    auth_headers h = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_auth, &h);
+    if (h.count == 0)
+        return refuse(res, r, F_MISSING, "this route needs Authorization: Bearer <token>");
+    if (h.count > 1 || h.len < 7 || strncasecmp(h.value, "Bearer ", 7) != 0)
+        return refuse(res, r, F_TOKEN + JWT_MALFORMED,
+                      "send exactly one Authorization header of the form: Bearer <token>");
+    const char *token = h.value + 7;
+    size_t token_len = h.len - 7;
+    while (token_len > 0 && *token == ' ') {
+        token++;
+        token_len--;
+    }
+    json_t *claims = NULL;
+    jwt_fault f = jwt_verify(srv->auth->keys, token, token_len, &srv->auth->rules, time(NULL), &claims);
+    if (f != JWT_OK)
+        return refuse(res, r, F_TOKEN + f, fault_detail(f));
+    bool refused = false;
+    json_t *sub = json_object_get(claims, "sub");
+    auth_role role = token_role(claims);
+    if (sub != NULL && (!json_is_string(sub) || json_string_length(sub) > AUTH_SUBJECT_MAX ||
+                        strlen(json_string_value(sub)) != json_string_length(sub))) {
+        refused = refuse(res, r, F_BAD_SUBJECT, "the token's sub must be a string of at most 256 bytes");
+    } else if (role == ROLE_NONE) {
+        refused = refuse(res, r, F_NO_ROLE, "the token names no role (role: read, write or admin)");
+    } else {
+        failure why = F_COUNT;
+        if (r->family != FAMILY_OPS && !resolve_tenant(srv, claims, h.tenant_header, tenant, &why)) {
+            refused = refuse(res, r, why,
+                             why == F_NO_TENANT       ? "the token has no tenant claim (QUEEN_JWT_TENANT_CLAIM)"
+                             : why == F_BAD_TENANT    ? "the token's tenant claim is not a canonical uuid"
+                             : why == F_TENANT_HEADER ? "x-queen-tenant is not accepted: the token names the tenant"
+                                                      : "x-queen-tenant and the token's tenant differ");
+        } else {
+            scopes sc;
+            token_scopes(claims, &sc);
+            judge j = {.sc = &sc, .role = role, .needed = p->role};
+            judge_request(&j, p, params, nparams, body, body_len);
+            char detail[256];
+            if (role < j.needed) {
+                snprintf(detail, sizeof detail, "this call needs the %s role",
+                         j.needed == ROLE_ADMIN ? "admin" : j.needed == ROLE_WRITE ? "write" : "read");
+                refused = refuse(res, r, F_ROLE, detail);
+            } else if (j.denied) {
+                snprintf(detail, sizeof detail, "the token's scopes do not allow %s", j.what);
+                refused = refuse(res, r, F_SCOPE, detail);
+            }
+        }
+    }
+    if (!refused) {
+        who->authenticated = true;
+        if (json_is_string(sub))
+            memcpy(who->subject, json_string_value(sub), json_string_length(sub) + 1);
+    }
+    json_decref(claims);
+    return refused;
+}

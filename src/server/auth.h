@@ -1,0 +1,51 @@
+/* auth: who may call which route (QUEEN_AUTH=jwt). A bearer JWT (jwt.h)
+ * gives the caller's role, optional scopes, tenant and subject; one policy
+ * table (auth.c, README "Authentication") says which role each route needs
+ * and which resources it touches. Judged before the handler runs, so before
+ * any database connection is taken. Tokens and secrets never reach a log
+ * line, a metric or an error body. */
+#ifndef QUEEN_AUTH_H
+#define QUEEN_AUTH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "http.h"
+
+/* Longest sub claim accepted: it is stored on every message pushed. */
+#define AUTH_SUBJECT_MAX 256
+
+typedef enum auth_role { ROLE_NONE, ROLE_READ, ROLE_WRITE, ROLE_ADMIN } auth_role;
+
+/* What auth_refused learnt about an admitted caller. */
+typedef struct auth_identity {
+    bool authenticated;                 /* a token was verified (QUEEN_AUTH=jwt) */
+    char subject[AUTH_SUBJECT_MAX + 1]; /* its sub claim, "" when none */
+} auth_identity;
+
+/* Loads the keys (QUEEN_AUTH=jwt) or says auth is off, with a warning when
+ * the broker is reachable beyond loopback. 0, or -1 logged. */
+int auth_start(server *srv);
+void auth_stop(server *srv);
+bool auth_enabled(const server *srv);
+
+/* The hook of the dispatch path, after the route matched and the body is
+ * whole: false when the call may go on (tenant, when the token names one,
+ * and *who filled); true with the refusal in res (401 with
+ * WWW-Authenticate: Bearer, or 403). body may be NULL. */
+bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *const *params, size_t nparams,
+                  const char *body, size_t body_len, char tenant[QUEEN_TENANT_LEN + 1], auth_identity *who,
+                  http_response *res);
+
+/* The role a route needs at least (ROLE_NONE: no token), from the policy
+ * table; -1 for a route the table lacks. For tests and the docs check. */
+int auth_route_role(const char *method, const char *pattern);
+
+/* queen_auth_failures_total{reason} (Prometheus text), and the same as a
+ * JSON object of reason -> count for /metrics. */
+void auth_metrics_prometheus(FILE *out);
+json_t *auth_metrics_json(void);
+
+#endif
