@@ -102,39 +102,46 @@ DECLARE
     v_trace   UUID;
     v_next    BIGINT;
     v_out     JSONB[] := '{}';
-    v_queues  TEXT[] := '{}';
-    v_queue   TEXT;
 BEGIN
     IF jsonb_array_length(p_items) = 0 THEN
         RETURN v_out;
     END IF;
 
-    SELECT count(*) INTO v_pairs FROM (
-        SELECT DISTINCT e ->> 'queue', COALESCE(e ->> 'partition', 'Default')
-        FROM jsonb_array_elements(p_items) AS e) AS s;
+    -- How many (queue, partition) pairs the items name, and how many of them
+    -- exist already: read only, no lock. When all exist (every push after
+    -- the first to a partition) the two creating INSERTs are skipped: they
+    -- were two statements of the hot path that found nothing to do.
+    SELECT count(*), count(lp.id) INTO v_pairs, v_locked
+    FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
+                 COALESCE(e ->> 'partition', 'Default') COLLATE "C" AS pn
+          FROM jsonb_array_elements(p_items) AS e) AS s
+    LEFT JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+    LEFT JOIN queen.log_partitions lp ON lp.queue_id = q.id AND lp.name = s.pn;
 
     LOOP
-        -- Queues first (lock order), in name order; an existing queue is
-        -- only looked up, never locked.
-        INSERT INTO queen.queues (tenant_id, name)
-        SELECT p_tenant, s.q
-        FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS q
-              FROM jsonb_array_elements(p_items) AS e) AS s
-        WHERE NOT EXISTS (SELECT 1 FROM queen.queues q
-                          WHERE q.tenant_id = p_tenant AND q.name = s.q)
-        ORDER BY s.q
-        ON CONFLICT (tenant_id, name) DO NOTHING;
+        IF v_locked < v_pairs THEN
+            -- Queues first (lock order), in name order; an existing queue is
+            -- only looked up, never locked.
+            INSERT INTO queen.queues (tenant_id, name)
+            SELECT p_tenant, s.q
+            FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS q
+                  FROM jsonb_array_elements(p_items) AS e) AS s
+            WHERE NOT EXISTS (SELECT 1 FROM queen.queues q
+                              WHERE q.tenant_id = p_tenant AND q.name = s.q)
+            ORDER BY s.q
+            ON CONFLICT (tenant_id, name) DO NOTHING;
 
-        INSERT INTO queen.log_partitions (queue_id, name)
-        SELECT q.id, s.p
-        FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
-                     COALESCE(e ->> 'partition', 'Default') COLLATE "C" AS p
-              FROM jsonb_array_elements(p_items) AS e) AS s
-        JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
-        WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions lp
-                          WHERE lp.queue_id = q.id AND lp.name = s.p)
-        ORDER BY q.id, s.p
-        ON CONFLICT (queue_id, name) DO NOTHING;
+            INSERT INTO queen.log_partitions (queue_id, name)
+            SELECT q.id, s.p
+            FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
+                         COALESCE(e ->> 'partition', 'Default') COLLATE "C" AS p
+                  FROM jsonb_array_elements(p_items) AS e) AS s
+            JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
+            WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions lp
+                              WHERE lp.queue_id = q.id AND lp.name = s.p)
+            ORDER BY q.id, s.p
+            ON CONFLICT (queue_id, name) DO NOTHING;
+        END IF;
 
         -- The partition locks, ascending id: they serialise pushes to a
         -- partition and make the dedup decision and the offsets exact.
@@ -191,8 +198,7 @@ BEGIN
             INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
                                             trace_id)
             VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace);
-            v_parts := jsonb_set(v_parts, ARRAY[v_key, 'next'], to_jsonb(v_next));
-            v_parts := jsonb_set(v_parts, ARRAY[v_key, 'dirty'], 'true');
+            v_parts := jsonb_set(v_parts, ARRAY[v_key], v_part || jsonb_build_object('next', v_next, 'dirty', true));
             v_out := array_append(v_out, jsonb_build_object(
                 'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
                 'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
@@ -206,11 +212,9 @@ BEGIN
     FROM jsonb_each(v_parts) AS d(k, v)
     WHERE d.v ? 'dirty' AND lp.id = (d.v ->> 'id')::uuid;
 
-    FOR v_queue IN
-        SELECT DISTINCT d.v ->> 'queue' FROM jsonb_each(v_parts) AS d(k, v) WHERE d.v ? 'dirty'
-    LOOP
-        PERFORM pg_notify('queen_push', p_tenant::text || ':' || v_queue);
-    END LOOP;
+    -- One statement, not a loop of them.
+    PERFORM pg_notify('queen_push', p_tenant::text || ':' || q.name)
+    FROM (SELECT DISTINCT d.v ->> 'queue' AS name FROM jsonb_each(v_parts) AS d(k, v) WHERE d.v ? 'dirty') AS q;
 
     RETURN v_out;
 END

@@ -690,14 +690,18 @@ BEGIN
     IF jsonb_typeof(v_kv) <> 'array' THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023', DETAIL = 'kv must be an array';
     END IF;
-    IF jsonb_typeof(v_leases) <> 'array' OR EXISTS (
-           SELECT 1 FROM jsonb_array_elements(v_leases) AS l
-           WHERE jsonb_typeof(l) <> 'string' OR (l #>> '{}') !~ c_uuid) THEN
-        RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
-            DETAIL = 'requiredLeases must be an array of uuid strings';
+    -- No required leases (the common bundle): none of the two statements
+    -- below has anything to do.
+    IF v_leases <> '[]'::jsonb THEN
+        IF jsonb_typeof(v_leases) <> 'array' OR EXISTS (
+               SELECT 1 FROM jsonb_array_elements(v_leases) AS l
+               WHERE jsonb_typeof(l) <> 'string' OR (l #>> '{}') !~ c_uuid) THEN
+            RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
+                DETAIL = 'requiredLeases must be an array of uuid strings';
+        END IF;
+        SELECT COALESCE(jsonb_agg(lower(l #>> '{}')), '[]') INTO v_leases
+        FROM jsonb_array_elements(v_leases) AS l;
     END IF;
-    SELECT COALESCE(jsonb_agg(lower(l #>> '{}')), '[]') INTO v_leases
-    FROM jsonb_array_elements(v_leases) AS l;
 
     -- Shape of every operation, before anything is read or written.
     FOR v_op IN SELECT e FROM jsonb_array_elements(v_ops) AS e LOOP
