@@ -111,12 +111,16 @@ BEGIN
     -- exist already: read only, no lock. When all exist (every push after
     -- the first to a partition) the two creating INSERTs are skipped: they
     -- were two statements of the hot path that found nothing to do.
-    SELECT count(*), count(lp.id) INTO v_pairs, v_locked
+    -- (A lookup per pair, OFFSET 0: as plain joins the generic plan, which
+    -- guesses 100 pairs, hashed the whole of log_partitions on every push.)
+    SELECT count(*), count(x.id) INTO v_pairs, v_locked
     FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
                  COALESCE(e ->> 'partition', 'Default') COLLATE "C" AS pn
           FROM jsonb_array_elements(p_items) AS e) AS s
-    LEFT JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = s.qn
-    LEFT JOIN queen.log_partitions lp ON lp.queue_id = q.id AND lp.name = s.pn;
+    LEFT JOIN LATERAL (SELECT lp.id
+                       FROM queen.queues q JOIN queen.log_partitions lp ON lp.queue_id = q.id AND lp.name = s.pn
+                       WHERE q.tenant_id = p_tenant AND q.name = s.qn
+                       OFFSET 0) AS x ON true;
 
     LOOP
         IF v_locked < v_pairs THEN

@@ -146,8 +146,11 @@ BEGIN
               SELECT lc.partition_id, lc.consumer_group
               FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l
               JOIN queen.log_consumers lc ON lc.lease_id = (l #>> '{}')::uuid) AS k
-        JOIN queen.log_partitions p ON p.id = k.pid
-        JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+        -- The tenant of each key by primary-key lookups (a subplan per key):
+        -- as a join, the generic plan (which guesses 100 keys) hashed the
+        -- whole of log_partitions and queues on every ack.
+        WHERE (SELECT q.tenant_id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+               WHERE p.id = k.pid) = p_tenant
         ORDER BY k.pid, k.grp
     LOOP
         PERFORM 1 FROM queen.log_consumers
@@ -172,15 +175,24 @@ BEGIN
 
     FOR r IN
         SELECT a.i, a.txid, a.pid, a.grp, a.lease, a.status, a.error,
-               p.id AS part, p.name AS pname, q.id AS qid, q.name AS qname, q.retry_limit,
+               p.id AS part, p.name AS pname, p.qid, p.qname, p.retry_limit,
                m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
         FROM jsonb_to_recordset(p_acks) AS a(i INTEGER, txid TEXT, pid UUID, grp TEXT,
                                              lease UUID, status TEXT, error TEXT)
-        LEFT JOIN (queen.log_partitions p JOIN queen.queues q
-                   ON q.id = p.queue_id AND q.tenant_id = p_tenant)
-               ON p.id = a.pid
-        LEFT JOIN queen.log_consumers c
-               ON c.partition_id = p.id AND c.consumer_group = a.grp COLLATE "C"
+        -- Partition (of this tenant) and cursor by primary-key lookups per
+        -- ack: OFFSET 0 keeps each a nested lookup, where as plain joins the
+        -- generic plan (which guesses 100 acks) hashed the whole of
+        -- log_partitions, queues and log_consumers on every call.
+        LEFT JOIN LATERAL (
+            SELECT p.id, p.name, q.id AS qid, q.name AS qname, q.retry_limit
+            FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+            WHERE p.id = a.pid
+            OFFSET 0) AS p ON true
+        LEFT JOIN LATERAL (
+            SELECT c.committed_offset
+            FROM queen.log_consumers c
+            WHERE c.partition_id = p.id AND c.consumer_group = a.grp COLLATE "C"
+            OFFSET 0) AS c ON true
         LEFT JOIN LATERAL (
             -- transactionId -> offset: the oldest not yet consumed, else the
             -- newest (an ack at or below the cursor is a no-op).
@@ -667,6 +679,7 @@ DECLARE
     v_ares   JSONB[];
     v_res    JSONB[];
     v_e      JSONB;
+    v_void   TEXT;
 BEGIN
     IF p IS NULL OR jsonb_typeof(p) <> 'object' THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
@@ -712,7 +725,8 @@ BEGIN
             RAISE EXCEPTION 'log_kv_in_operations' USING ERRCODE = '22023',
                 DETAIL = format('operations[%s]: kv ops go in the top-level kv array', v_oi);
         ELSIF v_op ->> 'type' = 'push' THEN
-            PERFORM queen._log_push_check_v1(v_op -> 'items', format('operations[%s].items', v_oi));
+            -- An assignment, not PERFORM: an expression, not a query.
+            v_void := queen._log_push_check_v1(v_op -> 'items', format('operations[%s].items', v_oi))::text;
             v_j := 0;
             FOR v_a IN SELECT e FROM jsonb_array_elements(v_op -> 'items') AS e LOOP
                 v_items := array_append(v_items, v_a);

@@ -27,14 +27,6 @@ PGOPTIONS='-c synchronous_commit=off -c track_functions=pl' psql "$url" -qtA -v 
   -v iters="$iters" -v per="$per" >/dev/null <<SQL
 SELECT pg_backend_pid() AS bpid \gset
 \setenv BPID :bpid
-SELECT (SELECT utime + stime FROM (SELECT split_part(s, ' ', 14)::bigint AS utime, split_part(s, ' ', 15)::bigint AS stime
-        FROM (SELECT pg_read_file('/proc/' || pg_backend_pid() || '/stat') AS s) x) y) AS t0 \gset
-\! (perf stat -e task-clock -x, -o $out -p \$BPID 2>/dev/null & echo \$! > $out.pid); sleep 0.5
-\i $here/loop.sql
-\! kill -INT \$(cat $out.pid) 2>/dev/null; sleep 0.3
-SELECT (SELECT utime + stime FROM (SELECT split_part(s, ' ', 14)::bigint AS utime, split_part(s, ' ', 15)::bigint AS stime
-        FROM (SELECT pg_read_file('/proc/' || pg_backend_pid() || '/stat') AS s) x) y) - :t0 AS ticks \gset
-\! echo :ticks > $out.ticks
 SQL
 sleep 1.2   # function statistics reach the shared counters when the session ends
 psql "$url" -qtA -F' ' -c "SELECT rpad(funcname, 28), calls, round((total_time * 1000 / calls)::numeric, 1) AS total_us,
@@ -47,6 +39,4 @@ msgs=$(( iters * per ))
 if [ -n "$clk" ] && [ "$clk" != "<not counted>" ]; then
   awk -v c="$clk" -v m="$msgs" 'BEGIN{printf "backend CPU (perf task-clock): %.1f us per message\n", c * 1000 / m}'
 fi
-awk -v t="$(cat "$out.ticks")" -v hz="$(getconf CLK_TCK)" -v m="$msgs" \
-  'BEGIN{printf "backend CPU (/proc utime+stime): %.1f us per message\n", t * 1e6 / hz / m}'
-rm -f "$out" "$out.pid" "$out.ticks"
+rm -f "$out" "$out.pid"
