@@ -23,13 +23,16 @@ LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 DECLARE
     v_item JSONB;
-    v_i    INTEGER := 0;
+    v_i    INTEGER;
 BEGIN
     IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
             DETAIL = format('%s must be an array', p_where);
     END IF;
-    FOR v_item IN SELECT e FROM jsonb_array_elements(p_items) AS e LOOP
+-- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
+    -- cursor per loop, a plain index loop runs expressions only.)
+    FOR v_i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
+        v_item := p_items -> v_i;
         IF jsonb_typeof(v_item) <> 'object' THEN
             RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
                 DETAIL = format('%s[%s] must be an object', p_where, v_i);
@@ -66,7 +69,6 @@ BEGIN
             RAISE EXCEPTION 'log_bad_trace_id' USING ERRCODE = '22023',
                 DETAIL = format('%s[%s].traceId must be a uuid string', p_where, v_i);
         END IF;
-        v_i := v_i + 1;
     END LOOP;
 END
 $$;
@@ -94,7 +96,7 @@ DECLARE
     v_key     TEXT;
     v_part    JSONB;
     v_item    JSONB;
-    v_i       INTEGER := 0;
+    v_i       INTEGER;
     v_txn     TEXT;
     v_msg     UUID;
     v_dup     UUID;
@@ -171,7 +173,8 @@ BEGIN
         END IF;
     END LOOP;
 
-    FOR v_item IN SELECT e FROM jsonb_array_elements(p_items) AS e LOOP
+    FOR v_i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
+        v_item := p_items -> v_i;
         v_key  := (v_item ->> 'queue') || chr(31) || COALESCE(v_item ->> 'partition', 'Default');
         v_part := v_parts -> v_key;
         v_dup  := NULL;
@@ -208,7 +211,6 @@ BEGIN
                 'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
                 'trace_id', v_trace, 'status', 'queued'));
         END IF;
-        v_i := v_i + 1;
     END LOOP;
 
     UPDATE queen.log_partitions lp

@@ -38,7 +38,7 @@ AS $$
 DECLARE
     c_uuid CONSTANT TEXT := '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
     v_a    JSONB;
-    v_i    INTEGER := 0;
+    v_i    INTEGER;
     v_grp  TEXT;
     v_st   TEXT;
     v_out  JSONB[] := '{}';
@@ -47,7 +47,10 @@ BEGIN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
             DETAIL = format('%s must be an array', p_where);
     END IF;
-    FOR v_a IN SELECT e FROM jsonb_array_elements(p_acks) AS e LOOP
+-- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
+    -- cursor per loop, a plain index loop runs expressions only.)
+    FOR v_i IN 0 .. jsonb_array_length(p_acks) - 1 LOOP
+        v_a := p_acks -> v_i;
         IF jsonb_typeof(v_a) <> 'object' THEN
             RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
                 DETAIL = format('%s[%s] must be an object', p_where, v_i);
@@ -96,7 +99,6 @@ BEGIN
             'error', CASE jsonb_typeof(v_a -> 'error') WHEN 'string' THEN v_a ->> 'error'
                                                        WHEN 'null' THEN NULL
                                                        ELSE (v_a -> 'error')::text END));
-        v_i := v_i + 1;
     END LOOP;
     RETURN to_jsonb(v_out);
 END
@@ -130,7 +132,7 @@ DECLARE
     v_block_p  UUID;
     v_block_g  TEXT;
     v_block_o  BIGINT;
-    v_k        INTEGER := 0;
+    v_k        INTEGER;
     v_lease    TEXT;
     v_key      RECORD;
 BEGIN
@@ -159,7 +161,8 @@ BEGIN
     END LOOP;
 
     -- Required leases: live, of this tenant, and now held until commit.
-    FOR v_lease IN SELECT l #>> '{}' FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l LOOP
+    FOR v_k IN 0 .. jsonb_array_length(COALESCE(p_leases, '[]')) - 1 LOOP
+        v_lease := p_leases -> v_k #>> '{}';
         PERFORM 1
         FROM queen.log_consumers c
         JOIN queen.log_partitions p ON p.id = c.partition_id
@@ -170,7 +173,6 @@ BEGIN
                 DETAIL = jsonb_build_object('requiredLeaseIndex', v_k, 'leaseId', v_lease,
                                             'error', 'lease_not_live')::text;
         END IF;
-        v_k := v_k + 1;
     END LOOP;
 
     FOR r IN
@@ -666,7 +668,7 @@ DECLARE
     v_kv     JSONB;
     v_leases JSONB;
     v_op     JSONB;
-    v_oi     INTEGER := 0;
+    v_oi     INTEGER;
     v_flat   INTEGER := 0;
     v_items  JSONB[] := '{}';   -- flattened push items
     v_pmeta  JSONB[] := '{}';   -- per flattened item: {flat, opIndex, itemIndex}
@@ -717,7 +719,10 @@ BEGIN
     END IF;
 
     -- Shape of every operation, before anything is read or written.
-    FOR v_op IN SELECT e FROM jsonb_array_elements(v_ops) AS e LOOP
+-- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
+    -- cursor per loop, a plain index loop runs expressions only.)
+    FOR v_oi IN 0 .. jsonb_array_length(v_ops) - 1 LOOP
+        v_op := v_ops -> v_oi;
         IF jsonb_typeof(v_op) <> 'object' THEN
             RAISE EXCEPTION 'log_bad_operation' USING ERRCODE = '22023',
                 DETAIL = format('operations[%s] must be an object', v_oi);
@@ -727,11 +732,10 @@ BEGIN
         ELSIF v_op ->> 'type' = 'push' THEN
             -- An assignment, not PERFORM: an expression, not a query.
             v_void := queen._log_push_check_v1(v_op -> 'items', format('operations[%s].items', v_oi))::text;
-            v_j := 0;
-            FOR v_a IN SELECT e FROM jsonb_array_elements(v_op -> 'items') AS e LOOP
-                v_items := array_append(v_items, v_a);
+            FOR v_j IN 0 .. jsonb_array_length(v_op -> 'items') - 1 LOOP
+                v_items := array_append(v_items, v_op -> 'items' -> v_j);
                 v_pmeta := array_append(v_pmeta, jsonb_build_object('flat', v_flat, 'opIndex', v_oi, 'itemIndex', v_j));
-                v_flat := v_flat + 1; v_j := v_j + 1;
+                v_flat := v_flat + 1;
             END LOOP;
         ELSIF v_op ->> 'type' = 'ack' THEN
             v_a := queen._log_ack_check_v1(jsonb_build_array(v_op - 'type'), NULL,
@@ -743,7 +747,6 @@ BEGIN
             RAISE EXCEPTION 'log_bad_operation' USING ERRCODE = '22023',
                 DETAIL = format('operations[%s].type must be ack or push', v_oi);
         END IF;
-        v_oi := v_oi + 1;
     END LOOP;
 
     -- 1. Tenant check on acks: read only, no lock.
@@ -815,10 +818,8 @@ BEGIN
             || (v_ares[v_j] - 'index')
             || jsonb_build_object('index', v_ameta[v_j] -> 'flat');
     END LOOP;
-    v_j := 0;
-    FOR v_e IN SELECT e FROM jsonb_array_elements(COALESCE(v_kvres, '[]')) AS e LOOP
-        v_res[v_flat + v_j + 1] := v_e || jsonb_build_object('type', 'kv', 'index', v_flat + v_j, 'opIndex', v_j);
-        v_j := v_j + 1;
+    FOR v_j IN 0 .. jsonb_array_length(COALESCE(v_kvres, '[]')) - 1 LOOP
+        v_res[v_flat + v_j + 1] := (v_kvres -> v_j) || jsonb_build_object('type', 'kv', 'index', v_flat + v_j, 'opIndex', v_j);
     END LOOP;
     IF array_position(v_res, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',
