@@ -550,7 +550,8 @@ BEGIN
     --    statements pick the op, one small check per kind
     --    (_kv_fast_get_ok_v1, _kv_fast_write_ok_v1: they only accept what
     --    the general path accepts) and one statement reads or writes the row
-    --    and builds the result. A write that did not apply (putIfAbsent on a
+    --    and builds the result (VALUES, not a SELECT over a subquery: one
+    --    plan node less to set up per call). A write that did not apply (putIfAbsent on a
     --    live row, incr of a live non-number) falls through to the general
     --    path, which repeats the write under the row lock this statement
     --    already took and gives the verdict, the required escalation and
@@ -578,9 +579,9 @@ BEGIN
           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'delta', 'ttlSeconds', 'forever', 'required']) THEN
         -- The general path's incr upsert with no min/max (see there).
         INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-        SELECT p_tenant, o ->> 'ns', o ->> 'key', to_jsonb((o -> 'delta')::numeric), nextval('queen.kv_version_seq'),
-               t + ((o -> 'ttlSeconds')::numeric::bigint * interval '1 second'), t, t
-        FROM (SELECT v_op AS o, COALESCE(p_now, now()) AS t) AS a
+        VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', to_jsonb((v_op -> 'delta')::numeric), nextval('queen.kv_version_seq'),
+                COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
+                COALESCE(p_now, now()), COALESCE(p_now, now()))
         ON CONFLICT (tenant_id, namespace, key) DO UPDATE
            SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at)
                                 + (EXCLUDED.value)::numeric),
@@ -601,9 +602,9 @@ BEGIN
           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
         -- The general path's unconditional upsert (see there).
         INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-        SELECT p_tenant, o ->> 'ns', o ->> 'key', o -> 'value', nextval('queen.kv_version_seq'),
-               t + ((o -> 'ttlSeconds')::numeric::bigint * interval '1 second'), t, t
-        FROM (SELECT v_op AS o, COALESCE(p_now, now()) AS t) AS a
+        VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),
+                COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
+                COALESCE(p_now, now()), COALESCE(p_now, now()))
         ON CONFLICT (tenant_id, namespace, key) DO UPDATE
            SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
                created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
@@ -617,9 +618,9 @@ BEGIN
           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
         -- The general path's expect:0 insert (see there).
         INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-        SELECT p_tenant, o ->> 'ns', o ->> 'key', o -> 'value', nextval('queen.kv_version_seq'),
-               t + ((o -> 'ttlSeconds')::numeric::bigint * interval '1 second'), t, t
-        FROM (SELECT v_op AS o, COALESCE(p_now, now()) AS t) AS a
+        VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),
+                COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
+                COALESCE(p_now, now()), COALESCE(p_now, now()))
         ON CONFLICT (tenant_id, namespace, key) DO UPDATE
            SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
                created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
