@@ -104,6 +104,7 @@ DECLARE
     v_trace   UUID;
     v_next    BIGINT;
     v_out     JSONB[] := '{}';
+    v_notified INTEGER;  -- queues notified (unused: the statement needs a target)
 BEGIN
     IF jsonb_array_length(p_items) = 0 THEN
         RETURN v_out;
@@ -177,13 +178,32 @@ BEGIN
         v_item := p_items -> v_i;
         v_key  := (v_item ->> 'queue') || chr(31) || COALESCE(v_item ->> 'partition', 'Default');
         v_part := v_parts -> v_key;
-        v_dup  := NULL;
         v_msg  := gen_random_uuid();
         v_trace := NULLIF(v_item ->> 'traceId', '')::uuid;
-        IF jsonb_typeof(v_item -> 'transactionId') = 'string' THEN
-            v_txn := v_item ->> 'transactionId';
-            -- Exact dedup inside the window, under the partition lock: also
-            -- sees the rows this very call inserted (created_at = now()).
+        v_txn  := CASE WHEN jsonb_typeof(v_item -> 'transactionId') = 'string'
+                       THEN v_item ->> 'transactionId' ELSE v_msg::text END;
+        v_next := (v_part ->> 'next')::bigint + 1;
+        -- Exact dedup inside the window and the append, in one statement,
+        -- under the partition lock: the row goes in unless a message of the
+        -- window already holds its transactionId (the probe also sees the
+        -- rows this very call inserted, created_at = now()). A generated
+        -- transactionId (the new message id) is never probed.
+        INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
+                                        trace_id)
+        SELECT (v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace
+        WHERE jsonb_typeof(v_item -> 'transactionId') IS DISTINCT FROM 'string'
+           OR NOT EXISTS (SELECT 1 FROM queen.log_messages m
+                          WHERE m.partition_id = (v_part ->> 'id')::uuid
+                            AND m.transaction_id = v_txn
+                            AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer));
+        IF FOUND THEN
+            v_parts := jsonb_set(v_parts, ARRAY[v_key], v_part || jsonb_build_object('next', v_next, 'dirty', true));
+            v_out := array_append(v_out, jsonb_build_object(
+                'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
+                'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
+                'trace_id', v_trace, 'status', 'queued'));
+        ELSE
+            -- A duplicate: name the newest message of the window holding it.
             SELECT m.id, m.trace_id INTO v_dup, v_dup_tr
             FROM queen.log_messages m
             WHERE m.partition_id = (v_part ->> 'id')::uuid
@@ -191,36 +211,23 @@ BEGIN
               AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer)
             ORDER BY m.msg_offset DESC
             LIMIT 1;
-        ELSE
-            v_txn := v_msg::text;
-        END IF;
-
-        IF v_dup IS NOT NULL THEN
             v_out := array_append(v_out, jsonb_build_object(
                 'index', v_i, 'message_id', v_dup, 'transaction_id', v_txn,
                 'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
                 'trace_id', v_dup_tr, 'status', 'duplicate'));
-        ELSE
-            v_next := (v_part ->> 'next')::bigint + 1;
-            INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
-                                            trace_id)
-            VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace);
-            v_parts := jsonb_set(v_parts, ARRAY[v_key], v_part || jsonb_build_object('next', v_next, 'dirty', true));
-            v_out := array_append(v_out, jsonb_build_object(
-                'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
-                'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
-                'trace_id', v_trace, 'status', 'queued'));
         END IF;
     END LOOP;
 
-    UPDATE queen.log_partitions lp
-    SET last_offset = (d.v ->> 'next')::bigint, last_push_at = now()
-    FROM jsonb_each(v_parts) AS d(k, v)
-    WHERE d.v ? 'dirty' AND lp.id = (d.v ->> 'id')::uuid;
-
-    -- One statement, not a loop of them.
-    PERFORM pg_notify('queen_push', p_tenant::text || ':' || q.name)
-    FROM (SELECT DISTINCT d.v ->> 'queue' AS name FROM jsonb_each(v_parts) AS d(k, v) WHERE d.v ? 'dirty') AS q;
+    -- The offsets, and one notification per queue that received a message:
+    -- one statement.
+    WITH bumped AS (
+        UPDATE queen.log_partitions lp
+        SET last_offset = (d.v ->> 'next')::bigint, last_push_at = now()
+        FROM jsonb_each(v_parts) AS d(k, v)
+        WHERE d.v ? 'dirty' AND lp.id = (d.v ->> 'id')::uuid
+        RETURNING d.v ->> 'queue' AS queue)
+    SELECT count(pg_notify('queen_push', p_tenant::text || ':' || q.queue)) INTO v_notified
+    FROM (SELECT DISTINCT b.queue FROM bumped b) AS q;
 
     RETURN v_out;
 END
