@@ -6,10 +6,10 @@
 # ITERS x PER are waiting, then runs loop.sql (pop PER, one wire of PER acks +
 # PER pushes + PER markers, COMMIT) ITERS times in one session with
 # synchronous_commit off (CPU, not the disk) and track_functions = pl.
-# Prints, per function, calls and microseconds per call (total, self), then
-# the session backend's CPU per message (perf stat task-clock when perf can
-# attach, else /proc utime+stime). Needs pg_stat_user_functions readable
-# (superuser or pg_read_all_stats) and the schema applied.
+# Prints, per function, calls and microseconds per call (total, self; wall
+# time inside the function), then the session backend's CPU per message
+# (perf stat task-clock; nothing when perf cannot attach). Needs a superuser
+# (track_functions, pg_stat_reset) and the schema applied.
 set -euo pipefail
 url=${1:?usage: run.sh URL [ITERS] [PER] [PREFILL]}
 iters=${2:-2000} per=${3:-1} prefill=${4:-20000}
@@ -27,6 +27,9 @@ PGOPTIONS='-c synchronous_commit=off -c track_functions=pl' psql "$url" -qtA -v 
   -v iters="$iters" -v per="$per" >/dev/null <<SQL
 SELECT pg_backend_pid() AS bpid \gset
 \setenv BPID :bpid
+\! (perf stat -e task-clock -x, -o $out -p \$BPID 2>/dev/null & echo \$! > $out.pid); sleep 0.5
+\i $here/loop.sql
+\! kill -INT \$(cat $out.pid) 2>/dev/null; sleep 0.3
 SQL
 sleep 1.2   # function statistics reach the shared counters when the session ends
 psql "$url" -qtA -F' ' -c "SELECT rpad(funcname, 28), calls, round((total_time * 1000 / calls)::numeric, 1) AS total_us,
