@@ -15,7 +15,7 @@
 #   4 wire     bench/wire_bench.c: pop, then one POST /api/v1/transaction
 #              per message (ack + push + putIfAbsent marker) or per 10
 #              messages (10 of each), 4 and 16 consumers, 16 partitions
-#   5 raw      plain single-row upsert and select on queen.kv in pgbench
+#   5 raw      plain single-row upsert, select and counter upsert on queen.kv in pgbench
 #   6 redis    redis-server (no persistence) + redis-benchmark SET/GET/INCR
 #   7 rss      broker VmRSS idle and under wrk -c 256 (VmHWM too)
 #   8 push     POST /api/v1/push with 1, 10 and 100 messages per request
@@ -288,6 +288,7 @@ if want raw; then
   for c in $CONC; do
     pgb raw upsert "$c" 1 -f bench/pgbench/raw_upsert.sql
     pgb raw select "$c" 1 -f bench/pgbench/raw_select.sql
+    pgb raw incr "$c" 1 -f bench/pgbench/raw_incr.sql
   done
 fi
 
