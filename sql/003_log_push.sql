@@ -196,13 +196,8 @@ BEGIN
                           WHERE m.partition_id = (v_part ->> 'id')::uuid
                             AND m.transaction_id = v_txn
                             AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer));
-        IF FOUND THEN
-            v_parts := jsonb_set(v_parts, ARRAY[v_key], v_part || jsonb_build_object('next', v_next, 'dirty', true));
-            v_out := array_append(v_out, jsonb_build_object(
-                'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
-                'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
-                'trace_id', v_trace, 'status', 'queued'));
-        ELSE
+        v_dup := NULL;
+        IF NOT FOUND THEN
             -- A duplicate: name the newest message of the window holding it.
             SELECT m.id, m.trace_id INTO v_dup, v_dup_tr
             FROM queen.log_messages m
@@ -211,6 +206,22 @@ BEGIN
               AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer)
             ORDER BY m.msg_offset DESC
             LIMIT 1;
+            IF v_dup IS NULL THEN
+                -- Its holder was deleted between the two statements (retention
+                -- does not take the partition lock): the window no longer holds
+                -- the transactionId, so the message goes in.
+                INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
+                                                trace_id)
+                VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace);
+            END IF;
+        END IF;
+        IF v_dup IS NULL THEN
+            v_parts := jsonb_set(v_parts, ARRAY[v_key], v_part || jsonb_build_object('next', v_next, 'dirty', true));
+            v_out := array_append(v_out, jsonb_build_object(
+                'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
+                'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
+                'trace_id', v_trace, 'status', 'queued'));
+        ELSE
             v_out := array_append(v_out, jsonb_build_object(
                 'index', v_i, 'message_id', v_dup, 'transaction_id', v_txn,
                 'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
