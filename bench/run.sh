@@ -20,9 +20,12 @@
 #   7 rss      broker VmRSS idle and under wrk -c 256 (VmHWM too)
 #   8 push     POST /api/v1/push with 1, 10 and 100 messages per request
 #              (wrk + bench/push.lua), messages/s
+#   9 idle     10,000 idle keep-alive connections held open (bench/idle.py):
+#              accepted, GET /health latency on a fresh connection meanwhile,
+#              broker VmRSS before and with them
 #
 # Environment: BUILD (build), BENCH_SECS (5), BENCH_CONC ("1 8 32 64"),
-# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push; default
+# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push,idle; default
 # all), BENCH_PORT_BASE (55460: PostgreSQL, +1 broker, +2 redis),
 # BENCH_COMMIT (what the report names as the commit; default: git HEAD, plus
 # "(+local changes)" when src, sql, include or bench differ from it),
@@ -38,7 +41,7 @@ ROOT=$(pwd)
 BUILD=${BUILD:-build}
 SECS=${BENCH_SECS:-5}
 CONC=${BENCH_CONC:-"1 8 32 64"}
-ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss,push}
+ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss,push,idle}
 BASE=${BENCH_PORT_BASE:-55460}
 PG_PORT=$BASE
 BROKER_PORT=$((BASE + 1))
@@ -336,6 +339,18 @@ if want rss && [ $KV_OK = 1 ]; then
   { echo "rss_256_peak_kb=$peak"; echo "rss_256_conns=$conns"
     echo "rss_hwm_kb=$(status_kb VmHWM)"; echo "broker_threads_end=$(status_kb Threads)"
     sleep 1; echo "rss_after_256_kb=$(status_kb VmRSS)"; } >>"$WORK/meta.env"
+fi
+
+# -------------------------------------------------- 9: idle connections
+if want idle; then
+  IDLE_N=${BENCH_IDLE_CONNS:-10000}
+  if python3 "$ROOT/bench/idle.py" 127.0.0.1 "$BROKER_PORT" "$BROKER_PID" "$IDLE_N" >"$WORK/logs/idle.txt" 2>&1; then
+    line=$(grep '^IDLE' "$WORK/logs/idle.txt")
+    say "idle: $line"
+    echo "idle=${line#IDLE }" >>"$WORK/meta.env"
+  else
+    say "idle scenario failed: $(tail -c 300 "$WORK/logs/idle.txt")"
+  fi
 fi
 
 # -------------------------------------------------- 6: redis

@@ -88,16 +88,17 @@ fiber *fiber_new(fiber_fn fn, void *arg)
             return NULL;
         }
         mprotect(f->map, page, PROT_NONE);
+        /* Once per stack: getcontext is a system call (it saves the signal
+         * mask); a reused fiber only needs makecontext's fresh entry. */
+        getcontext(&f->ctx);
+        f->ctx.uc_stack.ss_sp = (char *)f->map + page;
+        f->ctx.uc_stack.ss_size = f->map_len - page;
+        f->ctx.uc_link = NULL;
     }
     f->fn = fn;
     f->arg = arg;
     f->done = false;
     f->next_free = NULL;
-    getcontext(&f->ctx);
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    f->ctx.uc_stack.ss_sp = (char *)f->map + page;
-    f->ctx.uc_stack.ss_size = f->map_len - page;
-    f->ctx.uc_link = NULL;
     makecontext(&f->ctx, trampoline, 0);
     return f;
 }
