@@ -20,7 +20,7 @@ cargo --version
 if cargo clippy --version >/dev/null 2>&1; then
   if cargo clippy --all-targets --offline -- -D warnings >"$log" 2>&1; then tap ok "cargo clippy"; else cat "$log"; tap fail "cargo clippy"; fi
 fi
-cargo test --offline -- --test-threads=2 >"$log" 2>&1
+cargo test --offline --no-fail-fast -- --test-threads=2 >"$log" 2>&1
 rc=$?
 cat "$log"
 # cargo's "test NAME ... ok|FAILED" lines, as TAP.

@@ -340,9 +340,11 @@ fn run_consume(c: &Client, a: &Value) -> Result<Result<Value, Error>, String> {
     let stop = AtomicBool::new(false);
     let tally: Mutex<(u64, u64, Map<String, Value>)> = Mutex::new((0, 0, Map::new()));
     let (finished, waited) = mpsc::channel();
+    let (o, stop, tally) = (&o, &stop, &tally);
     let outcome = thread::scope(|sc| {
-        let loop_thread = sc.spawn(|| {
-            let r = c.consume(&o, &stop, |m, tx| {
+        // Moves the sender in (a Sender is not Sync before Rust 1.72).
+        let loop_thread = sc.spawn(move || {
+            let r = c.consume(o, stop, |m, tx| {
                 let first = {
                     let mut t = tally.lock().unwrap();
                     let seen = t.2.get(&m.transaction_id).and_then(Value::as_u64).unwrap_or(0) + 1;
@@ -378,8 +380,8 @@ fn run_consume(c: &Client, a: &Value) -> Result<Result<Value, Error>, String> {
         (false, _) => Err(format!("the consume loop did not stop within {:?}", timeout)),
         (true, Err(e)) => Ok(Err(e)),
         (true, Ok(())) => {
-            let t = tally.into_inner().unwrap();
-            Ok(Ok(json!({"handled": t.0, "failed": t.1, "deliveries": Value::Object(t.2)})))
+            let t = tally.lock().unwrap();
+            Ok(Ok(json!({"handled": t.0, "failed": t.1, "deliveries": Value::Object(t.2.clone())})))
         }
     }
 }
