@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -185,5 +187,28 @@ func TestConsumeReturnsTheRefusalOfItsPop(t *testing.T) {
 		func(context.Context, *Message, *Tx) error { return nil })
 	if StatusOf(err) < 400 || StatusOf(err) >= 500 {
 		t.Fatalf("a refused pop: %v, expected the 4xx", err)
+	}
+}
+
+func TestCallsShareOneKeepAliveConnection(t *testing.T) {
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"op":"get","key":"k","found":false}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, _ := New(Options{URLs: []string{srv.URL}})
+	for i := 0; i < 5; i++ {
+		if r, err := c.Get(context.Background(), "ns", "k"); err != nil || r.Found {
+			t.Fatalf("get: %v", err)
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Fatalf("five calls opened %d connections, expected one", n)
 	}
 }

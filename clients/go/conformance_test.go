@@ -324,7 +324,7 @@ func pointer(v any, ptr string) (any, bool) {
 
 type args map[string]any
 
-func (a args) str(k string) string { s, _ := a[k].(string); return s }
+func (a args) str(k string) string   { s, _ := a[k].(string); return s }
 func (a args) boolean(k string) bool { b, _ := a[k].(bool); return b }
 func (a args) num(k string) (json.Number, bool) {
 	n, ok := a[k].(json.Number)

@@ -19,8 +19,8 @@ type broker struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process exited
 	port   int
-	base string
-	log  string
+	base   string
+	log    string
 }
 
 func freePort(t *testing.T) int {

@@ -175,7 +175,7 @@ impl Client {
             }
             let base = &s.urls[url_index];
             let outcome =
-                s.pool.exchange(base, rq.method, &rq.path, &headers, rq.body.as_deref(), s.timeout + rq.extra);
+                s.pool.exchange(base, rq.method, &rq.path, &headers, rq.body.as_deref(), s.timeout + rq.extra, rq.safe);
             let (mut err, retry, next_url) = match outcome {
                 Ok(a) if (200..300).contains(&a.status) => {
                     s.current.store(url_index, Ordering::SeqCst);

@@ -46,6 +46,18 @@ fn authority(base: &str) -> Option<String> {
     Some(if host.contains(':') && !host.ends_with(']') { host.to_string() } else { format!("{}:80", host) })
 }
 
+/// An idle keep-alive connection is usable when reading it would block: a
+/// closed one reads end-of-file at once, and stray bytes mean it is not
+/// in step any more.
+fn still_open(s: &TcpStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut byte = [0u8; 1];
+    let open = matches!(s.peek(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+    open && s.set_nonblocking(false).is_ok()
+}
+
 fn timed_out(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
@@ -59,10 +71,18 @@ impl Pool {
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
+    /// An idle connection to authority that the broker has not closed.
     fn take(&self, authority: &str) -> Option<Conn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let i = idle.iter().rposition(|c| c.authority == authority)?;
-        Some(idle.swap_remove(i))
+        loop {
+            let conn = {
+                let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+                let i = idle.iter().rposition(|c| c.authority == authority)?;
+                idle.swap_remove(i)
+            };
+            if still_open(conn.reader.get_ref()) {
+                return Some(conn);
+            }
+        }
     }
 
     fn put(&self, conn: Conn) {
@@ -94,9 +114,11 @@ impl Pool {
         Err(Failure::NoConnection(last))
     }
 
-    /// One exchange with the broker at base. A pooled connection the broker
-    /// closed while idle is replaced once by a fresh one when it broke
-    /// before any byte of an answer came back.
+    /// One exchange with the broker at base. When a pooled connection broke
+    /// before any byte of an answer came back (the broker closed it just as
+    /// it was taken), a replayable request goes again once on a fresh one;
+    /// any other is reported broken, since the broker may have applied it.
+    #[allow(clippy::too_many_arguments)] // one request's parts, passed through as they are
     pub fn exchange(
         &self,
         base: &str,
@@ -105,6 +127,7 @@ impl Pool {
         headers: &[(String, String)],
         body: Option<&[u8]>,
         timeout: Duration,
+        replayable: bool,
     ) -> Result<Answer, Failure> {
         let auth = authority(base).ok_or_else(|| Failure::NoConnection(format!("{}: not an http:// URL", base)))?;
         let deadline = Instant::now() + timeout;
@@ -122,7 +145,7 @@ impl Pool {
 
         if let Some(conn) = self.take(&auth) {
             match self.on(conn, &bytes, method, deadline) {
-                Err((Failure::Broken(_), false)) => {} // stale keep-alive: a fresh connection below
+                Err((Failure::Broken(_), false)) if replayable => {} // a fresh connection below
                 Err((f, _)) => return Err(f),
                 Ok(a) => return Ok(a),
             }

@@ -164,3 +164,78 @@ fn consume_returns_the_refusal_of_its_pop() {
     let e = c.consume(&ConsumeOptions::queue("bad queue name/\u{1}"), &AtomicBool::new(false), |_, _| Ok::<(), String>(())).unwrap_err();
     assert!((400..500).contains(&e.status), "{}", e);
 }
+
+#[test]
+fn calls_share_one_keep_alive_connection() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = accepted.clone();
+    thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            counter.fetch_add(1, Ordering::SeqCst);
+            thread::spawn(move || {
+                let mut conn = conn;
+                let mut buf = Vec::new();
+                let mut byte = [0u8; 1];
+                // GETs only: each request ends at its blank line.
+                while conn.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
+                    buf.push(byte[0]);
+                    if buf.ends_with(b"\r\n\r\n") {
+                        buf.clear();
+                        let body = r#"{"op":"get","key":"k","found":false}"#;
+                        let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}", body.len(), body);
+                        if conn.write_all(answer.as_bytes()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let c = Client::new(Options::new(&url)).unwrap();
+    for _ in 0..5 {
+        assert!(!c.get("ns", "k").unwrap().found());
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "five calls, one connection");
+}
+
+#[test]
+fn a_connection_the_broker_closed_while_idle_is_not_reused() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let closed = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = closed.clone();
+    thread::spawn(move || {
+        // Answers one request per connection, without saying so, then closes it.
+        for mut conn in l.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
+                head.push(byte[0]);
+            }
+            let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+            let length: usize = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                .unwrap_or(0);
+            let mut body = vec![0u8; length];
+            let _ = conn.read_exact(&mut body);
+            let answer = r#"{"results":[{"index":0,"op":"incr","applied":true,"value":1}]}"#;
+            let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}", answer.len(), answer);
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let mut o = Options::new(&url);
+    o.max_attempts = 1;
+    let c = Client::new(o).unwrap();
+    for round in 1..=2u64 {
+        // An incr is never sent twice: only a connection known open may carry it.
+        let r = c.incr("ns", "n", 1.0, Expiry::Forever, Cond::default());
+        assert!(r.is_ok(), "incr {}: {:?}", round, r.err());
+        while closed.load(Ordering::SeqCst) < round {
+            thread::yield_now();
+        }
+    }
+}
