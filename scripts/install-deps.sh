@@ -17,7 +17,7 @@ packages=(
 # crates, both from Debian. Debian's rustc and cargo (1.63) only when no
 # rustup toolchain is there; the crate builds with either.
 packages+=(golang-go librust-serde-json-dev)
-if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "${HOME:-}/.cargo/bin/cargo" ]; then
   packages+=(cargo rustc)
 fi
 

@@ -8,7 +8,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root/clients/rust"
 # rustup's toolchain when it is installed but not on PATH, else Debian's.
-[ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+[ -x "${HOME:-}/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 # One target folder for the plain and the sanitizer runs: the Rust code is
 # the same in both (only the broker differs).
 export CARGO_TARGET_DIR="$root/build/rust-target"
