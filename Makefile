@@ -180,6 +180,20 @@ install: all
 	done
 # ---- end of the remote client ----
 
+# ---- The Go and Rust clients (clients/go, clients/rust) ----
+# make test runs both through scripts/test.sh (tests/client/go.sh and
+# tests/client/rust.sh: each client's own tests and its conformance runner,
+# against real brokers on the private PostgreSQL); these run one alone.
+.PHONY: test-go test-rust
+test-go: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/go
+
+test-rust: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/rust
+# ---- end of the Go and Rust clients ----
+
 deps:
 	bash scripts/install-deps.sh
 

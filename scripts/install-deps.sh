@@ -13,6 +13,14 @@ packages=(
   man-db
 )
 
+# The Go and Rust clients (clients/go, clients/rust): Go 1.19 and the Rust
+# crates, both from Debian. Debian's rustc and cargo (1.63) only when no
+# rustup toolchain is there; the crate builds with either.
+packages+=(golang-go librust-serde-json-dev)
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "${HOME:-}/.cargo/bin/cargo" ]; then
+  packages+=(cargo rustc)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
