@@ -34,6 +34,7 @@ async function relay(target) {
     client.on('error', drop); up.on('error', drop); client.on('close', drop); up.on('close', drop);
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  server.unref(); // a failed test that skips close() must not keep the process alive
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     accepted: () => accepted,
@@ -119,24 +120,30 @@ describe('connections', () => {
   test('calls share one kept-alive connection', async () => {
     const r = await relay(broker);
     const q = new Queen(r.url);
-    const ns = unique('js');
-    for (let i = 0; i < 5; i++) await q.kv.put(ns, 'k', i, { forever: true });
-    assert.equal(r.accepted(), 1);
-    await q.close();
-    await r.close();
+    try {
+      const ns = unique('js');
+      for (let i = 0; i < 5; i++) await q.kv.put(ns, 'k', i, { forever: true });
+      assert.equal(r.accepted(), 1);
+    } finally {
+      await q.close();
+      await r.close();
+    }
   });
 
   test('a connection cut while idle is replaced without a retry, even for an incr', async () => {
     const r = await relay(broker);
     const q = new Queen({ urls: r.url, maxAttempts: 1 });
-    const ns = unique('js');
-    await q.kv.incr(ns, 'n', 1, { forever: true });
-    r.cutAll();
-    assert.equal((await q.kv.incr(ns, 'n', 1, { forever: true })).value, 2);
-    assert.equal(q.retries, 0);
-    assert.equal(r.accepted(), 2);
-    await q.close();
-    await r.close();
+    try {
+      const ns = unique('js');
+      await q.kv.incr(ns, 'n', 1, { forever: true });
+      r.cutAll();
+      assert.equal((await q.kv.incr(ns, 'n', 1, { forever: true })).value, 2);
+      assert.equal(q.retries, 0);
+      assert.equal(r.accepted(), 2);
+    } finally {
+      await q.close();
+      await r.close();
+    }
   });
 });
 
@@ -145,6 +152,7 @@ describe('timeouts and failover', () => {
   before(async () => {
     silent = net.createServer((s) => { sockets.push(s); s.on('error', () => {}); }); // reads, never answers
     await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+    silent.unref();
   });
   after(async () => { for (const s of sockets) s.destroy(); await new Promise((r) => silent.close(r)); });
 
@@ -212,9 +220,12 @@ describe('consume', () => {
     let handled = 0;
     const running = q.consume(queue, async (m, tx) => { tx.kvIncr(ns, 'handled', 1, { forever: true }); handled++; },
       { concurrency: 2, pollMs: 300, signal: ctl.signal });
-    await q.queue(queue).push([{ payload: 1, transactionId: 'a' }]);
-    await waitUntil(async () => (await q.kv.get(ns, 'handled')).found);
-    ctl.abort();
+    try {
+      await q.queue(queue).push([{ payload: 1, transactionId: 'a' }]);
+      await waitUntil(async () => (await q.kv.get(ns, 'handled')).found);
+    } finally {
+      ctl.abort(); // also when the test failed: the loop must not outlive it
+    }
     assert.deepEqual(await running, { handled: 1, failed: 0 });
     assert.equal(handled, 1);
     assert.equal(await q.pop(queue), null); // acked
