@@ -180,6 +180,20 @@ install: all
 	done
 # ---- end of the remote client ----
 
+# ---- The Python and JavaScript/TypeScript clients ----
+# clients/python (queen_client) and clients/js (@queen/client). tests/client/python.sh and
+# tests/client/js.sh run each one's own tests and its conformance runner against real brokers on the
+# private PostgreSQL scripts/test.sh starts; make test runs both, these targets one alone.
+.PHONY: test-python test-js
+test-python: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/python
+
+test-js: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/js
+# ---- end of the Python and JavaScript/TypeScript clients ----
+
 deps:
 	bash scripts/install-deps.sh
 

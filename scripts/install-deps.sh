@@ -13,6 +13,12 @@ packages=(
   man-db
 )
 
+# Node and npm for the JavaScript client's tests (clients/js): Debian's nodejs (18 on Debian 12) and
+# npm, unless a node and an npm are already on the PATH (from another packaging of Node).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
