@@ -11,6 +11,7 @@ packages=(
   curl wrk python3 python3-yaml python3-jsonschema redis-server
   clang libclang-rt-14-dev
   man-db
+  python3-mypy
 )
 
 # Node and npm for the JavaScript client's tests (clients/js): Debian's nodejs (18 on Debian 12) and

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Generic, Iterable, Mapping, Optional, Self, TypeVar, Union
 from urllib.parse import quote
 
 from . import _json
@@ -16,14 +16,15 @@ from .results import (AckResult, GetManyResult, GetResult, Message, PopResult, P
 
 Ttl = Union[int, float, timedelta, None]
 AckLike = Union[Message, Mapping[str, Any]]
+T = TypeVar("T")
 
 
 @dataclass
-class Call:
-    """One HTTP call and how to read its 2xx answer."""
+class Call(Generic[T]):
+    """One HTTP call and how to read its 2xx answer (a T)."""
     method: str
     path: str
-    finish: Callable[[int, Any], Any]
+    finish: Callable[[int, Any], T]
     body: Any = None
     has_body: bool = False
     #: whether repeating it after a lost answer, a 429 or a 503 cannot harm (the conformance README's
@@ -68,10 +69,10 @@ def backoff_wait(opts: Options, attempt: int, retry_after: int) -> float:
     wait = d / 2 + random.random() * d / 2
     if retry_after > 0 and retry_after > wait:
         wait = float(retry_after)
-    return min(wait, opts.max_backoff)
+    return float(min(wait, opts.max_backoff))
 
 
-def headers(opts: Options, call: Call) -> dict[str, str]:
+def headers(opts: Options, call: "Call[Any]") -> dict[str, str]:
     h = {"Accept": "application/json"}
     if call.has_body:
         h["Content-Type"] = "application/json"
@@ -129,8 +130,8 @@ def _array(body: Any, what: str) -> list[Any]:
     return body
 
 
-def _kv_single(of: Callable[[dict[str, Any]], Any]) -> Callable[[int, Any], Any]:
-    def finish(status: int, body: Any) -> Any:
+def _kv_single(of: Callable[[dict[str, Any]], T]) -> Callable[[int, Any], T]:
+    def finish(status: int, body: Any) -> T:
         if _verdict(body):
             raise PreconditionFailed.from_verdict(body)
         return of(_object(body, "a kv call"))
@@ -144,8 +145,8 @@ def _kv_results(status: int, body: Any) -> list[Any]:
     return _array(results, "a kv batch's results")
 
 
-def _kv_one(of: Callable[[dict[str, Any]], Any]) -> Callable[[int, Any], Any]:
-    def finish(status: int, body: Any) -> Any:
+def _kv_one(of: Callable[[dict[str, Any]], T]) -> Callable[[int, Any], T]:
+    def finish(status: int, body: Any) -> T:
         results = _kv_results(status, body)
         if not results:
             raise QueenBadResponse(200, "bad_response", "bad_response", "a one-op batch answered no element")
@@ -153,8 +154,8 @@ def _kv_one(of: Callable[[dict[str, Any]], Any]) -> Callable[[int, Any], Any]:
     return finish
 
 
-def _plain(status: int, body: Any) -> Any:
-    return body
+def _plain(status: int, body: Any) -> dict[str, Any]:
+    return _object(body, "the call")
 
 
 def _health(status: int, body: Any) -> dict[str, Any]:
@@ -196,16 +197,16 @@ def kv_op_repeatable(op: Mapping[str, Any]) -> bool:
     return name in ("get", "getMany", "getPrefix") or (name in ("put", "delete") and "expect" not in op)
 
 
-def health() -> Call:
+def health() -> Call[dict[str, Any]]:
     return Call("GET", "/health", _health, safe=True)
 
 
-def kv_get(ns: str, key: str, tenant: Optional[str]) -> Call:
+def kv_get(ns: str, key: str, tenant: Optional[str]) -> Call[GetResult]:
     return Call("GET", key_path(ns, key), _kv_single(GetResult.of), safe=True, tenant=tenant)
 
 
 def kv_put(ns: str, key: str, value: Any, ttl: Ttl, forever: bool, expect: Optional[int], required: bool,
-           tenant: Optional[str]) -> Call:
+           tenant: Optional[str]) -> Call[WriteResult]:
     body = expiry({"value": value}, ttl, forever)
     if expect is not None:
         body["expect"] = int(expect)
@@ -214,7 +215,7 @@ def kv_put(ns: str, key: str, value: Any, ttl: Ttl, forever: bool, expect: Optio
     return Call("PUT", key_path(ns, key), _kv_single(WriteResult.of), body, True, expect is None, tenant)
 
 
-def kv_delete(ns: str, key: str, expect: Optional[int], required: bool, tenant: Optional[str]) -> Call:
+def kv_delete(ns: str, key: str, expect: Optional[int], required: bool, tenant: Optional[str]) -> Call[WriteResult]:
     body: dict[str, Any] = {}
     if expect is not None:
         body["expect"] = int(expect)
@@ -224,7 +225,7 @@ def kv_delete(ns: str, key: str, expect: Optional[int], required: bool, tenant: 
                 expect is None, tenant)
 
 
-def one_op(op: dict[str, Any], of: Callable[[dict[str, Any]], Any], tenant: Optional[str]) -> Call:
+def one_op(op: dict[str, Any], of: Callable[[dict[str, Any]], T], tenant: Optional[str]) -> Call[T]:
     return Call("POST", "/api/v1/kv", _kv_one(of), [op], True, kv_op_repeatable(op), tenant)
 
 
@@ -279,25 +280,25 @@ def op_get_prefix(ns: str, prefix: str, after: Optional[str], limit: Optional[in
     return op
 
 
-def kv_get_many(ns: str, keys: Iterable[str], tenant: Optional[str]) -> Call:
+def kv_get_many(ns: str, keys: Iterable[str], tenant: Optional[str]) -> Call[GetManyResult]:
     return one_op({"op": "getMany", "ns": ns, "keys": list(keys)}, GetManyResult.of, tenant)
 
 
 def kv_get_prefix_page(ns: str, prefix: str, after: Optional[str], limit: Optional[int], keys_only: bool,
-                       tenant: Optional[str]) -> Call:
+                       tenant: Optional[str]) -> Call[PrefixPage]:
     return one_op(op_get_prefix(ns, prefix, after, limit, keys_only), PrefixPage.of, tenant)
 
 
-def kv_apply(ops: list[dict[str, Any]], tenant: Optional[str]) -> Call:
+def kv_apply(ops: list[dict[str, Any]], tenant: Optional[str]) -> Call[list[Any]]:
     safe = all(isinstance(o, Mapping) and kv_op_repeatable(o) for o in ops)
     return Call("POST", "/api/v1/kv", _kv_results, list(ops), True, safe, tenant)
 
 
-def kv_namespaces(tenant: Optional[str]) -> Call:
+def kv_namespaces(tenant: Optional[str]) -> Call[dict[str, Any]]:
     return Call("GET", "/api/v1/resources/kv/namespaces", _plain, safe=True, tenant=tenant)
 
 
-def push(items: list[dict[str, Any]], tenant: Optional[str]) -> Call:
+def push(items: list[dict[str, Any]], tenant: Optional[str]) -> Call[list[PushResult]]:
     # A repeat is answered "duplicate" only when every item names itself.
     safe = bool(items) and all(isinstance(i, Mapping) and i.get("transactionId") for i in items)
     return Call("POST", "/api/v1/push", lambda s, b: [PushResult.of(r) for r in _array(b, "push")],
@@ -305,7 +306,8 @@ def push(items: list[dict[str, Any]], tenant: Optional[str]) -> Call:
 
 
 def pop(queue: str, partition: Optional[str], group: Optional[str], batch: Optional[int], wait: bool,
-        timeout: Optional[float], lease_seconds: Optional[int], auto_ack: bool, tenant: Optional[str]) -> Call:
+        timeout: Optional[float], lease_seconds: Optional[int], auto_ack: bool,
+        tenant: Optional[str]) -> Call[Optional[PopResult]]:
     path = f"/api/v1/pop/queue/{pct(queue)}"
     if partition is not None:
         path += f"/partition/{pct(partition)}"
@@ -343,7 +345,7 @@ def ack_items(acks: Union[AckLike, Iterable[AckLike]], status: Optional[str], er
     return out
 
 
-def ack(acks: list[dict[str, Any]], group: Optional[str], tenant: Optional[str]) -> Call:
+def ack(acks: list[dict[str, Any]], group: Optional[str], tenant: Optional[str]) -> Call[list[AckResult]]:
     body: dict[str, Any] = {"acknowledgments": acks}
     if group is not None:
         body["consumerGroup"] = group
@@ -352,13 +354,13 @@ def ack(acks: list[dict[str, Any]], group: Optional[str], tenant: Optional[str])
                 True, tenant)
 
 
-def renew(lease_id: str, seconds: int, tenant: Optional[str]) -> Call:
+def renew(lease_id: str, seconds: int, tenant: Optional[str]) -> Call[RenewResult]:
     return Call("POST", f"/api/v1/lease/{pct(lease_id)}/extend", lambda s, b: RenewResult.of(_object(b, "renew")),
                 {"seconds": int(seconds)}, True, True, tenant)
 
 
 def configure(queue: str, options: Optional[Mapping[str, Any]], namespace: Optional[str], task: Optional[str],
-              tenant: Optional[str]) -> Call:
+              tenant: Optional[str]) -> Call[dict[str, Any]]:
     body: dict[str, Any] = {"queue": queue}
     if options is not None:
         body["options"] = dict(options)
@@ -369,15 +371,15 @@ def configure(queue: str, options: Optional[Mapping[str, Any]], namespace: Optio
     return Call("POST", "/api/v1/configure", _plain, body, True, True, tenant)
 
 
-def queues(tenant: Optional[str]) -> Call:
+def queues(tenant: Optional[str]) -> Call[dict[str, Any]]:
     return Call("GET", "/api/v1/resources/queues", _plain, safe=True, tenant=tenant)
 
 
-def delete_queue(queue: str, tenant: Optional[str]) -> Call:
+def delete_queue(queue: str, tenant: Optional[str]) -> Call[dict[str, Any]]:
     return Call("DELETE", f"/api/v1/resources/queues/{pct(queue)}", _plain, safe=True, tenant=tenant)
 
 
-def transaction(bundle: dict[str, Any], carries_id: bool, tenant: Optional[str]) -> Call:
+def transaction(bundle: dict[str, Any], carries_id: bool, tenant: Optional[str]) -> Call[TxResult]:
     # A bundle naming a message (an ack, or an item with a transactionId) rolls back whole when
     # repeated after it committed, so nothing applies twice; one naming none is never repeated.
     return Call("POST", "/api/v1/transaction", lambda s, b: TxResult.of(_object(b, "transaction")), bundle, True,
@@ -398,7 +400,7 @@ class TxBuilder:
         self._carries_id = False
         self._tenant = tenant
 
-    def ack(self, message: AckLike, status: Optional[str] = None, group: Optional[str] = None) -> "TxBuilder":
+    def ack(self, message: AckLike, status: Optional[str] = None, group: Optional[str] = None) -> Self:
         """Settle a popped message (``status`` None: completed; ``group``: its consumer group)."""
         item = message.ack_item() if isinstance(message, Message) else dict(message)
         op: dict[str, Any] = {"type": "ack", "transactionId": item.get("transactionId"),
@@ -415,7 +417,7 @@ class TxBuilder:
         self._carries_id = True
         return self
 
-    def push(self, queue: str, items: Iterable[Mapping[str, Any]], partition: Optional[str] = None) -> "TxBuilder":
+    def push(self, queue: str, items: Iterable[Mapping[str, Any]], partition: Optional[str] = None) -> Self:
         """Push items (each ``{"payload": ..., "transactionId"?: ..., "partition"?: ...}``) to queue."""
         if not self._open_push:
             self._ops.append({"type": "push", "items": []})
@@ -433,27 +435,27 @@ class TxBuilder:
             target.append(item)
         return self
 
-    def kv(self, op: Mapping[str, Any]) -> "TxBuilder":
+    def kv(self, op: Mapping[str, Any]) -> Self:
         """Add a kv op as the wire has it (``{"op": "put", "ns": ..., ...}``)."""
         self._kv.append(dict(op))
         return self
 
     def kv_put(self, ns: str, key: str, value: Any, *, ttl: Ttl = None, forever: bool = False,
-               expect: Optional[int] = None, required: bool = False) -> "TxBuilder":
+               expect: Optional[int] = None, required: bool = False) -> Self:
         return self.kv(op_put(ns, key, value, ttl, forever, expect, required))
 
     def kv_put_if_absent(self, ns: str, key: str, value: Any, *, ttl: Ttl = None, forever: bool = False,
-                         required: bool = False) -> "TxBuilder":
+                         required: bool = False) -> Self:
         return self.kv(op_put_if_absent(ns, key, value, ttl, forever, required))
 
-    def kv_delete(self, ns: str, key: str, *, expect: Optional[int] = None, required: bool = False) -> "TxBuilder":
+    def kv_delete(self, ns: str, key: str, *, expect: Optional[int] = None, required: bool = False) -> Self:
         return self.kv(op_delete(ns, key, expect, required))
 
     def kv_incr(self, ns: str, key: str, delta: Any = 1, *, min: Any = None, max: Any = None, ttl: Ttl = None,
-                forever: bool = False, required: bool = False) -> "TxBuilder":
+                forever: bool = False, required: bool = False) -> Self:
         return self.kv(op_incr(ns, key, delta, min, max, ttl, forever, required))
 
-    def require_lease(self, lease: Union[str, Message]) -> "TxBuilder":
+    def require_lease(self, lease: Union[str, Message]) -> Self:
         """Roll back unless this lease is still held when the transaction runs."""
         self._leases.append((lease.lease_id or "") if isinstance(lease, Message) else lease)
         return self
@@ -469,7 +471,7 @@ class TxBuilder:
             b["requiredLeases"] = self._leases
         return b
 
-    def call(self) -> Call:
+    def call(self) -> Call[TxResult]:
         return transaction(self.bundle(), self._carries_id, self._tenant)
 
 
@@ -480,30 +482,30 @@ class BatchBuilder:
         self.ops: list[dict[str, Any]] = []
         self._tenant = tenant
 
-    def op(self, op: Mapping[str, Any]) -> "BatchBuilder":
+    def op(self, op: Mapping[str, Any]) -> Self:
         self.ops.append(dict(op))
         return self
 
-    def get(self, ns: str, key: str) -> "BatchBuilder":
+    def get(self, ns: str, key: str) -> Self:
         return self.op({"op": "get", "ns": ns, "key": key})
 
-    def get_many(self, ns: str, keys: Iterable[str]) -> "BatchBuilder":
+    def get_many(self, ns: str, keys: Iterable[str]) -> Self:
         return self.op({"op": "getMany", "ns": ns, "keys": list(keys)})
 
     def put(self, ns: str, key: str, value: Any, *, ttl: Ttl = None, forever: bool = False,
-            expect: Optional[int] = None, required: bool = False) -> "BatchBuilder":
+            expect: Optional[int] = None, required: bool = False) -> Self:
         return self.op(op_put(ns, key, value, ttl, forever, expect, required))
 
     def put_if_absent(self, ns: str, key: str, value: Any, *, ttl: Ttl = None, forever: bool = False,
-                      required: bool = False) -> "BatchBuilder":
+                      required: bool = False) -> Self:
         return self.op(op_put_if_absent(ns, key, value, ttl, forever, required))
 
-    def delete(self, ns: str, key: str, *, expect: Optional[int] = None, required: bool = False) -> "BatchBuilder":
+    def delete(self, ns: str, key: str, *, expect: Optional[int] = None, required: bool = False) -> Self:
         return self.op(op_delete(ns, key, expect, required))
 
     def incr(self, ns: str, key: str, delta: Any = 1, *, min: Any = None, max: Any = None, ttl: Ttl = None,
-             forever: bool = False, required: bool = False) -> "BatchBuilder":
+             forever: bool = False, required: bool = False) -> Self:
         return self.op(op_incr(ns, key, delta, min, max, ttl, forever, required))
 
-    def call(self) -> Call:
+    def call(self) -> Call[list[Any]]:
         return kv_apply(self.ops, self._tenant)

@@ -35,7 +35,7 @@ class _Stale(Exception):
 
 async def _read_body(reader: asyncio.StreamReader, head: dict[str, str]) -> bytes:
     if head.get("transfer-encoding", "").lower() == "chunked":
-        parts = []
+        parts: list[bytes] = []
         while True:
             size_line = await reader.readline()
             size = int(size_line.split(b";")[0].strip() or b"0", 16)
@@ -110,7 +110,7 @@ class AsyncQueen:
 
     # ---- transport -------------------------------------------------------------------------------------
 
-    def _request(self, base: str, call: Call) -> bytes:
+    def _request(self, base: str, call: Call[Any]) -> bytes:
         u = urlsplit(base)
         body = call.body_bytes()
         hdrs = _core.headers(self._opts, call)
@@ -130,7 +130,7 @@ class AsyncQueen:
         except (OSError, asyncio.TimeoutError) as e:  # nothing was sent
             raise _Failed("unreachable", f"{base}: {e!r}") from None
 
-    async def _attempt(self, i: int, call: Call, timeout: float) -> tuple[int, dict[str, str], bytes]:
+    async def _attempt(self, i: int, call: Call[Any], timeout: float) -> tuple[int, dict[str, str], bytes]:
         base = self._opts.urls[i]
         request = self._request(base, call)
         lst = self._idle.get(i)
@@ -159,7 +159,7 @@ class AsyncQueen:
                 conn[1].close()
             return status, head, body
 
-    async def _run(self, call: Call) -> Any:
+    async def _run(self, call: Call[_core.T]) -> _core.T:
         opts = self._opts
         n = len(opts.urls)
         i = self._current % n
@@ -374,7 +374,7 @@ class AsyncBatch(_core.BatchBuilder):
         super().__init__(tenant)
         self._client = client
 
-    async def apply(self) -> list[dict[str, Any]]:
+    async def apply(self) -> list[Any]:
         return await self._client._run(self.call())
 
 

@@ -109,7 +109,7 @@ class Message:
 
     @classmethod
     def of(cls, d: dict[str, Any], body: dict[str, Any]) -> "Message":
-        return cls(d.get("transactionId", ""), d.get("partitionId") or body.get("partitionId", ""),
+        return cls(str(d.get("transactionId") or ""), str(d.get("partitionId") or body.get("partitionId") or ""),
                    d.get("leaseId") or body.get("leaseId"), d.get("data"), d.get("queue", body.get("queue")),
                    d.get("partition", body.get("partition")), _int(d.get("deliveryAttempt"), 1),
                    d.get("consumerGroup", body.get("consumerGroup")), d.get("producer"), d)
