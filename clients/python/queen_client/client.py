@@ -89,7 +89,7 @@ class Queen:
                                                context=ssl.create_default_context())
         return http.client.HTTPConnection(u.hostname or "", u.port, timeout=self._opts.connect_timeout)
 
-    def _attempt(self, i: int, call: Call, timeout: float) -> tuple[int, Optional[str], bytes]:
+    def _attempt(self, i: int, call: Call[Any], timeout: float) -> tuple[int, Optional[str], bytes]:
         base = self._opts.urls[i]
         path = urlsplit(base).path + call.path
         body = call.body_bytes()
@@ -130,7 +130,7 @@ class Queen:
                 self._give(i, conn)
             return resp.status, resp.getheader("Retry-After"), data
 
-    def _run(self, call: Call) -> Any:
+    def _run(self, call: Call[_core.T]) -> _core.T:
         opts = self._opts
         n = len(opts.urls)
         i = self._current % n
@@ -271,8 +271,8 @@ class _Consumer:
             self.done.set()
             renewer.join()
         finally:
-            for sig, h in previous.items():
-                signal.signal(sig, h)
+            for signum, h in previous.items():
+                signal.signal(signum, h)
         if self.fatal is not None:
             raise self.fatal
         return self.stats
@@ -367,7 +367,7 @@ class Batch(_core.BatchBuilder):
         super().__init__(tenant)
         self._client = client
 
-    def apply(self) -> list[dict[str, Any]]:
+    def apply(self) -> list[Any]:
         """One result element per op, in order; a lost ``required`` op raises PreconditionFailed."""
         return self._client._run(self.call())
 
@@ -446,7 +446,7 @@ class Kv:
         return self._c._run(_core.one_op(_core.op_incr(ns, key, delta, min, max, ttl, forever, required),
                                          WriteResult.of, tenant))
 
-    def apply(self, ops: Iterable[Mapping[str, Any]], *, tenant: Optional[str] = None) -> list[dict[str, Any]]:
+    def apply(self, ops: Iterable[Mapping[str, Any]], *, tenant: Optional[str] = None) -> list[Any]:
         """Wire ops in one transaction; one result element each."""
         return self._c._run(_core.kv_apply([dict(o) for o in ops], tenant))
 
