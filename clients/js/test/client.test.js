@@ -114,6 +114,15 @@ describe('auth', () => {
       await q.close();
     });
   }
+
+  test('consume rejects with the refusal of its pop', async () => {
+    const narrow = mintHs256(secret, { sub: 'js', role: 'write', scope: 'queue:elsewhere:read', exp: Math.floor(Date.now() / 1000) + 600 });
+    const q = new Queen({ urls: b.base, token: narrow });
+    // a loop that waited the refusal out would end with the signal, and the test fail
+    await assert.rejects(q.consume(unique('q'), async () => {}, { pollMs: 300, signal: AbortSignal.timeout(15000) }),
+      (e) => e instanceof QueenRefused && e.status === 403 && e.reason === 'auth_forbidden_scope');
+    await q.close();
+  });
 });
 
 describe('connections', () => {

@@ -124,6 +124,27 @@ class Auth(unittest.TestCase):
             assert popped is not None
             self.assertEqual(popped.messages[0].producer, "py-producer")  # the token's sub
 
+    def test_consume_raises_the_refusal_of_its_pop(self) -> None:
+        narrow = mint_hs256(self.SECRET, {"sub": "py", "role": "write", "scope": "queue:elsewhere:read",
+                                          "exp": int(time.time()) + 600})
+        with Queen(self.b.base, token=narrow) as c:
+            stop = threading.Event()
+            timer = threading.Timer(15, stop.set)  # a loop that waits the refusal out ends, and the test fails
+            timer.start()
+            with self.assertRaises(QueenRefused) as r:
+                c.consume(unique("q"), lambda m, tx: None, poll=0.3, stop=stop, handle_signals=False)
+            timer.cancel()
+            self.assertEqual((r.exception.status, r.exception.reason), (403, "auth_forbidden_scope"))
+
+        async def go() -> None:
+            async with AsyncQueen(self.b.base, token=narrow) as ac:
+                stop = asyncio.Event()
+                asyncio.get_running_loop().call_later(15, stop.set)
+                with self.assertRaises(QueenRefused) as r:
+                    await ac.consume(unique("q"), lambda m, tx: None, poll=0.3, stop=stop, handle_signals=False)
+                self.assertEqual(r.exception.status, 403)
+        asyncio.run(go())
+
     def test_asyncio_client_sends_the_token(self) -> None:
         async def go() -> None:
             ns = unique("py")
