@@ -194,6 +194,20 @@ test-rust: deps
 	BUILD=$(BUILD) bash scripts/test.sh client/rust
 # ---- end of the Go and Rust clients ----
 
+# ---- The Python and JavaScript/TypeScript clients ----
+# clients/python (queen_client) and clients/js (@queen/client). tests/client/python.sh and
+# tests/client/js.sh run each one's own tests and its conformance runner against real brokers on the
+# private PostgreSQL scripts/test.sh starts; make test runs both, these targets one alone.
+.PHONY: test-python test-js
+test-python: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/python
+
+test-js: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/js
+# ---- end of the Python and JavaScript/TypeScript clients ----
+
 deps:
 	bash scripts/install-deps.sh
 

@@ -11,6 +11,7 @@ packages=(
   curl wrk python3 python3-yaml python3-jsonschema redis-server
   clang libclang-rt-14-dev
   man-db
+  python3-mypy
 )
 
 # The Go and Rust clients (clients/go, clients/rust): Go 1.19 and the Rust
@@ -19,6 +20,12 @@ packages=(
 packages+=(golang-go librust-serde-json-dev)
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "${HOME:-}/.cargo/bin/cargo" ]; then
   packages+=(cargo rustc)
+fi
+
+# Node and npm for the JavaScript client's tests (clients/js): Debian's nodejs (18 on Debian 12) and
+# npm, unless a node and an npm are already on the PATH (from another packaging of Node).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
 fi
 
 missing=()
