@@ -330,6 +330,35 @@ int queen_configure_ex(queen *q, const char *tenant, const char *queue, const ch
 int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err);
 int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 
+/* ---- Dead letters (sql/029_log_dlq.sql) -----------------------------------
+ * Messages that failed past their queue's retryLimit (reason "failed") or
+ * waited past its maxWaitTimeSeconds (reason "expired"). Every call answers
+ * the body PostgreSQL rendered (caller frees) or -1 with err
+ * (QUEEN_ERR_BAD_REQUEST for a refused argument, reasons log_bad_*).
+ * queen_dlq_list: {"messages":[{id, messageId, transactionId, queue,
+ *   partition, partitionId, consumerGroup, offset, data, errorMessage,
+ *   retryCount, reason, createdAt, failedAt}], "nextAfter": id | null}, oldest
+ *   first; NULL filters match all; limit 0 = 100 (1..1000); after 0 = from
+ *   the start, else the nextAfter of the previous page.
+ * queen_dlq_requeue: appends the queue's dead letters (ids_json, a JSON array
+ *   of ids, or NULL for all, at most max per call; 0 = 1000) back to their
+ *   partitions for their consumer group only, as attempt 1, and deletes them:
+ *   {"queue","requeued","remaining","messages":[{id, messageId,
+ *   transactionId, partition, partitionId, consumerGroup, offset}]}. Exactly
+ *   once: two concurrent requeues of one dead letter append it once.
+ * queen_dlq_delete: the dead letter id (> 0), or with id 0 every one of
+ *   queue: {"deleted": n}. */
+typedef struct queen_dlq_query {
+    const char *queue, *partition, *consumer_group; /* NULL: any */
+    int limit;
+    long long after;
+} queen_dlq_query;
+int queen_dlq_list(queen *q, const char *tenant, const queen_dlq_query *query, char **result_json, queen_error *err);
+int queen_dlq_requeue(queen *q, const char *tenant, const char *queue, const char *ids_json, int max,
+                      char **result_json, queen_error *err);
+int queen_dlq_delete(queen *q, const char *tenant, long long id, const char *queue, char **result_json,
+                     queen_error *err);
+
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the
  * tenant is the argument, never the body). A kv-only bundle goes straight to

@@ -102,6 +102,7 @@ BEGIN
             AND msg_offset > v_c.committed_offset
             -- one index range either way (an OR here is a filter, not a bound)
             AND msg_offset <= CASE WHEN v_redo THEN v_c.batch_end ELSE 9223372036854775807 END
+            AND (for_group IS NULL OR for_group = p_group) -- a requeued dead letter (029)
           ORDER BY msg_offset
           LIMIT p_batch) AS m;
 
@@ -119,6 +120,7 @@ BEGIN
         INTO v_last, v_msgs
         FROM (SELECT * FROM queen.log_messages
               WHERE partition_id = p_partition_id AND msg_offset > v_c.committed_offset
+                AND (for_group IS NULL OR for_group = p_group)
               ORDER BY msg_offset LIMIT p_batch) AS m;
     END IF;
     IF v_last IS NULL THEN

@@ -201,6 +201,7 @@ BEGIN
             SELECT mm.msg_offset, mm.id, mm.payload, mm.created_at
             FROM queen.log_messages mm
             WHERE mm.partition_id = p.id AND mm.transaction_id = a.txid COLLATE "C"
+              AND (mm.for_group IS NULL OR mm.for_group = a.grp COLLATE "C") -- 029's requeue
             ORDER BY (mm.msg_offset > c.committed_offset) DESC,
                      CASE WHEN mm.msg_offset > c.committed_offset THEN mm.msg_offset
                           ELSE -mm.msg_offset END

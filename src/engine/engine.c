@@ -135,6 +135,31 @@ void engine_leave(queen *q)
     }
 }
 
+int engine_call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
+                     const char **params, char **out, queen_error *err)
+{
+    *out = NULL;
+    char canon[QUEEN_TENANT_LEN + 1];
+    params[0] = engine_enter_tenant(q, tenant, canon, err);
+    if (params[0] == NULL)
+        return -1;
+    int rc = queen_call_text(q, name, sql, nparams, params, out, err);
+    if (rc == 0 && *out == NULL) {
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "%s returned NULL", name);
+        rc = -1;
+    }
+    engine_leave(q);
+    return rc;
+}
+
+const char *engine_int_or_null(char *buf, size_t len, long long v)
+{
+    if (v == 0)
+        return NULL;
+    snprintf(buf, len, "%lld", v);
+    return buf;
+}
+
 int queen_health(queen *q, char *version, size_t len, queen_error *err)
 {
     if (!engine_enter(q, err))

@@ -64,6 +64,16 @@ void engine_leave(queen *q);
  * out, or NULL with err filled and nothing entered. */
 const char *engine_enter_tenant(queen *q, const char *tenant, char out[QUEEN_TENANT_LEN + 1], queen_error *err);
 
+/* One tenant-scoped call of a SQL function that returns a body or raises:
+ * judge the tenant (it becomes params[0]), enter, run, require a non-NULL
+ * result (NULL is QUEEN_ERR_INTERNAL log_result_misaligned), leave. */
+int engine_call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
+                     const char **params, char **out, queen_error *err);
+
+/* 0 means "the SQL default" (NULL); any other value as decimal text in buf:
+ * SQL refuses what is out of range rather than C guessing. */
+const char *engine_int_or_null(char *buf, size_t len, long long v);
+
 /* sql_call_text on the handle's pool. */
 static inline int queen_call_text(queen *q, const char *name, const char *sql, int nparams,
                                   const char *const *params, char **out, queen_error *err)

@@ -33,33 +33,11 @@
 #define SQL_QUEUES "SELECT queen.log_queues_v1($1::uuid)::text"
 #define SQL_DELETE "SELECT queen.log_queue_delete_v1($1::uuid, $2)::text"
 
-/* One call: judge the tenant (it becomes params[0]), enter, run, require a
- * non-NULL result (these functions return a body or raise), leave. */
-static int call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
-                     const char **params, char **out, queen_error *err)
-{
-    *out = NULL;
-    char canon[QUEEN_TENANT_LEN + 1];
-    params[0] = engine_enter_tenant(q, tenant, canon, err);
-    if (params[0] == NULL)
-        return -1;
-    int rc = queen_call_text(q, name, sql, nparams, params, out, err);
-    if (rc == 0 && *out == NULL) {
-        queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "%s returned NULL", name);
-        rc = -1;
-    }
-    engine_leave(q);
-    return rc;
-}
+#define call_body engine_call_body
 
-/* 0 means "the SQL default" (NULL); any other value goes to SQL, which
- * refuses what is out of range rather than this file guessing. */
 static const char *int_or_null(char *buf, size_t len, int v)
 {
-    if (v == 0)
-        return NULL;
-    snprintf(buf, len, "%d", v);
-    return buf;
+    return engine_int_or_null(buf, len, v);
 }
 
 int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err)

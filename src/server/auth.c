@@ -26,7 +26,7 @@ typedef enum resource_kind {
     RES_QUEUE_PATH,   /* params[0] is a queue */
     RES_QUEUE_PUSH,   /* the body's items[].queue */
     RES_QUEUE_BODY,   /* the body's queue (configure) */
-    RES_QUEUE_ALL,    /* every queue: the listing, pop by labels */
+    RES_QUEUE_ALL,    /* every queue: the listings, pop by labels, a dead letter by id */
     RES_QUEUE_LEASE,  /* ack, lease extend: a lease a scoped pop handed out */
     RES_TRANSACTION,  /* the bundle's pushes, acks and kv ops */
 } resource_kind;
@@ -65,6 +65,10 @@ static const policy policies[] = {
     {"GET", "/api/v1/resources/queues", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"DELETE", "/api/v1/resources/queues/:queue", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
     {"POST", "/api/v1/transaction", ROLE_WRITE, RES_TRANSACTION, ACCESS_WRITE},
+    {"GET", "/api/v1/dlq", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"DELETE", "/api/v1/dlq", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"POST", "/api/v1/dlq/requeue", ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},
+    {"DELETE", "/api/v1/dlq/:id", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
 };
 
 static const policy *policy_of(const char *method, const char *pattern)
@@ -551,7 +555,7 @@ static void judge_request(judge *j, const policy *p, char *const *params, size_t
         break;
     }
     case RES_QUEUE_ALL:
-        need(j, false, "", 0, true, ACCESS_READ);
+        need(j, false, "", 0, true, p->access);
         break;
     case RES_QUEUE_LEASE:
         need_any_queue(j);

@@ -27,6 +27,11 @@ const route http_routes[] = {
     {"GET", "/api/v1/resources/queues", route_queues, FAMILY_LOG},
     {"DELETE", "/api/v1/resources/queues/:queue", route_queue_delete, FAMILY_LOG},
     {"POST", "/api/v1/transaction", route_transaction, FAMILY_LOG},
+
+    {"GET", "/api/v1/dlq", route_dlq_list, FAMILY_LOG},
+    {"DELETE", "/api/v1/dlq", route_dlq_delete_queue, FAMILY_LOG},
+    {"POST", "/api/v1/dlq/requeue", route_dlq_requeue, FAMILY_LOG},
+    {"DELETE", "/api/v1/dlq/:id", route_dlq_delete_one, FAMILY_LOG},
 };
 
 const size_t http_route_count = sizeof http_routes / sizeof http_routes[0];

@@ -28,6 +28,12 @@ void route_configure(server *srv, const http_request *req, http_response *res);
 void route_queues(server *srv, const http_request *req, http_response *res);
 void route_queue_delete(server *srv, const http_request *req, http_response *res);
 
+/* routes_dlq.c */
+void route_dlq_list(server *srv, const http_request *req, http_response *res);
+void route_dlq_requeue(server *srv, const http_request *req, http_response *res);
+void route_dlq_delete_one(server *srv, const http_request *req, http_response *res);
+void route_dlq_delete_queue(server *srv, const http_request *req, http_response *res);
+
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);
 

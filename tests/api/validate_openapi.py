@@ -335,6 +335,35 @@ def run(s):
     s.check("/api/v1/resources/queues/{queue} (bad escape)", "DELETE", "/api/v1/resources/queues/%zz", expect=400)
 
 
+def run_queue_ops(s):
+    """Dead letters, consumer groups and the other queue operations."""
+    q = "ops-" + uuid.uuid4().hex[:8]
+    s.check("/api/v1/configure (retryLimit 0)", "POST", "/api/v1/configure",
+            body={"queue": q, "options": {"retryLimit": 0}}, expect=200)
+    s.check("/api/v1/push (for dead letters)", "POST", "/api/v1/push",
+            body={"items": [{"queue": q, "payload": {"n": i}, "transactionId": "d-%d" % i} for i in range(3)]},
+            expect=201)
+    popped = s.check("/api/v1/pop/queue/{queue} (for dead letters)", "GET", "/api/v1/pop/queue/%s?batch=3" % q,
+                     expect=200) or {"messages": []}
+    acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+             "status": "failed", "error": "boom"} for m in popped["messages"]]
+    s.check("/api/v1/ack/batch (to the dead letters)", "POST", "/api/v1/ack/batch", body={"acknowledgments": acks},
+            expect=200)
+    page = s.check("/api/v1/dlq", "GET", "/api/v1/dlq?queue=%s&limit=2" % q, expect=200) or {"messages": []}
+    s.check("/api/v1/dlq (next page)", "GET", "/api/v1/dlq?queue=%s&limit=2&after=%s" % (q, page.get("nextAfter") or 0),
+            expect=200)
+    s.check("/api/v1/dlq (limit 0)", "GET", "/api/v1/dlq?limit=0", expect=400)
+    ids = [m["id"] for m in page["messages"]] or [1]
+    s.check("/api/v1/dlq/requeue", "POST", "/api/v1/dlq/requeue", body={"queue": q, "ids": ids[:1]}, expect=200)
+    s.check("/api/v1/dlq/requeue (no queue)", "POST", "/api/v1/dlq/requeue", body={"ids": [1]}, expect=400)
+    s.check("/api/v1/dlq/requeue (other method)", "GET", "/api/v1/dlq/requeue", expect=405)
+    s.check("/api/v1/dlq/{id}", "DELETE", "/api/v1/dlq/%d" % ids[-1], expect=200)
+    s.check("/api/v1/dlq/{id} (not an id)", "DELETE", "/api/v1/dlq/x1", expect=400)
+    s.check("/api/v1/dlq (delete the queue's)", "DELETE", "/api/v1/dlq?queue=%s" % q, expect=200)
+    s.check("/api/v1/dlq (delete without a queue)", "DELETE", "/api/v1/dlq", expect=400)
+    s.check("/api/v1/dlq (other method)", "PUT", "/api/v1/dlq", body={}, expect=405)
+
+
 def main():
     psql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('%s', true);"
          "INSERT INTO queen.kv_quota (tenant_id, enabled, max_rows, max_bytes, max_writes_per_sec) "
@@ -346,6 +375,7 @@ def main():
         broker = Broker()
         s = Suite(broker)
         run(s)
+        run_queue_ops(s)
         print("1..%d" % s.n)
         return 1 if s.failed else 0
     finally:

@@ -118,6 +118,10 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/api/v1/resources/queues"},
         {"DELETE", "/api/v1/resources/queues/:queue"},
         {"POST", "/api/v1/transaction"},
+        {"GET", "/api/v1/dlq"},
+        {"DELETE", "/api/v1/dlq"},
+        {"POST", "/api/v1/dlq/requeue"},
+        {"DELETE", "/api/v1/dlq/:id"},
     };
     size_t n = sizeof expected / sizeof expected[0];
     assert_int_equal(http_route_count, n);
