@@ -359,6 +359,26 @@ int queen_dlq_requeue(queen *q, const char *tenant, const char *queue, const cha
 int queen_dlq_delete(queen *q, const char *tenant, long long id, const char *queue, char **result_json,
                      queen_error *err);
 
+/* ---- Consumer groups (sql/030_log_groups.sql) -----------------------------
+ * queen_groups: {"consumerGroups":[{name, lagMessages, lagSeconds, queues:
+ *   [{queue, lagMessages, lagSeconds, partitions: [{partition, partitionId,
+ *   committedOffset, headOffset, lagMessages, lagSeconds, leaseId,
+ *   leaseExpiresAt}]}]}]}. group NULL: every group; min_lag_seconds < 0:
+ *   every cursor, else the lagging view (partitions whose oldest unconsumed
+ *   message is at least that old).
+ * queen_group_seek: to is "beginning", "end" or an ISO-8601 instant; moves
+ *   the group's cursor on every partition of queue. Refused while the group
+ *   holds a live lease there: -1, QUEEN_ERR_CONFLICT, reason
+ *   log_group_leased (nothing moved; seek again after the lease).
+ * queen_group_delete: the group's cursors on queue (NULL: every queue);
+ *   refused likewise under a live lease. {"consumerGroup","deleted"}. */
+int queen_groups(queen *q, const char *tenant, const char *group, int min_lag_seconds, char **result_json,
+                 queen_error *err);
+int queen_group_seek(queen *q, const char *tenant, const char *group, const char *queue, const char *to,
+                     char **result_json, queen_error *err);
+int queen_group_delete(queen *q, const char *tenant, const char *group, const char *queue, char **result_json,
+                       queen_error *err);
+
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the
  * tenant is the argument, never the body). A kv-only bundle goes straight to

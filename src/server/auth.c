@@ -24,6 +24,7 @@ typedef enum resource_kind {
     RES_KV_LIST,      /* the body's namespace and prefix */
     RES_KV_ALL,       /* every namespace: the listing */
     RES_QUEUE_PATH,   /* params[0] is a queue */
+    RES_QUEUE_PATH2,  /* params[1] is a queue (params[0] a consumer group) */
     RES_QUEUE_PUSH,   /* the body's items[].queue */
     RES_QUEUE_BODY,   /* the body's queue (configure) */
     RES_QUEUE_ALL,    /* every queue: the listings, pop by labels, a dead letter by id */
@@ -69,6 +70,11 @@ static const policy policies[] = {
     {"DELETE", "/api/v1/dlq", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
     {"POST", "/api/v1/dlq/requeue", ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},
     {"DELETE", "/api/v1/dlq/:id", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"GET", "/api/v1/consumer-groups", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/consumer-groups/lagging", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/consumer-groups/:group", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"DELETE", "/api/v1/consumer-groups/:group", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", ROLE_ADMIN, RES_QUEUE_PATH2, ACCESS_WRITE},
 };
 
 static const policy *policy_of(const char *method, const char *pattern)
@@ -545,6 +551,10 @@ static void judge_request(judge *j, const policy *p, char *const *params, size_t
     case RES_QUEUE_PATH:
         if (nparams >= 1)
             need(j, false, params[0], strlen(params[0]), false, p->access);
+        break;
+    case RES_QUEUE_PATH2:
+        if (nparams >= 2)
+            need(j, false, params[1], strlen(params[1]), false, p->access);
         break;
     case RES_QUEUE_PUSH:
         need_queue_items(j, json_object_get(doc, "items"));

@@ -1,7 +1,9 @@
 /* routes: the one static route table. Method, pattern, handler, family (the
  * error vocabulary, and whether the route is tenant-scoped). First match of
  * path and method wins; a path that matches under another method is 405.
- * Data only: never a branch on a route here or anywhere else. */
+ * Data only: never a branch on a route here or anywhere else. A fixed path
+ * comes before a capture that would take it (consumer-groups/lagging before
+ * consumer-groups/:group). No comment inside the table: a checker reads it. */
 #include "routes.h"
 
 const route http_routes[] = {
@@ -32,6 +34,12 @@ const route http_routes[] = {
     {"DELETE", "/api/v1/dlq", route_dlq_delete_queue, FAMILY_LOG},
     {"POST", "/api/v1/dlq/requeue", route_dlq_requeue, FAMILY_LOG},
     {"DELETE", "/api/v1/dlq/:id", route_dlq_delete_one, FAMILY_LOG},
+
+    {"GET", "/api/v1/consumer-groups", route_groups, FAMILY_LOG},
+    {"GET", "/api/v1/consumer-groups/lagging", route_groups_lagging, FAMILY_LOG},
+    {"GET", "/api/v1/consumer-groups/:group", route_group, FAMILY_LOG},
+    {"DELETE", "/api/v1/consumer-groups/:group", route_group_delete, FAMILY_LOG},
+    {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", route_group_seek, FAMILY_LOG},
 };
 
 const size_t http_route_count = sizeof http_routes / sizeof http_routes[0];

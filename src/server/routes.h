@@ -34,6 +34,13 @@ void route_dlq_requeue(server *srv, const http_request *req, http_response *res)
 void route_dlq_delete_one(server *srv, const http_request *req, http_response *res);
 void route_dlq_delete_queue(server *srv, const http_request *req, http_response *res);
 
+/* routes_groups.c */
+void route_groups(server *srv, const http_request *req, http_response *res);
+void route_groups_lagging(server *srv, const http_request *req, http_response *res);
+void route_group(server *srv, const http_request *req, http_response *res);
+void route_group_delete(server *srv, const http_request *req, http_response *res);
+void route_group_seek(server *srv, const http_request *req, http_response *res);
+
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);
 

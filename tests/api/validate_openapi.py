@@ -363,6 +363,31 @@ def run_queue_ops(s):
     s.check("/api/v1/dlq (delete without a queue)", "DELETE", "/api/v1/dlq", expect=400)
     s.check("/api/v1/dlq (other method)", "PUT", "/api/v1/dlq", body={}, expect=405)
 
+    g = "g-" + uuid.uuid4().hex[:8]
+    leased = s.check("/api/v1/pop/queue/{queue} (a group's lease)", "GET",
+                     "/api/v1/pop/queue/%s?consumerGroup=%s&batch=1" % (q, g), expect=200)
+    s.check("/api/v1/consumer-groups", "GET", "/api/v1/consumer-groups", expect=200)
+    s.check("/api/v1/consumer-groups/lagging", "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", expect=200)
+    s.check("/api/v1/consumer-groups/lagging (negative)", "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=-1",
+            expect=400)
+    s.check("/api/v1/consumer-groups/{group}", "GET", "/api/v1/consumer-groups/%s" % g, expect=200)
+    s.check("/api/v1/consumer-groups/{group}/queues/{queue}/seek (leased)", "POST",
+            "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), body={"to": "end"}, expect=409 if leased else 200)
+    s.check("/api/v1/consumer-groups/{group} (delete, leased)", "DELETE", "/api/v1/consumer-groups/%s" % g,
+            expect=409 if leased else 200)
+    if leased:
+        m = leased["messages"][0]
+        s.check("/api/v1/ack (the group's lease)", "POST", "/api/v1/ack", body={
+            "transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+            "consumerGroup": g}, expect=200)
+    s.check("/api/v1/consumer-groups/{group}/queues/{queue}/seek", "POST",
+            "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), body={"to": "beginning"}, expect=200)
+    s.check("/api/v1/consumer-groups/{group}/queues/{queue}/seek (bad to)", "POST",
+            "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), body={"to": "later"}, expect=400)
+    s.check("/api/v1/consumer-groups/{group}/queues/{queue}/seek (other method)", "GET",
+            "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), expect=405)
+    s.check("/api/v1/consumer-groups/{group}", "DELETE", "/api/v1/consumer-groups/%s?queue=%s" % (g, q), expect=200)
+
 
 def main():
     psql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('%s', true);"

@@ -122,6 +122,11 @@ static void route_table_covers_the_api(void **state)
         {"DELETE", "/api/v1/dlq"},
         {"POST", "/api/v1/dlq/requeue"},
         {"DELETE", "/api/v1/dlq/:id"},
+        {"GET", "/api/v1/consumer-groups"},
+        {"GET", "/api/v1/consumer-groups/lagging"},
+        {"GET", "/api/v1/consumer-groups/:group"},
+        {"DELETE", "/api/v1/consumer-groups/:group"},
+        {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek"},
     };
     size_t n = sizeof expected / sizeof expected[0];
     assert_int_equal(http_route_count, n);
