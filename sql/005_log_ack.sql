@@ -352,6 +352,8 @@ $$;
 --   effect  honoured: acted on here (a column of queen.queues);
 --           stored:   accepted, type-checked, stored in stored_options and
 --                     echoed, but not acted on until its feature lands;
+--           acted:    kept in stored_options like stored, and acted on
+--                     (delayedProcessing, maxWaitTimeSeconds: pop, 031);
 --           label:    namespace / task, echoed beside the options.
 -- The names are the reference broker's configure options (its
 -- configure_queue_v1; the JS and Python clients' create() send nine of them
@@ -375,13 +377,13 @@ AS $$
         (6,  'ttl',                         'integer', 0,        2147483647, '3600',   'stored'),
         (7,  'deadLetterQueue',             'boolean', NULL,     NULL,       'true',   'stored'),
         (8,  'dlqAfterMaxRetries',          'boolean', NULL,     NULL,       'true',   'stored'),
-        (9,  'delayedProcessing',           'integer', 0,        2147483647, '0',      'stored'),
+        (9,  'delayedProcessing',           'integer', 0,        2147483647, '0',      'acted'),
         (10, 'windowBuffer',                'integer', 0,        2147483647, '0',      'stored'),
         (11, 'retentionSeconds',            'integer', 0,        2147483647, '0',      'honoured'),
         (12, 'completedRetentionSeconds',   'integer', 0,        2147483647, '0',      'honoured'),
         (13, 'retentionEnabled',            'boolean', NULL,     NULL,       'false',  'stored'),
         (14, 'encryptionEnabled',           'boolean', NULL,     NULL,       'false',  'stored'),
-        (15, 'maxWaitTimeSeconds',          'integer', 0,        2147483647, '0',      'stored'),
+        (15, 'maxWaitTimeSeconds',          'integer', 0,        2147483647, '0',      'acted'),
         (16, 'minPopWaitTime',              'integer', 0,        60000,      '0',      'stored'),
         (17, 'dedupWindowSeconds',          'integer', 0,        2147483647, '3600',   'honoured'),
         (18, 'retentionSinkHold',           'sink',    NULL,     NULL,       '""',     'stored'),
@@ -541,7 +543,7 @@ BEGIN
                              ELSE v_opts END) e
         JOIN queen._log_queue_option_specs_v1() s ON s.name = e.key
     LOOP
-        IF v_effect = 'stored' THEN
+        IF v_effect IN ('stored', 'acted') THEN
             v_q.stored_options := CASE WHEN jsonb_typeof(v_v) = 'null' THEN v_q.stored_options - v_k
                                        ELSE v_q.stored_options || jsonb_build_object(v_k, v_v) END;
         END IF;

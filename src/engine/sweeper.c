@@ -177,6 +177,10 @@ static void sweep_log(queen_sweeper *s)
     s->st.partitions_reclaimed_total += (unsigned long)reclaimed;
     s->st.retention_deleted_total += (unsigned long)retained;
     pthread_mutex_unlock(&s->mu);
+    /* maxWaitTimeSeconds for cursors no pop is claiming (sql/031). */
+    if (step(s, "log_expire_step_v1", "queen_expire_step", "SELECT queen.log_expire_step_v1(now(), $1::integer)::text",
+             1, p2, &r) == 0)
+        json_decref(r);
 }
 
 static void sweep_usage(queen_sweeper *s)

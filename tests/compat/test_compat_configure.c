@@ -136,7 +136,7 @@ static void assert_stored_only(const json_t *v)
     /* the names this broker stores and echoes but does not act on yet */
     const json_t *so = json_object_get(v, "storedOnly");
     assert_true(json_is_array(so));
-    bool delayed = false, encryption = false, lease = false;
+    bool delayed = false, encryption = false, lease = false; /* delayedProcessing is acted on (sql/031) */
     size_t i;
     json_t *el;
     json_array_foreach(so, i, el)
@@ -145,7 +145,7 @@ static void assert_stored_only(const json_t *v)
         encryption |= strcmp(json_string_value(el), "encryptionEnabled") == 0;
         lease |= strcmp(json_string_value(el), "leaseTime") == 0;
     }
-    assert_true(delayed && encryption);
+    assert_true(!delayed && encryption);
     assert_false(lease);
 }
 
