@@ -379,6 +379,31 @@ int queen_group_seek(queen *q, const char *tenant, const char *group, const char
 int queen_group_delete(queen *q, const char *tenant, const char *group, const char *queue, char **result_json,
                        queen_error *err);
 
+/* ---- Browsing the log (sql/032_log_browse.sql) ----------------------------
+ * A message's state is for one consumer group (NULL: queue mode): pending,
+ * leased (in a live lease's batch), consumed or dead (its dead letter).
+ * queen_messages_list: a partition's stored messages (partition NULL:
+ *   "Default") in offset order, {"messages":[{id, transactionId, queue,
+ *   partition, partitionId, offset, data, traceId, producer, createdAt,
+ *   consumerGroup, state}], "nextAfter": offset | null}; limit 0 = 100
+ *   (1..1000), after 0 = from the start.
+ * queen_message_get: the messages with that transactionId (queue NULL: any),
+ *   {"messages":[...]} (usually one; a requeued dead letter adds its copy).
+ * queen_message_delete: deletes queue's messages with that transactionId
+ *   (partition NULL: any); refused while a live lease covers one: -1,
+ *   QUEEN_ERR_CONFLICT, reason log_message_leased. {"deleted": n}. */
+typedef struct queen_messages_query {
+    const char *queue, *partition, *consumer_group;
+    int limit;
+    long long after;
+} queen_messages_query;
+int queen_messages_list(queen *q, const char *tenant, const queen_messages_query *query, char **result_json,
+                        queen_error *err);
+int queen_message_get(queen *q, const char *tenant, const char *transaction_id, const char *queue, const char *group,
+                      char **result_json, queen_error *err);
+int queen_message_delete(queen *q, const char *tenant, const char *queue, const char *transaction_id,
+                         const char *partition, char **result_json, queen_error *err);
+
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the
  * tenant is the argument, never the body). A kv-only bundle goes straight to

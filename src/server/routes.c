@@ -40,6 +40,10 @@ const route http_routes[] = {
     {"GET", "/api/v1/consumer-groups/:group", route_group, FAMILY_LOG},
     {"DELETE", "/api/v1/consumer-groups/:group", route_group_delete, FAMILY_LOG},
     {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", route_group_seek, FAMILY_LOG},
+
+    {"GET", "/api/v1/messages", route_messages, FAMILY_LOG},
+    {"GET", "/api/v1/messages/:transactionId", route_message_get, FAMILY_LOG},
+    {"DELETE", "/api/v1/messages/:transactionId", route_message_delete, FAMILY_LOG},
 };
 
 const size_t http_route_count = sizeof http_routes / sizeof http_routes[0];

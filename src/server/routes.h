@@ -41,6 +41,11 @@ void route_group(server *srv, const http_request *req, http_response *res);
 void route_group_delete(server *srv, const http_request *req, http_response *res);
 void route_group_seek(server *srv, const http_request *req, http_response *res);
 
+/* routes_browse.c */
+void route_messages(server *srv, const http_request *req, http_response *res);
+void route_message_get(server *srv, const http_request *req, http_response *res);
+void route_message_delete(server *srv, const http_request *req, http_response *res);
+
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);
 

@@ -388,6 +388,19 @@ def run_queue_ops(s):
             "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), expect=405)
     s.check("/api/v1/consumer-groups/{group}", "DELETE", "/api/v1/consumer-groups/%s?queue=%s" % (g, q), expect=200)
 
+    s.check("/api/v1/push (to browse)", "POST", "/api/v1/push",
+            body={"items": [{"queue": q, "payload": {"b": 1}, "transactionId": "b-1"},
+                            {"queue": q, "payload": {"b": 2}, "transactionId": "b-2"}]}, expect=201)
+    leased = s.check("/api/v1/pop/queue/{queue} (lease to browse)", "GET", "/api/v1/pop/queue/%s?batch=100" % q,
+                     expect=200)
+    s.check("/api/v1/messages", "GET", "/api/v1/messages?queue=%s&limit=2" % q, expect=200)
+    s.check("/api/v1/messages (no queue)", "GET", "/api/v1/messages", expect=400)
+    s.check("/api/v1/messages/{transactionId}", "GET", "/api/v1/messages/b-1?queue=%s" % q, expect=200)
+    s.check("/api/v1/messages/{transactionId} (leased)", "DELETE", "/api/v1/messages/b-2?queue=%s" % q,
+            expect=409 if leased else 200)
+    s.check("/api/v1/messages/{transactionId} (no queue)", "DELETE", "/api/v1/messages/b-2", expect=400)
+    s.check("/api/v1/messages/{transactionId} (other method)", "POST", "/api/v1/messages/b-2", body={}, expect=405)
+
 
 def main():
     psql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('%s', true);"

@@ -127,6 +127,9 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/api/v1/consumer-groups/:group"},
         {"DELETE", "/api/v1/consumer-groups/:group"},
         {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek"},
+        {"GET", "/api/v1/messages"},
+        {"GET", "/api/v1/messages/:transactionId"},
+        {"DELETE", "/api/v1/messages/:transactionId"},
     };
     size_t n = sizeof expected / sizeof expected[0];
     assert_int_equal(http_route_count, n);
