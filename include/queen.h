@@ -57,6 +57,7 @@ typedef struct queen_config {
     int kv_expire_batch;
     int kv_expire_max_rows;
     int partition_idle_seconds;
+    int trace_retention_seconds;
     bool tenancy_header;
     bool trusted_proxy;
     int kv_max_ops_per_call;
@@ -403,6 +404,24 @@ int queen_message_get(queen *q, const char *tenant, const char *transaction_id, 
                       char **result_json, queen_error *err);
 int queen_message_delete(queen *q, const char *tenant, const char *queue, const char *transaction_id,
                          const char *partition, char **result_json, queen_error *err);
+
+/* ---- Traces (sql/033_log_traces.sql) --------------------------------------
+ * queen_trace_add: records a trace event named name with data_json (any
+ *   JSON text, or NULL) against the message (partition_id, transaction_id)
+ *   of the tenant: {"recorded":true,"id","createdAt"}. Refusals (400):
+ *   log_bad_partition_id (not the tenant's partition), log_bad_trace_name;
+ *   413 log_trace_too_large (data over 64 KiB). Kept
+ *   cfg.trace_retention_seconds (QUEEN_TRACE_RETENTION_SECONDS).
+ * queen_traces_by_message: {"traces":[{id, traceName, transactionId,
+ *   partitionId, queue, partition, data, createdAt}]} in recorded order.
+ * queen_traces_by_name: the tenant's traces of that name, {"traces":[...],
+ *   "nextAfter": id | null}; limit 0 = 100 (1..1000), after 0 = the start. */
+int queen_trace_add(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                    const char *name, const char *data_json, char **result_json, queen_error *err);
+int queen_traces_by_message(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                            char **result_json, queen_error *err);
+int queen_traces_by_name(queen *q, const char *tenant, const char *name, int limit, long long after,
+                         char **result_json, queen_error *err);
 
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the

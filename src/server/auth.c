@@ -78,6 +78,9 @@ static const policy policies[] = {
     {"GET", "/api/v1/messages", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/messages/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"DELETE", "/api/v1/messages/:transactionId", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"POST", "/api/v1/traces", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
+    {"GET", "/api/v1/traces/by-name/:traceName", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/traces/:partitionId/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
 };
 
 static const policy *policy_of(const char *method, const char *pattern)

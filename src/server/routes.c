@@ -3,7 +3,8 @@
  * path and method wins; a path that matches under another method is 405.
  * Data only: never a branch on a route here or anywhere else. A fixed path
  * comes before a capture that would take it (consumer-groups/lagging before
- * consumer-groups/:group). No comment inside the table: a checker reads it. */
+ * consumer-groups/:group, traces/by-name/:traceName before
+ * traces/:partitionId/:transactionId). No comment inside the table: a checker reads it. */
 #include "routes.h"
 
 const route http_routes[] = {
@@ -44,6 +45,10 @@ const route http_routes[] = {
     {"GET", "/api/v1/messages", route_messages, FAMILY_LOG},
     {"GET", "/api/v1/messages/:transactionId", route_message_get, FAMILY_LOG},
     {"DELETE", "/api/v1/messages/:transactionId", route_message_delete, FAMILY_LOG},
+
+    {"POST", "/api/v1/traces", route_trace_add, FAMILY_LOG},
+    {"GET", "/api/v1/traces/by-name/:traceName", route_traces_by_name, FAMILY_LOG},
+    {"GET", "/api/v1/traces/:partitionId/:transactionId", route_traces_by_message, FAMILY_LOG},
 };
 
 const size_t http_route_count = sizeof http_routes / sizeof http_routes[0];

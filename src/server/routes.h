@@ -46,6 +46,11 @@ void route_messages(server *srv, const http_request *req, http_response *res);
 void route_message_get(server *srv, const http_request *req, http_response *res);
 void route_message_delete(server *srv, const http_request *req, http_response *res);
 
+/* routes_traces.c */
+void route_trace_add(server *srv, const http_request *req, http_response *res);
+void route_traces_by_message(server *srv, const http_request *req, http_response *res);
+void route_traces_by_name(server *srv, const http_request *req, http_response *res);
+
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);
 

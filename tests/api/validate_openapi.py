@@ -401,6 +401,17 @@ def run_queue_ops(s):
     s.check("/api/v1/messages/{transactionId} (no queue)", "DELETE", "/api/v1/messages/b-2", expect=400)
     s.check("/api/v1/messages/{transactionId} (other method)", "POST", "/api/v1/messages/b-2", body={}, expect=405)
 
+    tpid = leased["partitionId"] if leased else str(uuid.uuid4())
+    s.check("/api/v1/traces", "POST", "/api/v1/traces",
+            body={"partitionId": tpid, "transactionId": "b-1", "traceName": "seen", "data": {"n": 1}}, expect=201)
+    s.check("/api/v1/traces (unknown partition)", "POST", "/api/v1/traces",
+            body={"partitionId": str(uuid.uuid4()), "transactionId": "b-1", "traceName": "seen"}, expect=400)
+    s.check("/api/v1/traces (other method)", "GET", "/api/v1/traces", expect=405)
+    s.check("/api/v1/traces/{partitionId}/{transactionId}", "GET", "/api/v1/traces/%s/b-1" % tpid, expect=200)
+    s.check("/api/v1/traces/{partitionId}/{transactionId} (not a uuid)", "GET", "/api/v1/traces/x/b-1", expect=400)
+    s.check("/api/v1/traces/by-name/{traceName}", "GET", "/api/v1/traces/by-name/seen?limit=10", expect=200)
+    s.check("/api/v1/traces/by-name/{traceName} (limit 0)", "GET", "/api/v1/traces/by-name/seen?limit=0", expect=400)
+
 
 def main():
     psql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('%s', true);"

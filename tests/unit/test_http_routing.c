@@ -130,6 +130,9 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/api/v1/messages"},
         {"GET", "/api/v1/messages/:transactionId"},
         {"DELETE", "/api/v1/messages/:transactionId"},
+        {"POST", "/api/v1/traces"},
+        {"GET", "/api/v1/traces/by-name/:traceName"},
+        {"GET", "/api/v1/traces/:partitionId/:transactionId"},
     };
     size_t n = sizeof expected / sizeof expected[0];
     assert_int_equal(http_route_count, n);
