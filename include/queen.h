@@ -423,6 +423,18 @@ int queen_traces_by_message(queen *q, const char *tenant, const char *partition_
 int queen_traces_by_name(queen *q, const char *tenant, const char *name, int limit, long long after,
                          char **result_json, queen_error *err);
 
+/* ---- Maintenance mode (sql/034_system_maintenance.sql) --------------------
+ * One switch for the whole database, so every broker on it sees it within a
+ * second. While it is on, pushes (queen_push*, and a queen_transaction
+ * holding a push) are refused with QUEEN_ERR_UNAVAILABLE reason
+ * "maintenance" (retry later), and queen_pop finds nothing (a waiting pop
+ * waits); acks, reads and the kv work as usual. No push is accepted and
+ * held back: what is acknowledged is committed.
+ * queen_maintenance: {"maintenance": bool, "since": instant | null}.
+ * queen_maintenance_set: switches it; the same object plus "changed". */
+int queen_maintenance(queen *q, char **result_json, queen_error *err);
+int queen_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
+
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the
  * tenant is the argument, never the body). A kv-only bundle goes straight to

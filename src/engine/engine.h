@@ -45,6 +45,12 @@ struct queen {
     queen_sweeper *sweeper;
     queen_quota *quota; /* quota.c: the tenant table and its refresh thread */
     queen_counters counters;
+    /* The database's maintenance switch as this handle last read it
+     * (maintenance.c): read again when older than MAINTENANCE_RECHECK_MS. */
+    struct {
+        atomic_bool on, refreshing;
+        atomic_llong checked_ms;
+    } maintenance;
 
     /* In-flight public calls (see engine_enter). closing is set once, by
      * queen_close; after that every new call fails with "closing". */
@@ -73,6 +79,16 @@ int engine_call_body(queen *q, const char *tenant, const char *name, const char 
 /* 0 means "the SQL default" (NULL); any other value as decimal text in buf:
  * SQL refuses what is out of range rather than C guessing. */
 const char *engine_int_or_null(char *buf, size_t len, long long v);
+
+/* Whether the database's maintenance switch is on (sql/034), as last read;
+ * read again, by one caller at a time, when older than half a second, so a
+ * switch made through any broker holds here within a second. A failed read
+ * keeps the last answer. */
+bool engine_in_maintenance(queen *q);
+
+/* Refuses a push under maintenance: QUEEN_ERR_UNAVAILABLE "maintenance"
+ * (503 with Retry-After). -1 then, else 0. */
+int engine_refuse_push_in_maintenance(queen *q, queen_error *err);
 
 /* sql_call_text on the handle's pool. */
 static inline int queen_call_text(queen *q, const char *name, const char *sql, int nparams,

@@ -53,6 +53,13 @@ int queen_push_as(queen *q, const char *tenant, const char *producer, const char
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_request", "items_json is NULL");
         return -1;
     }
+    char canon[QUEEN_TENANT_LEN + 1];
+    if (engine_enter_tenant(q, tenant, canon, err) == NULL)
+        return -1;
+    int refused = engine_refuse_push_in_maintenance(q, err);
+    engine_leave(q);
+    if (refused != 0)
+        return -1;
     const char *params[] = {NULL, items_json, producer};
     if (producer != NULL && producer[0] != '\0')
         return call_body(q, tenant, "queen_push_as", SQL_PUSH_AS, 3, params, results_json, err);
@@ -75,6 +82,11 @@ static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, ch
                             o->subscription_from,
                             int_or_null(parts, sizeof parts, o->partitions)};
     atomic_fetch_add(&q->counters.pops, 1);
+    if (engine_in_maintenance(q)) { /* nothing is delivered under maintenance (sql/034) */
+        atomic_fetch_add(&q->counters.pops_empty, 1);
+        *body = NULL;
+        return 0;
+    }
     int rc = by_labels ? queen_call_text(q, "queen_pop_labels", SQL_POP_LABELS, 10, params, body, err)
                        : queen_call_text(q, "queen_pop", SQL_POP, 10, params, body, err);
     if (rc == 0 && *body == NULL)

@@ -95,6 +95,7 @@ static int check_operations(json_t *ops, wire_plan *plan, queen_error *err)
         if (!json_is_object(op) || type == NULL || (strcmp(type, "ack") != 0 && strcmp(type, "push") != 0))
             return refuse(err, "log_bad_operation", "operations[%zu] must be an object of type ack or push", i);
         plan->flat_before_kv += strcmp(type, "push") == 0 ? (int)json_array_size(json_object_get(op, "items")) : 1;
+        plan->has_push |= strcmp(type, "push") == 0;
     }
     return 0;
 }
@@ -226,6 +227,11 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
     kv_limits lim = kv_limits_from(&q->cfg, true);
     if (wire_preflight(bundle_json, &lim, &plan, err) != 0) {
         count(q, TXN_REFUSED);
+        engine_leave(q);
+        return -1;
+    }
+    if (plan.has_push && engine_refuse_push_in_maintenance(q, err) != 0) {
+        count(q, TXN_UNAVAILABLE);
         engine_leave(q);
         return -1;
     }

@@ -49,6 +49,8 @@ static const policy policies[] = {
     {"GET", "/health", ROLE_NONE, RES_NONE, ACCESS_READ},
     {"GET", "/metrics", ROLE_ADMIN, RES_NONE, ACCESS_READ},
     {"GET", "/metrics/prometheus", ROLE_ADMIN, RES_NONE, ACCESS_READ},
+    {"GET", "/api/v1/system/maintenance", ROLE_READ, RES_NONE, ACCESS_READ},
+    {"POST", "/api/v1/system/maintenance", ROLE_ADMIN, RES_NONE, ACCESS_WRITE},
     {"POST", "/api/v1/kv", ROLE_READ, RES_KV_BATCH, ACCESS_READ},
     {"GET", "/api/v1/kv/:ns/*key", ROLE_READ, RES_KV_PATH, ACCESS_READ},
     {"PUT", "/api/v1/kv/:ns/*key", ROLE_WRITE, RES_KV_PATH, ACCESS_WRITE},

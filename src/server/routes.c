@@ -11,6 +11,8 @@ const route http_routes[] = {
     {"GET", "/health", route_health, FAMILY_OPS},
     {"GET", "/metrics", route_metrics_json, FAMILY_OPS},
     {"GET", "/metrics/prometheus", route_metrics_prometheus, FAMILY_OPS},
+    {"GET", "/api/v1/system/maintenance", route_maintenance, FAMILY_OPS},
+    {"POST", "/api/v1/system/maintenance", route_maintenance_set, FAMILY_OPS},
 
     {"POST", "/api/v1/kv", route_kv_batch, FAMILY_KV},
     {"GET", "/api/v1/kv/:ns/*key", route_kv_get, FAMILY_KV},

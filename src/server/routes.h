@@ -51,6 +51,10 @@ void route_trace_add(server *srv, const http_request *req, http_response *res);
 void route_traces_by_message(server *srv, const http_request *req, http_response *res);
 void route_traces_by_name(server *srv, const http_request *req, http_response *res);
 
+/* routes_system.c */
+void route_maintenance(server *srv, const http_request *req, http_response *res);
+void route_maintenance_set(server *srv, const http_request *req, http_response *res);
+
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);
 

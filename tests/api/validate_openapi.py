@@ -412,6 +412,20 @@ def run_queue_ops(s):
     s.check("/api/v1/traces/by-name/{traceName}", "GET", "/api/v1/traces/by-name/seen?limit=10", expect=200)
     s.check("/api/v1/traces/by-name/{traceName} (limit 0)", "GET", "/api/v1/traces/by-name/seen?limit=0", expect=400)
 
+    s.check("/api/v1/system/maintenance", "GET", "/api/v1/system/maintenance", tenant=None, expect=200)
+    s.check("/api/v1/system/maintenance (bad body)", "POST", "/api/v1/system/maintenance", body={"on": True},
+            tenant=None, expect=400)
+    try:
+        s.check("/api/v1/system/maintenance (on)", "POST", "/api/v1/system/maintenance", body={"enabled": True},
+                tenant=None, expect=200)
+        s.check("/api/v1/push (maintenance: 503)", "POST", "/api/v1/push",
+                body={"items": [{"queue": q, "payload": 1}]}, expect=503)
+    finally:
+        s.check("/api/v1/system/maintenance (off)", "POST", "/api/v1/system/maintenance", body={"enabled": False},
+                tenant=None, expect=200)
+    s.check("/api/v1/system/maintenance (other method)", "DELETE", "/api/v1/system/maintenance", tenant=None,
+            expect=405)
+
 
 def main():
     psql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('%s', true);"

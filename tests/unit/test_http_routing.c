@@ -101,6 +101,8 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/health"},
         {"GET", "/metrics"},
         {"GET", "/metrics/prometheus"},
+        {"GET", "/api/v1/system/maintenance"},
+        {"POST", "/api/v1/system/maintenance"},
         {"POST", "/api/v1/kv"},
         {"GET", "/api/v1/kv/:ns/*key"},
         {"PUT", "/api/v1/kv/:ns/*key"},
