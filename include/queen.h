@@ -79,6 +79,7 @@ typedef struct queen_config {
     bool jwt_default_tenant;
     char *tls_cert;
     char *tls_key;
+    char *encryption_key;
 } queen_config;
 
 /* What went wrong, in a shape every caller can branch on. How each

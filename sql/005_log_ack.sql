@@ -353,7 +353,8 @@ $$;
 --           stored:   accepted, type-checked, stored in stored_options and
 --                     echoed, but not acted on until its feature lands;
 --           acted:    kept in stored_options like stored, and acted on
---                     (delayedProcessing, maxWaitTimeSeconds: pop, 031);
+--                     (delayedProcessing, maxWaitTimeSeconds: pop, 031;
+--                     encryptionEnabled: the engine, 035);
 --           label:    namespace / task, echoed beside the options.
 -- The names are the reference broker's configure options (its
 -- configure_queue_v1; the JS and Python clients' create() send nine of them
@@ -382,7 +383,7 @@ AS $$
         (11, 'retentionSeconds',            'integer', 0,        2147483647, '0',      'honoured'),
         (12, 'completedRetentionSeconds',   'integer', 0,        2147483647, '0',      'honoured'),
         (13, 'retentionEnabled',            'boolean', NULL,     NULL,       'false',  'stored'),
-        (14, 'encryptionEnabled',           'boolean', NULL,     NULL,       'false',  'stored'),
+        (14, 'encryptionEnabled',           'boolean', NULL,     NULL,       'false',  'acted'),
         (15, 'maxWaitTimeSeconds',          'integer', 0,        2147483647, '0',      'acted'),
         (16, 'minPopWaitTime',              'integer', 0,        60000,      '0',      'stored'),
         (17, 'dedupWindowSeconds',          'integer', 0,        2147483647, '3600',   'honoured'),

@@ -149,6 +149,10 @@ static const setting settings[] = {
      "PEM certificate (chain) file. With QUEEN_TLS_KEY the listener serves HTTPS only."},
     {"QUEEN_TLS_KEY", "tls-key", SET_STRING, AT(tls_key), "", 0, 0,
      "PEM private key file of QUEEN_TLS_CERT."},
+    {"QUEEN_ENCRYPTION_KEY", "encryption-key", SET_STRING, AT(encryption_key), "", 0, 0,
+     "Payload encryption key for queues with encryptionEnabled (AES-256-GCM): 64 hex digits, or ID:HEX,ID:HEX,... "
+     "where the first seals and every one opens (key rotation). Every broker of the database needs it. Never "
+     "logged."},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])

@@ -38,6 +38,11 @@ queen *queen_open(const queen_config *cfg, queen_error *err)
     q->cfg.bind = dup_or_empty(q->cfg.bind);
     q->cfg.dev_dir = dup_or_empty(q->cfg.dev_dir);
     char msg[512];
+    if (crypt_keyring_parse(q->cfg.encryption_key, &q->keyring, msg, sizeof msg) != 0) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "bad_config", "%s", msg);
+        queen_close(q);
+        return NULL;
+    }
     q->pool = queen_pool_open(q->cfg.pg_url, q->cfg.pg_pool, q->cfg.stmt_timeout_ms, q->cfg.pg_acquire_timeout_ms,
                               msg, sizeof msg);
     if (q->pool == NULL) {
@@ -94,6 +99,7 @@ void queen_close(queen *q)
     queen_pool_close(q->pool);
     pthread_cond_destroy(&q->idle_cv);
     pthread_mutex_destroy(&q->idle_mu);
+    crypt_keyring_clear(&q->keyring);
     free(q->cfg.pg_url);
     free(q->cfg.bind);
     free(q->cfg.dev_dir);

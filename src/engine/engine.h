@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "crypt.h"
 #include "error.h"
 #include "pool.h"
 #include "queen.h"
@@ -45,6 +46,7 @@ struct queen {
     queen_sweeper *sweeper;
     queen_quota *quota; /* quota.c: the tenant table and its refresh thread */
     queen_counters counters;
+    crypt_keyring keyring; /* QUEEN_ENCRYPTION_KEY, parsed at open (crypt.h) */
     /* The database's maintenance switch as this handle last read it
      * (maintenance.c): read again when older than MAINTENANCE_RECHECK_MS. */
     struct {
@@ -89,6 +91,16 @@ bool engine_in_maintenance(queen *q);
 /* Refuses a push under maintenance: QUEEN_ERR_UNAVAILABLE "maintenance"
  * (503 with Retry-After). -1 then, else 0. */
 int engine_refuse_push_in_maintenance(queen *q, queen_error *err);
+
+/* Payload encryption (crypt.h, sql/035): with a key configured, the queues
+ * among items_json that have encryptionEnabled; *sealed_items is items_json
+ * with those items' payloads sealed (malloc'd), or NULL when none is. -1
+ * with err on failure. */
+int engine_seal_items(queen *q, const char *tenant, const char *items_json, char **sealed_items, queen_error *err);
+
+/* Opens every sealed payload of *body for tenant in place (a no-op without a
+ * key or when none is there). */
+void engine_open_body(queen *q, const char *tenant, char **body);
 
 /* sql_call_text on the handle's pool. */
 static inline int queen_call_text(queen *q, const char *name, const char *sql, int nparams,

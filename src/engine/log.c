@@ -8,6 +8,7 @@
  * table or JSON from strings. */
 #include "log.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,16 +55,23 @@ int queen_push_as(queen *q, const char *tenant, const char *producer, const char
         return -1;
     }
     char canon[QUEEN_TENANT_LEN + 1];
-    if (engine_enter_tenant(q, tenant, canon, err) == NULL)
+    const char *t = engine_enter_tenant(q, tenant, canon, err);
+    if (t == NULL)
         return -1;
-    int refused = engine_refuse_push_in_maintenance(q, err);
+    char *sealed = NULL; /* the items with encrypted queues' payloads sealed (encryption.c) */
+    int rc = engine_refuse_push_in_maintenance(q, err);
+    if (rc == 0)
+        rc = engine_seal_items(q, t, items_json, &sealed, err);
     engine_leave(q);
-    if (refused != 0)
+    if (rc != 0)
         return -1;
-    const char *params[] = {NULL, items_json, producer};
+    const char *params[] = {NULL, sealed ? sealed : items_json, producer};
     if (producer != NULL && producer[0] != '\0')
-        return call_body(q, tenant, "queen_push_as", SQL_PUSH_AS, 3, params, results_json, err);
-    return call_body(q, tenant, "queen_push", SQL_PUSH, 2, params, results_json, err);
+        rc = call_body(q, tenant, "queen_push_as", SQL_PUSH_AS, 3, params, results_json, err);
+    else
+        rc = call_body(q, tenant, "queen_push", SQL_PUSH, 2, params, results_json, err);
+    free(sealed);
+    return rc;
 }
 
 /* One pop attempt; *body NULL when nothing was available. */
@@ -91,6 +99,8 @@ static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, ch
                        : queen_call_text(q, "queen_pop", SQL_POP, 10, params, body, err);
     if (rc == 0 && *body == NULL)
         atomic_fetch_add(&q->counters.pops_empty, 1);
+    if (rc == 0)
+        engine_open_body(q, tenant, body);
     return rc;
 }
 
@@ -205,6 +215,18 @@ int queen_configure_ex(queen *q, const char *tenant, const char *queue, const ch
                        const char *label_namespace, const char *label_task, const char *mode, char **result_json,
                        queen_error *err)
 {
+    /* encryptionEnabled without a key would store what it promises to seal:
+     * refused here, where the key is known (SQL never sees it). */
+    json_t *opts = options_json ? json_loads(options_json, JSON_DECODE_ANY, NULL) : NULL;
+    bool wants_key = json_is_true(json_object_get(opts, "encryptionEnabled"));
+    json_decref(opts);
+    if (wants_key && q != NULL && q->keyring.n == 0) {
+        *result_json = NULL;
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_encryption_key_missing",
+                        "encryptionEnabled needs a payload key: set QUEEN_ENCRYPTION_KEY (64 hex digits) on every "
+                        "broker of this database, then configure again");
+        return -1;
+    }
     const char *params[] = {NULL, queue, options_json, label_namespace, label_task, mode};
     return call_body(q, tenant, "queen_configure", SQL_CONFIGURE, 6, params, result_json, err);
 }
