@@ -436,6 +436,27 @@ int queen_traces_by_name(queen *q, const char *tenant, const char *name, int lim
 int queen_maintenance(queen *q, char **result_json, queen_error *err);
 int queen_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
 
+/* ---- Resources (sql/036_log_resources.sql) --------------------------------
+ * What an admin client and the console read. Message states are queue
+ * mode's (as queen_queues counts them).
+ * queen_overview: {queues, partitions, consumerGroups, messages: {total,
+ *   pending, processing, deadLetters}, pushedLastMinute}.
+ * queen_labels: kind "namespace" or "task": {"namespaces"|"tasks":
+ *   [{name, queues}]}.
+ * queen_queue_detail: {name, queueId, namespace, task, createdAt,
+ *   updatedAt, options, partitions, messages, deadLetters, consumerGroups};
+ *   an unknown queue is 400 log_no_such_queue.
+ * queen_queue_partitions: {queue, partitions: [{name, partitionId,
+ *   headOffset, messages, createdAt, lastPushAt}]}.
+ * queen_queue_clear: deletes every stored message of the queue (cursors,
+ *   options and dead letters stay): {queue, deleted}; refused while a live
+ *   lease holds part of it (QUEEN_ERR_CONFLICT, log_message_leased). */
+int queen_overview(queen *q, const char *tenant, char **result_json, queen_error *err);
+int queen_labels(queen *q, const char *tenant, const char *kind, char **result_json, queen_error *err);
+int queen_queue_detail(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+int queen_queue_partitions(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+int queen_queue_clear(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the
  * tenant is the argument, never the body). A kv-only bundle goes straight to

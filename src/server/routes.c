@@ -13,6 +13,7 @@ const route http_routes[] = {
     {"GET", "/metrics/prometheus", route_metrics_prometheus, FAMILY_OPS},
     {"GET", "/api/v1/system/maintenance", route_maintenance, FAMILY_OPS},
     {"POST", "/api/v1/system/maintenance", route_maintenance_set, FAMILY_OPS},
+    {"GET", "/api/v1/status", route_status, FAMILY_OPS},
 
     {"POST", "/api/v1/kv", route_kv_batch, FAMILY_KV},
     {"GET", "/api/v1/kv/:ns/*key", route_kv_get, FAMILY_KV},
@@ -30,7 +31,13 @@ const route http_routes[] = {
     {"POST", "/api/v1/lease/:leaseId/extend", route_lease_extend, FAMILY_LOG},
     {"POST", "/api/v1/configure", route_configure, FAMILY_LOG},
     {"GET", "/api/v1/resources/queues", route_queues, FAMILY_LOG},
+    {"GET", "/api/v1/resources/queues/:queue", route_queue_detail, FAMILY_LOG},
     {"DELETE", "/api/v1/resources/queues/:queue", route_queue_delete, FAMILY_LOG},
+    {"GET", "/api/v1/resources/queues/:queue/partitions", route_queue_partitions, FAMILY_LOG},
+    {"POST", "/api/v1/resources/queues/:queue/clear", route_queue_clear, FAMILY_LOG},
+    {"GET", "/api/v1/resources/overview", route_overview, FAMILY_LOG},
+    {"GET", "/api/v1/resources/namespaces", route_namespaces, FAMILY_LOG},
+    {"GET", "/api/v1/resources/tasks", route_tasks, FAMILY_LOG},
     {"POST", "/api/v1/transaction", route_transaction, FAMILY_LOG},
 
     {"GET", "/api/v1/dlq", route_dlq_list, FAMILY_LOG},

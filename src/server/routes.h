@@ -55,6 +55,15 @@ void route_traces_by_name(server *srv, const http_request *req, http_response *r
 void route_maintenance(server *srv, const http_request *req, http_response *res);
 void route_maintenance_set(server *srv, const http_request *req, http_response *res);
 
+/* routes_resources.c */
+void route_overview(server *srv, const http_request *req, http_response *res);
+void route_namespaces(server *srv, const http_request *req, http_response *res);
+void route_tasks(server *srv, const http_request *req, http_response *res);
+void route_queue_detail(server *srv, const http_request *req, http_response *res);
+void route_queue_partitions(server *srv, const http_request *req, http_response *res);
+void route_queue_clear(server *srv, const http_request *req, http_response *res);
+void route_status(server *srv, const http_request *req, http_response *res);
+
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);
 

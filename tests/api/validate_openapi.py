@@ -426,6 +426,19 @@ def run_queue_ops(s):
     s.check("/api/v1/system/maintenance (other method)", "DELETE", "/api/v1/system/maintenance", tenant=None,
             expect=405)
 
+    s.check("/api/v1/status", "GET", "/api/v1/status", tenant=None, expect=200)
+    s.check("/api/v1/resources/overview", "GET", "/api/v1/resources/overview", expect=200)
+    s.check("/api/v1/resources/namespaces", "GET", "/api/v1/resources/namespaces", expect=200)
+    s.check("/api/v1/resources/tasks", "GET", "/api/v1/resources/tasks", expect=200)
+    s.check("/api/v1/resources/queues/{queue} (get)", "GET", "/api/v1/resources/queues/%s" % q, expect=200)
+    s.check("/api/v1/resources/queues/{queue} (unknown)", "GET", "/api/v1/resources/queues/none-%s" % q, expect=400)
+    s.check("/api/v1/resources/queues/{queue}/partitions", "GET", "/api/v1/resources/queues/%s/partitions" % q,
+            expect=200)
+    s.check("/api/v1/resources/queues/{queue}/clear (leased)", "POST", "/api/v1/resources/queues/%s/clear" % q,
+            expect=409 if leased else 200)
+    s.check("/api/v1/resources/queues/{queue}/clear (other method)", "GET", "/api/v1/resources/queues/%s/clear" % q,
+            expect=405)
+
 
 def main():
     psql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('%s', true);"

@@ -103,6 +103,13 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/metrics/prometheus"},
         {"GET", "/api/v1/system/maintenance"},
         {"POST", "/api/v1/system/maintenance"},
+        {"GET", "/api/v1/status"},
+        {"GET", "/api/v1/resources/queues/:queue"},
+        {"GET", "/api/v1/resources/queues/:queue/partitions"},
+        {"POST", "/api/v1/resources/queues/:queue/clear"},
+        {"GET", "/api/v1/resources/overview"},
+        {"GET", "/api/v1/resources/namespaces"},
+        {"GET", "/api/v1/resources/tasks"},
         {"POST", "/api/v1/kv"},
         {"GET", "/api/v1/kv/:ns/*key"},
         {"PUT", "/api/v1/kv/:ns/*key"},
@@ -148,10 +155,12 @@ static void route_table_covers_the_api(void **state)
             fail_msg("%s %s is in the table %zu times", expected[i][0], expected[i][1], found);
     }
     /* Families: the KV routes speak kv_* codes; only /health, /metrics and
-     * the broker-wide /api/v1/system switches are not tenant-scoped. */
+     * the broker-wide /api/v1/system switches and /api/v1/status are not
+     * tenant-scoped. */
     for (size_t r = 0; r < http_route_count; r++) {
         bool kv = strstr(http_routes[r].pattern, "/kv") != NULL;
-        bool ops = http_routes[r].pattern[1] != 'a' || strncmp(http_routes[r].pattern, "/api/v1/system/", 15) == 0;
+        bool ops = http_routes[r].pattern[1] != 'a' || strncmp(http_routes[r].pattern, "/api/v1/system/", 15) == 0 ||
+                   strcmp(http_routes[r].pattern, "/api/v1/status") == 0;
         assert_int_equal(http_routes[r].family, kv ? FAMILY_KV : ops ? FAMILY_OPS : FAMILY_LOG);
     }
 }
