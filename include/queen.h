@@ -57,6 +57,7 @@ typedef struct queen_config {
     int kv_expire_batch;
     int kv_expire_max_rows;
     int partition_idle_seconds;
+    int trace_retention_seconds;
     bool tenancy_header;
     bool trusted_proxy;
     int kv_max_ops_per_call;
@@ -78,6 +79,7 @@ typedef struct queen_config {
     bool jwt_default_tenant;
     char *tls_cert;
     char *tls_key;
+    char *encryption_key;
 } queen_config;
 
 /* What went wrong, in a shape every caller can branch on. How each
@@ -329,6 +331,131 @@ int queen_configure_ex(queen *q, const char *tenant, const char *queue, const ch
                        queen_error *err);
 int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err);
 int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+
+/* ---- Dead letters (sql/029_log_dlq.sql) -----------------------------------
+ * Messages that failed past their queue's retryLimit (reason "failed") or
+ * waited past its maxWaitTimeSeconds (reason "expired"). Every call answers
+ * the body PostgreSQL rendered (caller frees) or -1 with err
+ * (QUEEN_ERR_BAD_REQUEST for a refused argument, reasons log_bad_*).
+ * queen_dlq_list: {"messages":[{id, messageId, transactionId, queue,
+ *   partition, partitionId, consumerGroup, offset, data, errorMessage,
+ *   retryCount, reason, createdAt, failedAt}], "nextAfter": id | null}, oldest
+ *   first; NULL filters match all; limit 0 = 100 (1..1000); after 0 = from
+ *   the start, else the nextAfter of the previous page.
+ * queen_dlq_requeue: appends the queue's dead letters (ids_json, a JSON array
+ *   of ids, or NULL for all, at most max per call; 0 = 1000) back to their
+ *   partitions for their consumer group only, as attempt 1, and deletes them:
+ *   {"queue","requeued","remaining","messages":[{id, messageId,
+ *   transactionId, partition, partitionId, consumerGroup, offset}]}. Exactly
+ *   once: two concurrent requeues of one dead letter append it once.
+ * queen_dlq_delete: the dead letter id (> 0), or with id 0 every one of
+ *   queue: {"deleted": n}. */
+typedef struct queen_dlq_query {
+    const char *queue, *partition, *consumer_group; /* NULL: any */
+    int limit;
+    long long after;
+} queen_dlq_query;
+int queen_dlq_list(queen *q, const char *tenant, const queen_dlq_query *query, char **result_json, queen_error *err);
+int queen_dlq_requeue(queen *q, const char *tenant, const char *queue, const char *ids_json, int max,
+                      char **result_json, queen_error *err);
+int queen_dlq_delete(queen *q, const char *tenant, long long id, const char *queue, char **result_json,
+                     queen_error *err);
+
+/* ---- Consumer groups (sql/030_log_groups.sql) -----------------------------
+ * queen_groups: {"consumerGroups":[{name, lagMessages, lagSeconds, queues:
+ *   [{queue, lagMessages, lagSeconds, partitions: [{partition, partitionId,
+ *   committedOffset, headOffset, lagMessages, lagSeconds, leaseId,
+ *   leaseExpiresAt}]}]}]}. group NULL: every group; min_lag_seconds < 0:
+ *   every cursor, else the lagging view (partitions whose oldest unconsumed
+ *   message is at least that old).
+ * queen_group_seek: to is "beginning", "end" or an ISO-8601 instant; moves
+ *   the group's cursor on every partition of queue. Refused while the group
+ *   holds a live lease there: -1, QUEEN_ERR_CONFLICT, reason
+ *   log_group_leased (nothing moved; seek again after the lease).
+ * queen_group_delete: the group's cursors on queue (NULL: every queue);
+ *   refused likewise under a live lease. {"consumerGroup","deleted"}. */
+int queen_groups(queen *q, const char *tenant, const char *group, int min_lag_seconds, char **result_json,
+                 queen_error *err);
+int queen_group_seek(queen *q, const char *tenant, const char *group, const char *queue, const char *to,
+                     char **result_json, queen_error *err);
+int queen_group_delete(queen *q, const char *tenant, const char *group, const char *queue, char **result_json,
+                       queen_error *err);
+
+/* ---- Browsing the log (sql/032_log_browse.sql) ----------------------------
+ * A message's state is for one consumer group (NULL: queue mode): pending,
+ * leased (in a live lease's batch), consumed or dead (its dead letter).
+ * queen_messages_list: a partition's stored messages (partition NULL:
+ *   "Default") in offset order, {"messages":[{id, transactionId, queue,
+ *   partition, partitionId, offset, data, traceId, producer, createdAt,
+ *   consumerGroup, state}], "nextAfter": offset | null}; limit 0 = 100
+ *   (1..1000), after 0 = from the start.
+ * queen_message_get: the messages with that transactionId (queue NULL: any),
+ *   {"messages":[...]} (usually one; a requeued dead letter adds its copy).
+ * queen_message_delete: deletes queue's messages with that transactionId
+ *   (partition NULL: any); refused while a live lease covers one: -1,
+ *   QUEEN_ERR_CONFLICT, reason log_message_leased. {"deleted": n}. */
+typedef struct queen_messages_query {
+    const char *queue, *partition, *consumer_group;
+    int limit;
+    long long after;
+} queen_messages_query;
+int queen_messages_list(queen *q, const char *tenant, const queen_messages_query *query, char **result_json,
+                        queen_error *err);
+int queen_message_get(queen *q, const char *tenant, const char *transaction_id, const char *queue, const char *group,
+                      char **result_json, queen_error *err);
+int queen_message_delete(queen *q, const char *tenant, const char *queue, const char *transaction_id,
+                         const char *partition, char **result_json, queen_error *err);
+
+/* ---- Traces (sql/033_log_traces.sql) --------------------------------------
+ * queen_trace_add: records a trace event named name with data_json (any
+ *   JSON text, or NULL) against the message (partition_id, transaction_id)
+ *   of the tenant: {"recorded":true,"id","createdAt"}. Refusals (400):
+ *   log_bad_partition_id (not the tenant's partition), log_bad_trace_name;
+ *   413 log_trace_too_large (data over 64 KiB). Kept
+ *   cfg.trace_retention_seconds (QUEEN_TRACE_RETENTION_SECONDS).
+ * queen_traces_by_message: {"traces":[{id, traceName, transactionId,
+ *   partitionId, queue, partition, data, createdAt}]} in recorded order.
+ * queen_traces_by_name: the tenant's traces of that name, {"traces":[...],
+ *   "nextAfter": id | null}; limit 0 = 100 (1..1000), after 0 = the start. */
+int queen_trace_add(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                    const char *name, const char *data_json, char **result_json, queen_error *err);
+int queen_traces_by_message(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                            char **result_json, queen_error *err);
+int queen_traces_by_name(queen *q, const char *tenant, const char *name, int limit, long long after,
+                         char **result_json, queen_error *err);
+
+/* ---- Maintenance mode (sql/034_system_maintenance.sql) --------------------
+ * One switch for the whole database, so every broker on it sees it within a
+ * second. While it is on, pushes (queen_push*, and a queen_transaction
+ * holding a push) are refused with QUEEN_ERR_UNAVAILABLE reason
+ * "maintenance" (retry later), and queen_pop finds nothing (a waiting pop
+ * waits); acks, reads and the kv work as usual. No push is accepted and
+ * held back: what is acknowledged is committed.
+ * queen_maintenance: {"maintenance": bool, "since": instant | null}.
+ * queen_maintenance_set: switches it; the same object plus "changed". */
+int queen_maintenance(queen *q, char **result_json, queen_error *err);
+int queen_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
+
+/* ---- Resources (sql/036_log_resources.sql) --------------------------------
+ * What an admin client and the console read. Message states are queue
+ * mode's (as queen_queues counts them).
+ * queen_overview: {queues, partitions, consumerGroups, messages: {total,
+ *   pending, processing, deadLetters}, pushedLastMinute}.
+ * queen_labels: kind "namespace" or "task": {"namespaces"|"tasks":
+ *   [{name, queues}]}.
+ * queen_queue_detail: {name, queueId, namespace, task, createdAt,
+ *   updatedAt, options, partitions, messages, deadLetters, consumerGroups};
+ *   an unknown queue is 400 log_no_such_queue.
+ * queen_queue_partitions: {queue, partitions: [{name, partitionId,
+ *   headOffset, messages, createdAt, lastPushAt}]}.
+ * queen_queue_clear: deletes every stored message of the queue (cursors,
+ *   options and dead letters stay): {queue, deleted}; refused while a live
+ *   lease holds part of it (QUEEN_ERR_CONFLICT, log_message_leased). */
+int queen_overview(queen *q, const char *tenant, char **result_json, queen_error *err);
+int queen_labels(queen *q, const char *tenant, const char *kind, char **result_json, queen_error *err);
+int queen_queue_detail(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+int queen_queue_partitions(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+int queen_queue_clear(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the

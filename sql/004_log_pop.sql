@@ -24,10 +24,15 @@
 -- (pg_stat_statements: plans = calls, ~0.2-0.8 ms of planning per pop). Every
 -- statement here is a primary-key lookup or range whose generic plan is the
 -- custom one; setting the mode costs a few microseconds per call.
+-- p_delay, p_max_wait: the queue's delayedProcessing and maxWaitTimeSeconds
+-- (031): a message younger than p_delay seconds and everything after it stays
+-- put; the cursor's head older than p_max_wait goes to the dead letters.
+DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER, BOOLEAN,
+                                                    TEXT, TIMESTAMPTZ);
 CREATE OR REPLACE FUNCTION queen._log_pop_partition_v1(
     p_queue TEXT, p_partition_id UUID, p_partition TEXT, p_has_row BOOLEAN,
     p_group TEXT, p_batch INTEGER, p_lease_seconds INTEGER, p_auto_ack BOOLEAN,
-    p_mode TEXT, p_since TIMESTAMPTZ)
+    p_mode TEXT, p_since TIMESTAMPTZ, p_delay INTEGER DEFAULT 0, p_max_wait INTEGER DEFAULT 0)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET plan_cache_mode = force_generic_plan
@@ -40,6 +45,7 @@ DECLARE
     v_lease    UUID;
     v_msgs     JSONB;
     v_seed     BIGINT;
+    v_stop     BIGINT := 9223372036854775807;
 BEGIN
     IF NOT p_has_row THEN
         -- Advisory class 0x51554c43 ('QULC': queen log consumer) keyed by the
@@ -79,6 +85,17 @@ BEGIN
 
     -- A lease that ended without its batch acked redelivers that batch.
     v_redo := v_c.committed_offset < v_c.batch_end;
+    IF p_max_wait > 0 AND NOT v_redo THEN
+        SELECT e.committed INTO v_c.committed_offset
+        FROM queen._log_expire_head_v1(p_partition_id, p_group, now() - make_interval(secs => p_max_wait), 1000) e;
+    END IF;
+    IF p_delay > 0 THEN -- the first message still delayed, and all after it, stay (FIFO)
+        SELECT COALESCE(min(d.msg_offset), v_stop) INTO v_stop FROM (
+            SELECT msg_offset FROM queen.log_messages
+            WHERE partition_id = p_partition_id AND msg_offset > v_c.committed_offset
+              AND created_at > now() - make_interval(secs => p_delay)
+            ORDER BY msg_offset LIMIT 1) AS d;
+    END IF;
     v_lease := CASE WHEN p_auto_ack THEN NULL ELSE gen_random_uuid() END;
     v_attempt := CASE WHEN v_redo THEN v_c.delivery_attempt + 1 ELSE 1 END;
 
@@ -102,6 +119,8 @@ BEGIN
             AND msg_offset > v_c.committed_offset
             -- one index range either way (an OR here is a filter, not a bound)
             AND msg_offset <= CASE WHEN v_redo THEN v_c.batch_end ELSE 9223372036854775807 END
+            AND (for_group IS NULL OR for_group = p_group) -- a requeued dead letter (029)
+            AND msg_offset < v_stop
           ORDER BY msg_offset
           LIMIT p_batch) AS m;
 
@@ -119,6 +138,7 @@ BEGIN
         INTO v_last, v_msgs
         FROM (SELECT * FROM queen.log_messages
               WHERE partition_id = p_partition_id AND msg_offset > v_c.committed_offset
+                AND (for_group IS NULL OR for_group = p_group) AND msg_offset < v_stop
               ORDER BY msg_offset LIMIT p_batch) AS m;
     END IF;
     IF v_last IS NULL THEN
@@ -225,6 +245,8 @@ BEGIN
 
     FOR r IN
         SELECT p.id, p.name, q.id AS queue_id, q.name AS queue, q.lease_time,
+               COALESCE((q.stored_options ->> 'delayedProcessing')::integer, 0) AS delay,
+               COALESCE((q.stored_options ->> 'maxWaitTimeSeconds')::integer, 0) AS max_wait,
                (c.partition_id IS NOT NULL) AS has_row
         FROM queen.log_partitions p
         JOIN queen.queues q ON q.id = p.queue_id
@@ -246,7 +268,7 @@ BEGIN
         END IF;
         v_out := queen._log_pop_partition_v1(r.queue, r.id, r.name, r.has_row, p_group, v_left,
                                              COALESCE(p_lease_seconds, r.lease_time), p_auto_ack, p_mode,
-                                             COALESCE(v_since, p_start, now()));
+                                             COALESCE(v_since, p_start, now()), r.delay, r.max_wait);
         CONTINUE WHEN v_out IS NULL;
         v_first := COALESCE(v_first, v_out);
         v_msgs := v_msgs || (v_out -> 'messages');

@@ -201,6 +201,7 @@ BEGIN
             SELECT mm.msg_offset, mm.id, mm.payload, mm.created_at
             FROM queen.log_messages mm
             WHERE mm.partition_id = p.id AND mm.transaction_id = a.txid COLLATE "C"
+              AND (mm.for_group IS NULL OR mm.for_group = a.grp COLLATE "C") -- 029's requeue
             ORDER BY (mm.msg_offset > c.committed_offset) DESC,
                      CASE WHEN mm.msg_offset > c.committed_offset THEN mm.msg_offset
                           ELSE -mm.msg_offset END
@@ -351,6 +352,9 @@ $$;
 --   effect  honoured: acted on here (a column of queen.queues);
 --           stored:   accepted, type-checked, stored in stored_options and
 --                     echoed, but not acted on until its feature lands;
+--           acted:    kept in stored_options like stored, and acted on
+--                     (delayedProcessing, maxWaitTimeSeconds: pop, 031;
+--                     encryptionEnabled: the engine, 035);
 --           label:    namespace / task, echoed beside the options.
 -- The names are the reference broker's configure options (its
 -- configure_queue_v1; the JS and Python clients' create() send nine of them
@@ -374,13 +378,13 @@ AS $$
         (6,  'ttl',                         'integer', 0,        2147483647, '3600',   'stored'),
         (7,  'deadLetterQueue',             'boolean', NULL,     NULL,       'true',   'stored'),
         (8,  'dlqAfterMaxRetries',          'boolean', NULL,     NULL,       'true',   'stored'),
-        (9,  'delayedProcessing',           'integer', 0,        2147483647, '0',      'stored'),
+        (9,  'delayedProcessing',           'integer', 0,        2147483647, '0',      'acted'),
         (10, 'windowBuffer',                'integer', 0,        2147483647, '0',      'stored'),
         (11, 'retentionSeconds',            'integer', 0,        2147483647, '0',      'honoured'),
         (12, 'completedRetentionSeconds',   'integer', 0,        2147483647, '0',      'honoured'),
         (13, 'retentionEnabled',            'boolean', NULL,     NULL,       'false',  'stored'),
-        (14, 'encryptionEnabled',           'boolean', NULL,     NULL,       'false',  'stored'),
-        (15, 'maxWaitTimeSeconds',          'integer', 0,        2147483647, '0',      'stored'),
+        (14, 'encryptionEnabled',           'boolean', NULL,     NULL,       'false',  'acted'),
+        (15, 'maxWaitTimeSeconds',          'integer', 0,        2147483647, '0',      'acted'),
         (16, 'minPopWaitTime',              'integer', 0,        60000,      '0',      'stored'),
         (17, 'dedupWindowSeconds',          'integer', 0,        2147483647, '3600',   'honoured'),
         (18, 'retentionSinkHold',           'sink',    NULL,     NULL,       '""',     'stored'),
@@ -540,7 +544,7 @@ BEGIN
                              ELSE v_opts END) e
         JOIN queen._log_queue_option_specs_v1() s ON s.name = e.key
     LOOP
-        IF v_effect = 'stored' THEN
+        IF v_effect IN ('stored', 'acted') THEN
             v_q.stored_options := CASE WHEN jsonb_typeof(v_v) = 'null' THEN v_q.stored_options - v_k
                                        ELSE v_q.stored_options || jsonb_build_object(v_k, v_v) END;
         END IF;

@@ -102,6 +102,8 @@ static const setting settings[] = {
      "Most rows one sweeper pass deletes before yielding to the next cadence."},
     {"QUEEN_PARTITION_IDLE_SECONDS", "partition-idle-seconds", SET_INT, AT(partition_idle_seconds), "3600", 1,
      31536000, "An empty partition idle this long (no lease, no message) is reclaimed."},
+    {"QUEEN_TRACE_RETENTION_SECONDS", "trace-retention-seconds", SET_INT, AT(trace_retention_seconds), "604800", 60,
+     315360000, "Trace events (POST /api/v1/traces) older than this are deleted by the sweeper."},
     {"QUEEN_TENANCY_HEADER", "tenancy-header", SET_BOOL, AT(tenancy_header), "0", 0, 0,
      "Read the tenant from the x-queen-tenant header. Needs QUEEN_TRUSTED_PROXY=1."},
     {"QUEEN_TRUSTED_PROXY", "trusted-proxy", SET_BOOL, AT(trusted_proxy), "0", 0, 0,
@@ -147,6 +149,10 @@ static const setting settings[] = {
      "PEM certificate (chain) file. With QUEEN_TLS_KEY the listener serves HTTPS only."},
     {"QUEEN_TLS_KEY", "tls-key", SET_STRING, AT(tls_key), "", 0, 0,
      "PEM private key file of QUEEN_TLS_CERT."},
+    {"QUEEN_ENCRYPTION_KEY", "encryption-key", SET_STRING, AT(encryption_key), "", 0, 0,
+     "Payload encryption key for queues with encryptionEnabled (AES-256-GCM): 64 hex digits, or ID:HEX,ID:HEX,... "
+     "where the first seals and every one opens (key rotation). Every broker of the database needs it. Never "
+     "logged."},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])

@@ -38,6 +38,11 @@ queen *queen_open(const queen_config *cfg, queen_error *err)
     q->cfg.bind = dup_or_empty(q->cfg.bind);
     q->cfg.dev_dir = dup_or_empty(q->cfg.dev_dir);
     char msg[512];
+    if (crypt_keyring_parse(q->cfg.encryption_key, &q->keyring, msg, sizeof msg) != 0) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "bad_config", "%s", msg);
+        queen_close(q);
+        return NULL;
+    }
     q->pool = queen_pool_open(q->cfg.pg_url, q->cfg.pg_pool, q->cfg.stmt_timeout_ms, q->cfg.pg_acquire_timeout_ms,
                               msg, sizeof msg);
     if (q->pool == NULL) {
@@ -94,6 +99,7 @@ void queen_close(queen *q)
     queen_pool_close(q->pool);
     pthread_cond_destroy(&q->idle_cv);
     pthread_mutex_destroy(&q->idle_mu);
+    crypt_keyring_clear(&q->keyring);
     free(q->cfg.pg_url);
     free(q->cfg.bind);
     free(q->cfg.dev_dir);
@@ -133,6 +139,31 @@ void engine_leave(queen *q)
         pthread_cond_broadcast(&q->idle_cv);
         pthread_mutex_unlock(&q->idle_mu);
     }
+}
+
+int engine_call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
+                     const char **params, char **out, queen_error *err)
+{
+    *out = NULL;
+    char canon[QUEEN_TENANT_LEN + 1];
+    params[0] = engine_enter_tenant(q, tenant, canon, err);
+    if (params[0] == NULL)
+        return -1;
+    int rc = queen_call_text(q, name, sql, nparams, params, out, err);
+    if (rc == 0 && *out == NULL) {
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "%s returned NULL", name);
+        rc = -1;
+    }
+    engine_leave(q);
+    return rc;
+}
+
+const char *engine_int_or_null(char *buf, size_t len, long long v)
+{
+    if (v == 0)
+        return NULL;
+    snprintf(buf, len, "%lld", v);
+    return buf;
 }
 
 int queen_health(queen *q, char *version, size_t len, queen_error *err)

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "crypt.h"
 #include "error.h"
 #include "pool.h"
 #include "queen.h"
@@ -45,6 +46,13 @@ struct queen {
     queen_sweeper *sweeper;
     queen_quota *quota; /* quota.c: the tenant table and its refresh thread */
     queen_counters counters;
+    crypt_keyring keyring; /* QUEEN_ENCRYPTION_KEY, parsed at open (crypt.h) */
+    /* The database's maintenance switch as this handle last read it
+     * (maintenance.c): read again when older than MAINTENANCE_RECHECK_MS. */
+    struct {
+        atomic_bool on, refreshing;
+        atomic_llong checked_ms;
+    } maintenance;
 
     /* In-flight public calls (see engine_enter). closing is set once, by
      * queen_close; after that every new call fails with "closing". */
@@ -63,6 +71,36 @@ void engine_leave(queen *q);
 /* engine_enter plus the tenant judged (tenant.h): the canonical tenant in
  * out, or NULL with err filled and nothing entered. */
 const char *engine_enter_tenant(queen *q, const char *tenant, char out[QUEEN_TENANT_LEN + 1], queen_error *err);
+
+/* One tenant-scoped call of a SQL function that returns a body or raises:
+ * judge the tenant (it becomes params[0]), enter, run, require a non-NULL
+ * result (NULL is QUEEN_ERR_INTERNAL log_result_misaligned), leave. */
+int engine_call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
+                     const char **params, char **out, queen_error *err);
+
+/* 0 means "the SQL default" (NULL); any other value as decimal text in buf:
+ * SQL refuses what is out of range rather than C guessing. */
+const char *engine_int_or_null(char *buf, size_t len, long long v);
+
+/* Whether the database's maintenance switch is on (sql/034), as last read;
+ * read again, by one caller at a time, when older than half a second, so a
+ * switch made through any broker holds here within a second. A failed read
+ * keeps the last answer. */
+bool engine_in_maintenance(queen *q);
+
+/* Refuses a push under maintenance: QUEEN_ERR_UNAVAILABLE "maintenance"
+ * (503 with Retry-After). -1 then, else 0. */
+int engine_refuse_push_in_maintenance(queen *q, queen_error *err);
+
+/* Payload encryption (crypt.h, sql/035): with a key configured, the queues
+ * among items_json that have encryptionEnabled; *sealed_items is items_json
+ * with those items' payloads sealed (malloc'd), or NULL when none is. -1
+ * with err on failure. */
+int engine_seal_items(queen *q, const char *tenant, const char *items_json, char **sealed_items, queen_error *err);
+
+/* Opens every sealed payload of *body for tenant in place (a no-op without a
+ * key or when none is there). */
+void engine_open_body(queen *q, const char *tenant, char **body);
 
 /* sql_call_text on the handle's pool. */
 static inline int queen_call_text(queen *q, const char *name, const char *sql, int nparams,

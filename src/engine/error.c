@@ -50,6 +50,9 @@ const queen_error_class *queen_error_class_of(queen_error_category cat)
  *   23514 is raised only by kv_apply_v1 for a required op that lost.
  *   23505 log_duplicate and 55000 log_ack_rejected: the wire's bundle
  *   conflicts with what is committed (a transaction id seen, a lease gone).
+ *   55000 log_group_leased: a seek or delete of a consumer group that holds a
+ *   live lease (sql/030), refused rather than moving a consumer's cursor;
+ *   55000 log_message_leased: deleting a message a live lease covers (032).
  *   Classes 08 (connection), 53 (resources), 57 (operator intervention,
  *   statement_timeout), 58 (system error: I/O) and the two concurrency
  *   codes may succeed on a retry; class 42 means the schema is older than
@@ -62,6 +65,8 @@ static const struct state_row {
     {"23514", NULL, QUEEN_ERR_PRECONDITION, NULL},
     {"23505", "log_duplicate", QUEEN_ERR_CONFLICT, "duplicate"},
     {"55000", "log_ack_rejected", QUEEN_ERR_CONFLICT, "ack_rejected"},
+    {"55000", "log_group_leased", QUEEN_ERR_CONFLICT, NULL},
+    {"55000", "log_message_leased", QUEEN_ERR_CONFLICT, NULL},
     {"XX000", "log_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
     {"XX000", "kv_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
     {"22001", NULL, QUEEN_ERR_TOO_LARGE, NULL},

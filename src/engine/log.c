@@ -8,6 +8,7 @@
  * table or JSON from strings. */
 #include "log.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,33 +34,11 @@
 #define SQL_QUEUES "SELECT queen.log_queues_v1($1::uuid)::text"
 #define SQL_DELETE "SELECT queen.log_queue_delete_v1($1::uuid, $2)::text"
 
-/* One call: judge the tenant (it becomes params[0]), enter, run, require a
- * non-NULL result (these functions return a body or raise), leave. */
-static int call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
-                     const char **params, char **out, queen_error *err)
-{
-    *out = NULL;
-    char canon[QUEEN_TENANT_LEN + 1];
-    params[0] = engine_enter_tenant(q, tenant, canon, err);
-    if (params[0] == NULL)
-        return -1;
-    int rc = queen_call_text(q, name, sql, nparams, params, out, err);
-    if (rc == 0 && *out == NULL) {
-        queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "%s returned NULL", name);
-        rc = -1;
-    }
-    engine_leave(q);
-    return rc;
-}
+#define call_body engine_call_body
 
-/* 0 means "the SQL default" (NULL); any other value goes to SQL, which
- * refuses what is out of range rather than this file guessing. */
 static const char *int_or_null(char *buf, size_t len, int v)
 {
-    if (v == 0)
-        return NULL;
-    snprintf(buf, len, "%d", v);
-    return buf;
+    return engine_int_or_null(buf, len, v);
 }
 
 int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err)
@@ -75,10 +54,24 @@ int queen_push_as(queen *q, const char *tenant, const char *producer, const char
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_request", "items_json is NULL");
         return -1;
     }
-    const char *params[] = {NULL, items_json, producer};
+    char canon[QUEEN_TENANT_LEN + 1];
+    const char *t = engine_enter_tenant(q, tenant, canon, err);
+    if (t == NULL)
+        return -1;
+    char *sealed = NULL; /* the items with encrypted queues' payloads sealed (encryption.c) */
+    int rc = engine_refuse_push_in_maintenance(q, err);
+    if (rc == 0)
+        rc = engine_seal_items(q, t, items_json, &sealed, err);
+    engine_leave(q);
+    if (rc != 0)
+        return -1;
+    const char *params[] = {NULL, sealed ? sealed : items_json, producer};
     if (producer != NULL && producer[0] != '\0')
-        return call_body(q, tenant, "queen_push_as", SQL_PUSH_AS, 3, params, results_json, err);
-    return call_body(q, tenant, "queen_push", SQL_PUSH, 2, params, results_json, err);
+        rc = call_body(q, tenant, "queen_push_as", SQL_PUSH_AS, 3, params, results_json, err);
+    else
+        rc = call_body(q, tenant, "queen_push", SQL_PUSH, 2, params, results_json, err);
+    free(sealed);
+    return rc;
 }
 
 /* One pop attempt; *body NULL when nothing was available. */
@@ -97,10 +90,17 @@ static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, ch
                             o->subscription_from,
                             int_or_null(parts, sizeof parts, o->partitions)};
     atomic_fetch_add(&q->counters.pops, 1);
+    if (engine_in_maintenance(q)) { /* nothing is delivered under maintenance (sql/034) */
+        atomic_fetch_add(&q->counters.pops_empty, 1);
+        *body = NULL;
+        return 0;
+    }
     int rc = by_labels ? queen_call_text(q, "queen_pop_labels", SQL_POP_LABELS, 10, params, body, err)
                        : queen_call_text(q, "queen_pop", SQL_POP, 10, params, body, err);
     if (rc == 0 && *body == NULL)
         atomic_fetch_add(&q->counters.pops_empty, 1);
+    if (rc == 0)
+        engine_open_body(q, tenant, body);
     return rc;
 }
 
@@ -215,6 +215,18 @@ int queen_configure_ex(queen *q, const char *tenant, const char *queue, const ch
                        const char *label_namespace, const char *label_task, const char *mode, char **result_json,
                        queen_error *err)
 {
+    /* encryptionEnabled without a key would store what it promises to seal:
+     * refused here, where the key is known (SQL never sees it). */
+    json_t *opts = options_json ? json_loads(options_json, JSON_DECODE_ANY, NULL) : NULL;
+    bool wants_key = json_is_true(json_object_get(opts, "encryptionEnabled"));
+    json_decref(opts);
+    if (wants_key && q != NULL && q->keyring.n == 0) {
+        *result_json = NULL;
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_encryption_key_missing",
+                        "encryptionEnabled needs a payload key: set QUEEN_ENCRYPTION_KEY (64 hex digits) on every "
+                        "broker of this database, then configure again");
+        return -1;
+    }
     const char *params[] = {NULL, queue, options_json, label_namespace, label_task, mode};
     return call_body(q, tenant, "queen_configure", SQL_CONFIGURE, 6, params, result_json, err);
 }

@@ -177,6 +177,17 @@ static void sweep_log(queen_sweeper *s)
     s->st.partitions_reclaimed_total += (unsigned long)reclaimed;
     s->st.retention_deleted_total += (unsigned long)retained;
     pthread_mutex_unlock(&s->mu);
+    /* maxWaitTimeSeconds for cursors no pop is claiming (sql/031). */
+    if (step(s, "log_expire_step_v1", "queen_expire_step", "SELECT queen.log_expire_step_v1(now(), $1::integer)::text",
+             1, p2, &r) == 0)
+        json_decref(r);
+    /* Traces past QUEEN_TRACE_RETENTION_SECONDS (sql/033). */
+    char keep[16];
+    snprintf(keep, sizeof keep, "%d", cfg->trace_retention_seconds);
+    const char *p3[] = {keep, max};
+    if (step(s, "log_trace_retention_step_v1", "queen_trace_retention",
+             "SELECT queen.log_trace_retention_step_v1(now(), $1::integer, $2::integer)::text", 2, p3, &r) == 0)
+        json_decref(r);
 }
 
 static void sweep_usage(queen_sweeper *s)

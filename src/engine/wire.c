@@ -95,6 +95,7 @@ static int check_operations(json_t *ops, wire_plan *plan, queen_error *err)
         if (!json_is_object(op) || type == NULL || (strcmp(type, "ack") != 0 && strcmp(type, "push") != 0))
             return refuse(err, "log_bad_operation", "operations[%zu] must be an object of type ack or push", i);
         plan->flat_before_kv += strcmp(type, "push") == 0 ? (int)json_array_size(json_object_get(op, "items")) : 1;
+        plan->has_push |= strcmp(type, "push") == 0;
     }
     return 0;
 }
@@ -203,6 +204,45 @@ static void count(queen *q, int slot)
     atomic_fetch_add(&q->counters.txn[slot], 1);
 }
 
+/* A bundle's push into a queue with encryptionEnabled: refused (400
+ * log_encrypted_queue_in_transaction), since the bundle's payloads reach SQL
+ * as sent; such a queue takes pushes through queen_push. Only with a key:
+ * without one no queue can be switched to encryption here. */
+static int refuse_encrypted_pushes(queen *q, const char *tenant, const char *bundle_json, queen_error *err)
+{
+    if (q->keyring.n == 0)
+        return 0;
+    json_t *doc = json_loads(bundle_json, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, NULL);
+    json_t *queues = json_array();
+    size_t i, j;
+    json_t *op, *item;
+    json_array_foreach(json_object_get(doc, "operations"), i, op)
+    {
+        const char *type = json_string_value(json_object_get(op, "type"));
+        if (type == NULL || strcmp(type, "push") != 0)
+            continue;
+        json_array_foreach(json_object_get(op, "items"), j, item)
+        {
+            json_t *name = json_object_get(item, "queue");
+            if (json_is_string(name))
+                json_array_append_new(queues, json_pack("{s:O}", "queue", name));
+        }
+    }
+    json_decref(doc);
+    char *text = json_dumps(queues, JSON_COMPACT);
+    json_decref(queues);
+    char *sealed = NULL;
+    int rc = text ? engine_seal_items(q, tenant, text, &sealed, err) : -1;
+    free(text);
+    if (rc == 0 && sealed != NULL) {
+        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_encrypted_queue_in_transaction",
+                        "a transaction cannot push to a queue with encryptionEnabled; push to it with /api/v1/push");
+        rc = -1;
+    }
+    free(sealed);
+    return rc;
+}
+
 int queen_transaction(queen *q, const char *tenant, const char *bundle_json, char **result_json, queen_error *err)
 {
     return queen_transaction_as(q, tenant, NULL, bundle_json, result_json, err);
@@ -225,6 +265,16 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
     wire_plan plan;
     kv_limits lim = kv_limits_from(&q->cfg, true);
     if (wire_preflight(bundle_json, &lim, &plan, err) != 0) {
+        count(q, TXN_REFUSED);
+        engine_leave(q);
+        return -1;
+    }
+    if (plan.has_push && engine_refuse_push_in_maintenance(q, err) != 0) {
+        count(q, TXN_UNAVAILABLE);
+        engine_leave(q);
+        return -1;
+    }
+    if (plan.has_push && refuse_encrypted_pushes(q, tenant, bundle_json, err) != 0) {
         count(q, TXN_REFUSED);
         engine_leave(q);
         return -1;

@@ -11,6 +11,7 @@
 
 typedef struct wire_plan {
     bool kv_only;        /* no operations, no requiredLeases, kv non-empty */
+    bool has_push;       /* an operation of type push (refused under maintenance) */
     int flat_before_kv;  /* push items + acks: the flat index of kv[0] */
     int kv_ops;
     kv_demand kv_demand; /* what the kv part asks of the tenant's quota */

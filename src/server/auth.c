@@ -24,9 +24,10 @@ typedef enum resource_kind {
     RES_KV_LIST,      /* the body's namespace and prefix */
     RES_KV_ALL,       /* every namespace: the listing */
     RES_QUEUE_PATH,   /* params[0] is a queue */
+    RES_QUEUE_PATH2,  /* params[1] is a queue (params[0] a consumer group) */
     RES_QUEUE_PUSH,   /* the body's items[].queue */
     RES_QUEUE_BODY,   /* the body's queue (configure) */
-    RES_QUEUE_ALL,    /* every queue: the listing, pop by labels */
+    RES_QUEUE_ALL,    /* every queue: the listings, pop by labels, a dead letter by id */
     RES_QUEUE_LEASE,  /* ack, lease extend: a lease a scoped pop handed out */
     RES_TRANSACTION,  /* the bundle's pushes, acks and kv ops */
 } resource_kind;
@@ -48,6 +49,9 @@ static const policy policies[] = {
     {"GET", "/health", ROLE_NONE, RES_NONE, ACCESS_READ},
     {"GET", "/metrics", ROLE_ADMIN, RES_NONE, ACCESS_READ},
     {"GET", "/metrics/prometheus", ROLE_ADMIN, RES_NONE, ACCESS_READ},
+    {"GET", "/api/v1/system/maintenance", ROLE_READ, RES_NONE, ACCESS_READ},
+    {"POST", "/api/v1/system/maintenance", ROLE_ADMIN, RES_NONE, ACCESS_WRITE},
+    {"GET", "/api/v1/status", ROLE_READ, RES_NONE, ACCESS_READ},
     {"POST", "/api/v1/kv", ROLE_READ, RES_KV_BATCH, ACCESS_READ},
     {"GET", "/api/v1/kv/:ns/*key", ROLE_READ, RES_KV_PATH, ACCESS_READ},
     {"PUT", "/api/v1/kv/:ns/*key", ROLE_WRITE, RES_KV_PATH, ACCESS_WRITE},
@@ -63,8 +67,29 @@ static const policy policies[] = {
     {"POST", "/api/v1/lease/:leaseId/extend", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
     {"POST", "/api/v1/configure", ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},
     {"GET", "/api/v1/resources/queues", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/resources/queues/:queue", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
     {"DELETE", "/api/v1/resources/queues/:queue", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
+    {"GET", "/api/v1/resources/queues/:queue/partitions", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
+    {"POST", "/api/v1/resources/queues/:queue/clear", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
+    {"GET", "/api/v1/resources/overview", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/resources/namespaces", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/resources/tasks", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"POST", "/api/v1/transaction", ROLE_WRITE, RES_TRANSACTION, ACCESS_WRITE},
+    {"GET", "/api/v1/dlq", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"DELETE", "/api/v1/dlq", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"POST", "/api/v1/dlq/requeue", ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},
+    {"DELETE", "/api/v1/dlq/:id", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"GET", "/api/v1/consumer-groups", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/consumer-groups/lagging", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/consumer-groups/:group", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"DELETE", "/api/v1/consumer-groups/:group", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", ROLE_ADMIN, RES_QUEUE_PATH2, ACCESS_WRITE},
+    {"GET", "/api/v1/messages", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/messages/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"DELETE", "/api/v1/messages/:transactionId", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"POST", "/api/v1/traces", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
+    {"GET", "/api/v1/traces/by-name/:traceName", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/traces/:partitionId/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
 };
 
 static const policy *policy_of(const char *method, const char *pattern)
@@ -542,6 +567,10 @@ static void judge_request(judge *j, const policy *p, char *const *params, size_t
         if (nparams >= 1)
             need(j, false, params[0], strlen(params[0]), false, p->access);
         break;
+    case RES_QUEUE_PATH2:
+        if (nparams >= 2)
+            need(j, false, params[1], strlen(params[1]), false, p->access);
+        break;
     case RES_QUEUE_PUSH:
         need_queue_items(j, json_object_get(doc, "items"));
         break;
@@ -551,7 +580,7 @@ static void judge_request(judge *j, const policy *p, char *const *params, size_t
         break;
     }
     case RES_QUEUE_ALL:
-        need(j, false, "", 0, true, ACCESS_READ);
+        need(j, false, "", 0, true, p->access);
         break;
     case RES_QUEUE_LEASE:
         need_any_queue(j);

@@ -1,13 +1,19 @@
 /* routes: the one static route table. Method, pattern, handler, family (the
  * error vocabulary, and whether the route is tenant-scoped). First match of
  * path and method wins; a path that matches under another method is 405.
- * Data only: never a branch on a route here or anywhere else. */
+ * Data only: never a branch on a route here or anywhere else. A fixed path
+ * comes before a capture that would take it (consumer-groups/lagging before
+ * consumer-groups/:group, traces/by-name/:traceName before
+ * traces/:partitionId/:transactionId). No comment inside the table: a checker reads it. */
 #include "routes.h"
 
 const route http_routes[] = {
     {"GET", "/health", route_health, FAMILY_OPS},
     {"GET", "/metrics", route_metrics_json, FAMILY_OPS},
     {"GET", "/metrics/prometheus", route_metrics_prometheus, FAMILY_OPS},
+    {"GET", "/api/v1/system/maintenance", route_maintenance, FAMILY_OPS},
+    {"POST", "/api/v1/system/maintenance", route_maintenance_set, FAMILY_OPS},
+    {"GET", "/api/v1/status", route_status, FAMILY_OPS},
 
     {"POST", "/api/v1/kv", route_kv_batch, FAMILY_KV},
     {"GET", "/api/v1/kv/:ns/*key", route_kv_get, FAMILY_KV},
@@ -25,8 +31,33 @@ const route http_routes[] = {
     {"POST", "/api/v1/lease/:leaseId/extend", route_lease_extend, FAMILY_LOG},
     {"POST", "/api/v1/configure", route_configure, FAMILY_LOG},
     {"GET", "/api/v1/resources/queues", route_queues, FAMILY_LOG},
+    {"GET", "/api/v1/resources/queues/:queue", route_queue_detail, FAMILY_LOG},
     {"DELETE", "/api/v1/resources/queues/:queue", route_queue_delete, FAMILY_LOG},
+    {"GET", "/api/v1/resources/queues/:queue/partitions", route_queue_partitions, FAMILY_LOG},
+    {"POST", "/api/v1/resources/queues/:queue/clear", route_queue_clear, FAMILY_LOG},
+    {"GET", "/api/v1/resources/overview", route_overview, FAMILY_LOG},
+    {"GET", "/api/v1/resources/namespaces", route_namespaces, FAMILY_LOG},
+    {"GET", "/api/v1/resources/tasks", route_tasks, FAMILY_LOG},
     {"POST", "/api/v1/transaction", route_transaction, FAMILY_LOG},
+
+    {"GET", "/api/v1/dlq", route_dlq_list, FAMILY_LOG},
+    {"DELETE", "/api/v1/dlq", route_dlq_delete_queue, FAMILY_LOG},
+    {"POST", "/api/v1/dlq/requeue", route_dlq_requeue, FAMILY_LOG},
+    {"DELETE", "/api/v1/dlq/:id", route_dlq_delete_one, FAMILY_LOG},
+
+    {"GET", "/api/v1/consumer-groups", route_groups, FAMILY_LOG},
+    {"GET", "/api/v1/consumer-groups/lagging", route_groups_lagging, FAMILY_LOG},
+    {"GET", "/api/v1/consumer-groups/:group", route_group, FAMILY_LOG},
+    {"DELETE", "/api/v1/consumer-groups/:group", route_group_delete, FAMILY_LOG},
+    {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", route_group_seek, FAMILY_LOG},
+
+    {"GET", "/api/v1/messages", route_messages, FAMILY_LOG},
+    {"GET", "/api/v1/messages/:transactionId", route_message_get, FAMILY_LOG},
+    {"DELETE", "/api/v1/messages/:transactionId", route_message_delete, FAMILY_LOG},
+
+    {"POST", "/api/v1/traces", route_trace_add, FAMILY_LOG},
+    {"GET", "/api/v1/traces/by-name/:traceName", route_traces_by_name, FAMILY_LOG},
+    {"GET", "/api/v1/traces/:partitionId/:transactionId", route_traces_by_message, FAMILY_LOG},
 };
 
 const size_t http_route_count = sizeof http_routes / sizeof http_routes[0];

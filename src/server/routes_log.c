@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "body.h"
 #include "errors.h"
 
@@ -84,57 +85,19 @@ typedef struct pop_args {
     char group[512], mode[32], from[64], ns[512], task[512];
 } pop_args;
 
-/* An integer query argument in [min, max]; absent leaves *out alone. */
+/* An int query argument in [min, max]; absent leaves *out alone. */
 static bool int_arg(const http_request *req, const char *name, long min, long max, int *out, http_response *res,
                     const char *reason)
 {
-    char buf[32], detail[96];
-    bool bad = false;
-    const char *v = http_query_arg(req, name, buf, sizeof buf, &bad);
-    if (v == NULL && !bad)
-        return true;
-    char *end = NULL;
-    long n = v ? strtol(v, &end, 10) : 0;
-    if (bad || *v == '\0' || *end != '\0' || n < min || n > max) {
-        snprintf(detail, sizeof detail, "%s must be an integer in %ld..%ld", name, min, max);
-        refuse(res, reason, detail);
+    long long v = *out;
+    if (!arg_int(req, name, min, max, &v, res, reason))
         return false;
-    }
-    *out = (int)n;
+    *out = (int)v;
     return true;
 }
 
-static bool bool_arg(const http_request *req, const char *name, bool *out, http_response *res)
-{
-    char buf[8], detail[96];
-    bool bad = false;
-    const char *v = http_query_arg(req, name, buf, sizeof buf, &bad);
-    if (v == NULL && !bad)
-        return true;
-    if (!bad && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)) {
-        *out = v[0] == 't' || v[0] == '1';
-        return true;
-    }
-    snprintf(detail, sizeof detail, "%s must be true or false", name);
-    refuse(res, "log_bad_request", detail);
-    return false;
-}
-
-static bool str_arg(const http_request *req, const char *name, char *buf, size_t len, const char **out,
-                    http_response *res, const char *reason)
-{
-    bool bad = false;
-    const char *v = http_query_arg(req, name, buf, len, &bad);
-    if (bad) {
-        char detail[96];
-        snprintf(detail, sizeof detail, "%s is malformed or too long", name);
-        refuse(res, reason, detail);
-        return false;
-    }
-    if (v != NULL)
-        *out = v;
-    return true;
-}
+#define bool_arg arg_bool
+#define str_arg arg_str
 
 /* Query arguments of the pop (README.md, HTTP API > Messages). 0 means "default" to the engine, so
  * an explicit 0 for batch, leaseSeconds or partitions is refused here, as SQL would. /api/v1/pop

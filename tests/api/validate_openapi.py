@@ -335,6 +335,111 @@ def run(s):
     s.check("/api/v1/resources/queues/{queue} (bad escape)", "DELETE", "/api/v1/resources/queues/%zz", expect=400)
 
 
+def run_queue_ops(s):
+    """Dead letters, consumer groups and the other queue operations."""
+    q = "ops-" + uuid.uuid4().hex[:8]
+    s.check("/api/v1/configure (retryLimit 0)", "POST", "/api/v1/configure",
+            body={"queue": q, "options": {"retryLimit": 0}}, expect=200)
+    s.check("/api/v1/push (for dead letters)", "POST", "/api/v1/push",
+            body={"items": [{"queue": q, "payload": {"n": i}, "transactionId": "d-%d" % i} for i in range(3)]},
+            expect=201)
+    popped = s.check("/api/v1/pop/queue/{queue} (for dead letters)", "GET", "/api/v1/pop/queue/%s?batch=3" % q,
+                     expect=200) or {"messages": []}
+    acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+             "status": "failed", "error": "boom"} for m in popped["messages"]]
+    s.check("/api/v1/ack/batch (to the dead letters)", "POST", "/api/v1/ack/batch", body={"acknowledgments": acks},
+            expect=200)
+    page = s.check("/api/v1/dlq", "GET", "/api/v1/dlq?queue=%s&limit=2" % q, expect=200) or {"messages": []}
+    s.check("/api/v1/dlq (next page)", "GET", "/api/v1/dlq?queue=%s&limit=2&after=%s" % (q, page.get("nextAfter") or 0),
+            expect=200)
+    s.check("/api/v1/dlq (limit 0)", "GET", "/api/v1/dlq?limit=0", expect=400)
+    ids = [m["id"] for m in page["messages"]] or [1]
+    s.check("/api/v1/dlq/requeue", "POST", "/api/v1/dlq/requeue", body={"queue": q, "ids": ids[:1]}, expect=200)
+    s.check("/api/v1/dlq/requeue (no queue)", "POST", "/api/v1/dlq/requeue", body={"ids": [1]}, expect=400)
+    s.check("/api/v1/dlq/requeue (other method)", "GET", "/api/v1/dlq/requeue", expect=405)
+    s.check("/api/v1/dlq/{id}", "DELETE", "/api/v1/dlq/%d" % ids[-1], expect=200)
+    s.check("/api/v1/dlq/{id} (not an id)", "DELETE", "/api/v1/dlq/x1", expect=400)
+    s.check("/api/v1/dlq (delete the queue's)", "DELETE", "/api/v1/dlq?queue=%s" % q, expect=200)
+    s.check("/api/v1/dlq (delete without a queue)", "DELETE", "/api/v1/dlq", expect=400)
+    s.check("/api/v1/dlq (other method)", "PUT", "/api/v1/dlq", body={}, expect=405)
+
+    g = "g-" + uuid.uuid4().hex[:8]
+    leased = s.check("/api/v1/pop/queue/{queue} (a group's lease)", "GET",
+                     "/api/v1/pop/queue/%s?consumerGroup=%s&batch=1" % (q, g), expect=200)
+    s.check("/api/v1/consumer-groups", "GET", "/api/v1/consumer-groups", expect=200)
+    s.check("/api/v1/consumer-groups/lagging", "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", expect=200)
+    s.check("/api/v1/consumer-groups/lagging (negative)", "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=-1",
+            expect=400)
+    s.check("/api/v1/consumer-groups/{group}", "GET", "/api/v1/consumer-groups/%s" % g, expect=200)
+    s.check("/api/v1/consumer-groups/{group}/queues/{queue}/seek (leased)", "POST",
+            "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), body={"to": "end"}, expect=409 if leased else 200)
+    s.check("/api/v1/consumer-groups/{group} (delete, leased)", "DELETE", "/api/v1/consumer-groups/%s" % g,
+            expect=409 if leased else 200)
+    if leased:
+        m = leased["messages"][0]
+        s.check("/api/v1/ack (the group's lease)", "POST", "/api/v1/ack", body={
+            "transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+            "consumerGroup": g}, expect=200)
+    s.check("/api/v1/consumer-groups/{group}/queues/{queue}/seek", "POST",
+            "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), body={"to": "beginning"}, expect=200)
+    s.check("/api/v1/consumer-groups/{group}/queues/{queue}/seek (bad to)", "POST",
+            "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), body={"to": "later"}, expect=400)
+    s.check("/api/v1/consumer-groups/{group}/queues/{queue}/seek (other method)", "GET",
+            "/api/v1/consumer-groups/%s/queues/%s/seek" % (g, q), expect=405)
+    s.check("/api/v1/consumer-groups/{group}", "DELETE", "/api/v1/consumer-groups/%s?queue=%s" % (g, q), expect=200)
+
+    s.check("/api/v1/push (to browse)", "POST", "/api/v1/push",
+            body={"items": [{"queue": q, "payload": {"b": 1}, "transactionId": "b-1"},
+                            {"queue": q, "payload": {"b": 2}, "transactionId": "b-2"}]}, expect=201)
+    leased = s.check("/api/v1/pop/queue/{queue} (lease to browse)", "GET", "/api/v1/pop/queue/%s?batch=100" % q,
+                     expect=200)
+    s.check("/api/v1/messages", "GET", "/api/v1/messages?queue=%s&limit=2" % q, expect=200)
+    s.check("/api/v1/messages (no queue)", "GET", "/api/v1/messages", expect=400)
+    s.check("/api/v1/messages/{transactionId}", "GET", "/api/v1/messages/b-1?queue=%s" % q, expect=200)
+    s.check("/api/v1/messages/{transactionId} (leased)", "DELETE", "/api/v1/messages/b-2?queue=%s" % q,
+            expect=409 if leased else 200)
+    s.check("/api/v1/messages/{transactionId} (no queue)", "DELETE", "/api/v1/messages/b-2", expect=400)
+    s.check("/api/v1/messages/{transactionId} (other method)", "POST", "/api/v1/messages/b-2", body={}, expect=405)
+
+    tpid = leased["partitionId"] if leased else str(uuid.uuid4())
+    s.check("/api/v1/traces", "POST", "/api/v1/traces",
+            body={"partitionId": tpid, "transactionId": "b-1", "traceName": "seen", "data": {"n": 1}}, expect=201)
+    s.check("/api/v1/traces (unknown partition)", "POST", "/api/v1/traces",
+            body={"partitionId": str(uuid.uuid4()), "transactionId": "b-1", "traceName": "seen"}, expect=400)
+    s.check("/api/v1/traces (other method)", "GET", "/api/v1/traces", expect=405)
+    s.check("/api/v1/traces/{partitionId}/{transactionId}", "GET", "/api/v1/traces/%s/b-1" % tpid, expect=200)
+    s.check("/api/v1/traces/{partitionId}/{transactionId} (not a uuid)", "GET", "/api/v1/traces/x/b-1", expect=400)
+    s.check("/api/v1/traces/by-name/{traceName}", "GET", "/api/v1/traces/by-name/seen?limit=10", expect=200)
+    s.check("/api/v1/traces/by-name/{traceName} (limit 0)", "GET", "/api/v1/traces/by-name/seen?limit=0", expect=400)
+
+    s.check("/api/v1/system/maintenance", "GET", "/api/v1/system/maintenance", tenant=None, expect=200)
+    s.check("/api/v1/system/maintenance (bad body)", "POST", "/api/v1/system/maintenance", body={"on": True},
+            tenant=None, expect=400)
+    try:
+        s.check("/api/v1/system/maintenance (on)", "POST", "/api/v1/system/maintenance", body={"enabled": True},
+                tenant=None, expect=200)
+        s.check("/api/v1/push (maintenance: 503)", "POST", "/api/v1/push",
+                body={"items": [{"queue": q, "payload": 1}]}, expect=503)
+    finally:
+        s.check("/api/v1/system/maintenance (off)", "POST", "/api/v1/system/maintenance", body={"enabled": False},
+                tenant=None, expect=200)
+    s.check("/api/v1/system/maintenance (other method)", "DELETE", "/api/v1/system/maintenance", tenant=None,
+            expect=405)
+
+    s.check("/api/v1/status", "GET", "/api/v1/status", tenant=None, expect=200)
+    s.check("/api/v1/resources/overview", "GET", "/api/v1/resources/overview", expect=200)
+    s.check("/api/v1/resources/namespaces", "GET", "/api/v1/resources/namespaces", expect=200)
+    s.check("/api/v1/resources/tasks", "GET", "/api/v1/resources/tasks", expect=200)
+    s.check("/api/v1/resources/queues/{queue} (get)", "GET", "/api/v1/resources/queues/%s" % q, expect=200)
+    s.check("/api/v1/resources/queues/{queue} (unknown)", "GET", "/api/v1/resources/queues/none-%s" % q, expect=400)
+    s.check("/api/v1/resources/queues/{queue}/partitions", "GET", "/api/v1/resources/queues/%s/partitions" % q,
+            expect=200)
+    s.check("/api/v1/resources/queues/{queue}/clear (leased)", "POST", "/api/v1/resources/queues/%s/clear" % q,
+            expect=409 if leased else 200)
+    s.check("/api/v1/resources/queues/{queue}/clear (other method)", "GET", "/api/v1/resources/queues/%s/clear" % q,
+            expect=405)
+
+
 def main():
     psql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('%s', true);"
          "INSERT INTO queen.kv_quota (tenant_id, enabled, max_rows, max_bytes, max_writes_per_sec) "
@@ -346,6 +451,7 @@ def main():
         broker = Broker()
         s = Suite(broker)
         run(s)
+        run_queue_ops(s)
         print("1..%d" % s.n)
         return 1 if s.failed else 0
     finally:

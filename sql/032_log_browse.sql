@@ -1,0 +1,175 @@
+-- 032_log_browse.sql: browsing the log: a partition's messages with their
+-- state for a consumer group, the messages of a transactionId, and deleting
+-- them (refused while a live lease covers one).
+--
+-- Owns: queen._log_msg_state_v1, queen._log_msg_row_v1,
+--       queen.log_messages_list_v1, queen.log_message_get_v1,
+--       queen.log_message_delete_v1.
+-- May call: 001, 029 (log_dead_letters.reason, log_messages.for_group).
+-- Never names the kv table.
+-- Lock order (001): a delete locks the partition's cursors (log_consumers,
+-- ascending group) before the message (a leaf), so no pop can lease it
+-- between the check and the delete.
+
+-- _log_msg_state_v1(partition, offset, for_group, group) -> the message's
+-- state for the group: dead (a dead letter of the group), consumed (at or
+-- below its cursor, or a requeued copy meant for another group), leased (in
+-- the batch of a live lease), else pending.
+CREATE OR REPLACE FUNCTION queen._log_msg_state_v1(p_partition_id UUID, p_offset BIGINT, p_for_group TEXT,
+                                                   p_group TEXT)
+RETURNS TEXT
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT CASE
+        WHEN EXISTS (SELECT 1 FROM queen.log_dead_letters d
+                     WHERE d.partition_id = p_partition_id AND d.consumer_group = p_group AND d.msg_offset = p_offset)
+            THEN 'dead'
+        WHEN p_for_group IS NOT NULL AND p_for_group <> p_group THEN 'consumed'
+        WHEN c.committed_offset >= p_offset THEN 'consumed'
+        WHEN c.lease_expires_at > now() AND c.batch_end >= p_offset THEN 'leased'
+        ELSE 'pending' END
+    FROM (SELECT 1) AS one
+    LEFT JOIN queen.log_consumers c ON c.partition_id = p_partition_id AND c.consumer_group = p_group
+$$;
+
+-- _log_msg_row_v1(message, queue, partition, group) -> its JSON.
+CREATE OR REPLACE FUNCTION queen._log_msg_row_v1(m queen.log_messages, p_queue TEXT, p_partition TEXT, p_group TEXT)
+RETURNS JSONB
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT jsonb_build_object(
+        'id', m.id, 'transactionId', m.transaction_id, 'queue', p_queue, 'partition', p_partition,
+        'partitionId', m.partition_id, 'offset', m.msg_offset, 'data', m.payload, 'traceId', m.trace_id,
+        'producer', m.producer, 'createdAt', queen.log_iso_v1(m.created_at), 'consumerGroup', p_group,
+        'state', queen._log_msg_state_v1(m.partition_id, m.msg_offset, m.for_group, p_group))
+$$;
+
+-- log_messages_list_v1(tenant, queue, partition, group, limit, after) ->
+-- {messages: [message], nextAfter}: the partition's stored messages with
+-- offset > after (NULL = 0), in offset order, at most limit (NULL = 100),
+-- each with its state for the group (NULL = queue mode, '__QUEUE_MODE__').
+-- partition NULL = 'Default'. nextAfter: the last offset when the page is
+-- full, else null. An unknown queue or partition lists nothing. Reads only.
+-- Raises 22023: log_bad_tenant, log_bad_queue, log_bad_partition,
+-- log_bad_group, log_bad_limit (1..1000), log_bad_after (< 0).
+CREATE OR REPLACE FUNCTION queen.log_messages_list_v1(p_tenant UUID, p_queue TEXT, p_partition TEXT, p_group TEXT,
+                                                      p_limit INTEGER, p_after BIGINT)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_part  TEXT := COALESCE(p_partition, 'Default');
+    v_group TEXT := COALESCE(p_group, '__QUEUE_MODE__');
+    v_limit INTEGER := COALESCE(p_limit, 100);
+    v_rows  JSONB;
+    v_n     INTEGER;
+    v_last  BIGINT;
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
+    PERFORM queen._log_require_name_v1(v_part, 'log_bad_partition', 'partition');
+    PERFORM queen._log_require_name_v1(v_group, 'log_bad_group', 'consumerGroup');
+    IF v_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023',
+            DETAIL = format('limit must be 1..1000, got %s', v_limit);
+    END IF;
+    IF p_after < 0 THEN
+        RAISE EXCEPTION 'log_bad_after' USING ERRCODE = '22023', DETAIL = 'after must be an offset >= 0';
+    END IF;
+    SELECT COALESCE(jsonb_agg(queen._log_msg_row_v1(m, p_queue, v_part, v_group) ORDER BY m.msg_offset), '[]'),
+           count(*), max(m.msg_offset)
+    INTO v_rows, v_n, v_last
+    FROM (SELECT lm.* FROM queen.log_messages lm
+          JOIN queen.log_partitions p ON p.id = lm.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+          WHERE q.tenant_id = p_tenant AND q.name = p_queue AND p.name = v_part
+            AND lm.msg_offset > COALESCE(p_after, 0)
+          ORDER BY lm.msg_offset
+          LIMIT v_limit) AS m;
+    RETURN jsonb_build_object('messages', v_rows, 'nextAfter', CASE WHEN v_n = v_limit THEN v_last END);
+END
+$$;
+
+-- log_message_get_v1(tenant, transaction_id, queue, group) -> {messages:
+-- [message]}: the tenant's stored messages with that transactionId (in
+-- queue when given), oldest first, each with its state for the group (NULL =
+-- queue mode). Usually one; a requeued dead letter is a second. Reads only.
+-- Raises 22023: log_bad_tenant, log_bad_transaction_id, log_bad_queue,
+-- log_bad_group.
+CREATE OR REPLACE FUNCTION queen.log_message_get_v1(p_tenant UUID, p_txn TEXT, p_queue TEXT, p_group TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_group TEXT := COALESCE(p_group, '__QUEUE_MODE__');
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
+    IF p_queue IS NOT NULL THEN
+        PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
+    END IF;
+    PERFORM queen._log_require_name_v1(v_group, 'log_bad_group', 'consumerGroup');
+    RETURN jsonb_build_object('messages', COALESCE((
+        SELECT jsonb_agg(queen._log_msg_row_v1(m, q.name, p.name, v_group) ORDER BY m.created_at, q.name, p.name,
+                         m.msg_offset)
+        FROM queen.queues q
+        JOIN queen.log_partitions p ON p.queue_id = q.id
+        JOIN queen.log_messages m ON m.partition_id = p.id AND m.transaction_id = p_txn
+        WHERE q.tenant_id = p_tenant AND (p_queue IS NULL OR q.name = p_queue)), '[]'));
+END
+$$;
+
+-- log_message_delete_v1(tenant, queue, transaction_id, partition) ->
+-- {deleted}: deletes the queue's stored messages with that transactionId
+-- (in partition when given). Refused while a live lease of any group covers
+-- one of them (55000 log_message_leased; nothing deleted): the consumer
+-- holding it must be able to settle it. A group's cursor past a deleted
+-- message is unchanged; one below it skips it.
+-- Raises 22023: log_bad_tenant, log_bad_queue, log_bad_transaction_id,
+-- log_bad_partition.
+CREATE OR REPLACE FUNCTION queen.log_message_delete_v1(p_tenant UUID, p_queue TEXT, p_txn TEXT, p_partition TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_held TEXT;
+    v_n    INTEGER;
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
+    PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
+    IF p_partition IS NOT NULL THEN
+        PERFORM queen._log_require_name_v1(p_partition, 'log_bad_partition', 'partition');
+    END IF;
+    -- The cursors of the partitions holding a match, ascending.
+    PERFORM 1 FROM queen.log_consumers c
+    WHERE c.partition_id IN (SELECT m.partition_id FROM queen.log_messages m
+                             JOIN queen.log_partitions p ON p.id = m.partition_id
+                             JOIN queen.queues q ON q.id = p.queue_id
+                             WHERE q.tenant_id = p_tenant AND q.name = p_queue AND m.transaction_id = p_txn
+                               AND (p_partition IS NULL OR p.name = p_partition))
+    ORDER BY c.partition_id, c.consumer_group
+    FOR UPDATE;
+    SELECT c.consumer_group INTO v_held
+    FROM queen.log_messages m
+    JOIN queen.log_partitions p ON p.id = m.partition_id
+    JOIN queen.queues q ON q.id = p.queue_id
+    JOIN queen.log_consumers c ON c.partition_id = m.partition_id
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue AND m.transaction_id = p_txn
+      AND (p_partition IS NULL OR p.name = p_partition)
+      AND c.lease_expires_at > now() AND m.msg_offset > c.committed_offset AND m.msg_offset <= c.batch_end
+      AND (m.for_group IS NULL OR m.for_group = c.consumer_group)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'log_message_leased' USING ERRCODE = '55000',
+            DETAIL = format('consumer group %s holds it in a live lease; delete after the lease ends', v_held);
+    END IF;
+    DELETE FROM queen.log_messages m
+    USING queen.log_partitions p, queen.queues q
+    WHERE p.id = m.partition_id AND q.id = p.queue_id
+      AND q.tenant_id = p_tenant AND q.name = p_queue AND m.transaction_id = p_txn
+      AND (p_partition IS NULL OR p.name = p_partition);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN jsonb_build_object('deleted', v_n);
+END
+$$;

@@ -1,0 +1,152 @@
+-- 033_log_traces.sql: trace events a consumer records against a message
+-- (its partitionId and transactionId, as every popped message carries
+-- them): a name and a JSON value, looked up by message or by name, and kept
+-- for a bounded time (the sweeper's log_trace_retention_step_v1).
+--
+-- Owns: queen.log_traces, queen._log_trace_row_v1, queen.log_trace_add_v1,
+--       queen.log_traces_by_message_v1, queen.log_traces_by_name_v1,
+--       queen.log_trace_retention_step_v1.
+-- May call: 001. Never names the kv table.
+-- A trace is not part of the message: it outlives neither its tenant's
+-- queue (cascade) nor the retention, and recording one takes no lock a push,
+-- pop or ack waits on (an insert into a leaf; the partition is only read).
+
+CREATE TABLE IF NOT EXISTS queen.log_traces (
+    id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id      UUID NOT NULL,
+    queue_id       UUID NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+    partition_id   UUID NOT NULL,
+    transaction_id TEXT COLLATE "C" NOT NULL,
+    trace_name     TEXT COLLATE "C" NOT NULL,
+    data           JSONB,
+    created_at     TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS idx_log_traces_message ON queen.log_traces (partition_id, transaction_id, id);
+CREATE INDEX IF NOT EXISTS idx_log_traces_name ON queen.log_traces (tenant_id, trace_name, id);
+CREATE INDEX IF NOT EXISTS idx_log_traces_created ON queen.log_traces (created_at);
+CREATE INDEX IF NOT EXISTS idx_log_traces_queue ON queen.log_traces (queue_id);
+
+CREATE OR REPLACE FUNCTION queen._log_trace_row_v1(t queen.log_traces, p_queue TEXT, p_partition TEXT)
+RETURNS JSONB
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT jsonb_build_object('id', t.id, 'traceName', t.trace_name, 'transactionId', t.transaction_id,
+                              'partitionId', t.partition_id, 'queue', p_queue, 'partition', p_partition,
+                              'data', t.data, 'createdAt', queen.log_iso_v1(t.created_at))
+$$;
+
+-- log_trace_add_v1(tenant, partition_id, transaction_id, name, data) ->
+-- {recorded: true, id, createdAt}. The partition must be the tenant's
+-- (the message need not still be stored: a consumer may trace after its
+-- ack and retention). data: any JSON value, NULL allowed, at most 64 KiB.
+-- Raises 22023: log_bad_tenant, log_bad_partition_id (not a partition of
+-- this tenant), log_bad_transaction_id, log_bad_trace_name (1..255 bytes,
+-- no control character); 22001 log_trace_too_large.
+CREATE OR REPLACE FUNCTION queen.log_trace_add_v1(p_tenant UUID, p_partition_id UUID, p_txn TEXT, p_name TEXT,
+                                                  p_data JSONB)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_qid UUID;
+    v_id  BIGINT;
+    v_at  TIMESTAMPTZ;
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
+    PERFORM queen._log_require_name_v1(p_name, 'log_bad_trace_name', 'traceName');
+    IF octet_length(p_data::text) > 65536 THEN
+        RAISE EXCEPTION 'log_trace_too_large' USING ERRCODE = '22001',
+            DETAIL = 'data must be at most 64 KiB of JSON';
+    END IF;
+    SELECT q.id INTO v_qid FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+    WHERE p.id = p_partition_id AND q.tenant_id = p_tenant;
+    IF v_qid IS NULL THEN
+        RAISE EXCEPTION 'log_bad_partition_id' USING ERRCODE = '22023',
+            DETAIL = 'partitionId names no partition of this tenant';
+    END IF;
+    INSERT INTO queen.log_traces (tenant_id, queue_id, partition_id, transaction_id, trace_name, data)
+    VALUES (p_tenant, v_qid, p_partition_id, p_txn, p_name, p_data)
+    RETURNING id, created_at INTO v_id, v_at;
+    RETURN jsonb_build_object('recorded', true, 'id', v_id, 'createdAt', queen.log_iso_v1(v_at));
+END
+$$;
+
+-- log_traces_by_message_v1(tenant, partition_id, transaction_id) ->
+-- {traces: [trace]} in the order recorded. Reads only. Raises 22023:
+-- log_bad_tenant, log_bad_transaction_id.
+CREATE OR REPLACE FUNCTION queen.log_traces_by_message_v1(p_tenant UUID, p_partition_id UUID, p_txn TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
+    RETURN jsonb_build_object('traces', COALESCE((
+        SELECT jsonb_agg(queen._log_trace_row_v1(t, q.name, p.name) ORDER BY t.id)
+        FROM queen.log_traces t
+        JOIN queen.queues q ON q.id = t.queue_id
+        LEFT JOIN queen.log_partitions p ON p.id = t.partition_id
+        WHERE t.partition_id = p_partition_id AND t.transaction_id = p_txn AND t.tenant_id = p_tenant), '[]'));
+END
+$$;
+
+-- log_traces_by_name_v1(tenant, name, limit, after) -> {traces: [trace],
+-- nextAfter}: the tenant's traces of that name with id > after, oldest
+-- first, at most limit (NULL = 100); nextAfter the last id of a full page.
+-- Reads only. Raises 22023: log_bad_tenant, log_bad_trace_name,
+-- log_bad_limit (1..1000), log_bad_after.
+CREATE OR REPLACE FUNCTION queen.log_traces_by_name_v1(p_tenant UUID, p_name TEXT, p_limit INTEGER, p_after BIGINT)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_limit INTEGER := COALESCE(p_limit, 100);
+    v_rows  JSONB;
+    v_n     INTEGER;
+    v_last  BIGINT;
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_name, 'log_bad_trace_name', 'traceName');
+    IF v_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023',
+            DETAIL = format('limit must be 1..1000, got %s', v_limit);
+    END IF;
+    IF p_after < 0 THEN
+        RAISE EXCEPTION 'log_bad_after' USING ERRCODE = '22023', DETAIL = 'after must be a trace id >= 0';
+    END IF;
+    SELECT COALESCE(jsonb_agg(queen._log_trace_row_v1(t, q.name, p.name) ORDER BY t.id), '[]'), count(*), max(t.id)
+    INTO v_rows, v_n, v_last
+    FROM (SELECT * FROM queen.log_traces lt
+          WHERE lt.tenant_id = p_tenant AND lt.trace_name = p_name AND lt.id > COALESCE(p_after, 0)
+          ORDER BY lt.id LIMIT v_limit) AS t
+    JOIN queen.queues q ON q.id = t.queue_id
+    LEFT JOIN queen.log_partitions p ON p.id = t.partition_id;
+    RETURN jsonb_build_object('traces', v_rows, 'nextAfter', CASE WHEN v_n = v_limit THEN v_last END);
+END
+$$;
+
+-- log_trace_retention_step_v1(now, retention_seconds, max_rows) -> {deleted}:
+-- deletes up to max_rows traces recorded before now - retention_seconds.
+-- Raises 22023 log_bad_request on NULL or negative arguments.
+CREATE OR REPLACE FUNCTION queen.log_trace_retention_step_v1(p_now TIMESTAMPTZ, p_retention_seconds INTEGER,
+                                                             p_max_rows INTEGER)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_n INTEGER;
+BEGIN
+    IF p_now IS NULL OR p_retention_seconds IS NULL OR p_retention_seconds < 0 OR p_max_rows IS NULL
+       OR p_max_rows < 0 THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
+            DETAIL = 'now, retention_seconds >= 0 and max_rows >= 0 are required';
+    END IF;
+    DELETE FROM queen.log_traces t
+    WHERE t.id IN (SELECT lt.id FROM queen.log_traces lt
+                   WHERE lt.created_at < p_now - make_interval(secs => p_retention_seconds)
+                   ORDER BY lt.created_at LIMIT p_max_rows);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN jsonb_build_object('deleted', v_n);
+END
+$$;

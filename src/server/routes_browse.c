@@ -1,0 +1,67 @@
+/* routes_browse: browsing the log (README.md, HTTP API > Browsing messages):
+ * a partition's messages with their state, a transactionId's messages,
+ * delete. Parse, call one engine function (src/engine/browse.c), render. */
+#include "routes.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "args.h"
+#include "errors.h"
+
+static void answer(http_response *res, int rc, char *text, const queen_error *err)
+{
+    if (rc == 0)
+        http_text(res, 200, text);
+    else
+        http_engine_error(res, FAMILY_LOG, err);
+}
+
+/* GET /api/v1/messages?queue=&partition=&consumerGroup=&limit=&after= */
+void route_messages(server *srv, const http_request *req, http_response *res)
+{
+    char queue[1024], part[1024], group[1024];
+    long long limit = 0, after = 0;
+    queen_messages_query o = {0};
+    if (!arg_str(req, "queue", queue, sizeof queue, &o.queue, res, "log_bad_queue") ||
+        !arg_str(req, "partition", part, sizeof part, &o.partition, res, "log_bad_partition") ||
+        !arg_str(req, "consumerGroup", group, sizeof group, &o.consumer_group, res, "log_bad_group") ||
+        !arg_int(req, "limit", 1, 1000, &limit, res, "log_bad_limit") ||
+        !arg_int(req, "after", 0, LLONG_MAX, &after, res, "log_bad_after"))
+        return;
+    o.limit = (int)limit;
+    o.after = after;
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_messages_list(srv->engine, req->tenant, &o, &result, &err);
+    answer(res, rc, result, &err);
+}
+
+/* GET /api/v1/messages/:transactionId?queue=&consumerGroup= */
+void route_message_get(server *srv, const http_request *req, http_response *res)
+{
+    char queue[1024], group[1024];
+    const char *q = NULL, *g = NULL;
+    if (!arg_str(req, "queue", queue, sizeof queue, &q, res, "log_bad_queue") ||
+        !arg_str(req, "consumerGroup", group, sizeof group, &g, res, "log_bad_group"))
+        return;
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_message_get(srv->engine, req->tenant, req->params[0], q, g, &result, &err);
+    answer(res, rc, result, &err);
+}
+
+/* DELETE /api/v1/messages/:transactionId?queue=Q&partition= */
+void route_message_delete(server *srv, const http_request *req, http_response *res)
+{
+    char queue[1024], part[1024];
+    const char *q = NULL, *p = NULL;
+    if (!arg_str(req, "queue", queue, sizeof queue, &q, res, "log_bad_queue") ||
+        !arg_str(req, "partition", part, sizeof part, &p, res, "log_bad_partition"))
+        return;
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_message_delete(srv->engine, req->tenant, q, req->params[0], p, &result, &err);
+    answer(res, rc, result, &err);
+}

@@ -1,0 +1,83 @@
+/* routes_groups: the consumer-group routes (README.md, HTTP API > Consumer
+ * groups): the view with lag, the lagging view, one group, seek, delete.
+ * Parse, call one engine function (src/engine/groups.c), render. */
+#include "routes.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "args.h"
+#include "body.h"
+#include "errors.h"
+
+static void answer(http_response *res, int rc, char *text, const queen_error *err)
+{
+    if (rc == 0)
+        http_text(res, 200, text);
+    else
+        http_engine_error(res, FAMILY_LOG, err);
+}
+
+static void groups(server *srv, const http_request *req, http_response *res, const char *group, int min_lag)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_groups(srv->engine, req->tenant, group, min_lag, &result, &err);
+    answer(res, rc, result, &err);
+}
+
+/* GET /api/v1/consumer-groups */
+void route_groups(server *srv, const http_request *req, http_response *res)
+{
+    groups(srv, req, res, NULL, -1);
+}
+
+/* GET /api/v1/consumer-groups/lagging?minLagSeconds=N (default 0: any lag). */
+void route_groups_lagging(server *srv, const http_request *req, http_response *res)
+{
+    long long min = 0;
+    if (arg_int(req, "minLagSeconds", 0, INT_MAX, &min, res, "log_bad_seconds"))
+        groups(srv, req, res, NULL, (int)min);
+}
+
+/* GET /api/v1/consumer-groups/:group */
+void route_group(server *srv, const http_request *req, http_response *res)
+{
+    groups(srv, req, res, req->params[0], -1);
+}
+
+/* DELETE /api/v1/consumer-groups/:group?queue=Q (absent: every queue) */
+void route_group_delete(server *srv, const http_request *req, http_response *res)
+{
+    char buf[1024];
+    const char *queue = NULL;
+    if (!arg_str(req, "queue", buf, sizeof buf, &queue, res, "log_bad_queue"))
+        return;
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_group_delete(srv->engine, req->tenant, req->params[0], queue, &result, &err);
+    answer(res, rc, result, &err);
+}
+
+/* POST /api/v1/consumer-groups/:group/queues/:queue/seek {"to": "beginning" |
+ * "end" | "<ISO-8601 instant>"} */
+void route_group_seek(server *srv, const http_request *req, http_response *res)
+{
+    static const char *const members[] = {"to", NULL};
+    json_t *body = body_parse(req, res, false);
+    if (body == NULL)
+        return;
+    bool bad = false;
+    const char *to = NULL;
+    if (!json_is_object(body) || body_unknown_field(body, members) != NULL) {
+        http_refuse(res, FAMILY_LOG, QUEEN_ERR_BAD_REQUEST, "log_bad_request",
+                    "the body must be an object with the one member to");
+    } else if ((to = body_string(body, "to", res, FAMILY_LOG, &bad)), !bad) {
+        char *result = NULL;
+        queen_error err;
+        int rc = queen_group_seek(srv->engine, req->tenant, req->params[0], req->params[1], to, &result, &err);
+        answer(res, rc, result, &err);
+    }
+    json_decref(body);
+}

@@ -1,0 +1,90 @@
+/* routes_resources: the resource routes an admin client and the console
+ * read (README.md, HTTP API > Resources): overview, namespaces, tasks, a
+ * queue's detail and partitions, clearing a queue, and the broker's status.
+ * Parse, call one engine function (src/engine/resources.c), render. */
+#include "routes.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+
+static void answer(http_response *res, http_family fam, int rc, char *text, const queen_error *err)
+{
+    if (rc == 0)
+        http_text(res, 200, text);
+    else
+        http_engine_error(res, fam, err);
+}
+
+void route_overview(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_overview(srv->engine, req->tenant, &result, &err);
+    answer(res, FAMILY_LOG, rc, result, &err);
+}
+
+void route_namespaces(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_labels(srv->engine, req->tenant, "namespace", &result, &err);
+    answer(res, FAMILY_LOG, rc, result, &err);
+}
+
+void route_tasks(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_labels(srv->engine, req->tenant, "task", &result, &err);
+    answer(res, FAMILY_LOG, rc, result, &err);
+}
+
+void route_queue_detail(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_queue_detail(srv->engine, req->tenant, req->params[0], &result, &err);
+    answer(res, FAMILY_LOG, rc, result, &err);
+}
+
+void route_queue_partitions(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_queue_partitions(srv->engine, req->tenant, req->params[0], &result, &err);
+    answer(res, FAMILY_LOG, rc, result, &err);
+}
+
+void route_queue_clear(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_queue_clear(srv->engine, req->tenant, req->params[0], &result, &err);
+    answer(res, FAMILY_LOG, rc, result, &err);
+}
+
+/* GET /api/v1/status: the broker (version, database reachable, maintenance).
+ * Not tenant-scoped. */
+void route_status(server *srv, const http_request *req, http_response *res)
+{
+    (void)req;
+    char version[128] = "";
+    queen_error err;
+    if (queen_health(srv->engine, version, sizeof version, &err) != 0) {
+        http_engine_error(res, FAMILY_OPS, &err);
+        return;
+    }
+    char *m = NULL;
+    if (queen_maintenance(srv->engine, &m, &err) != 0) {
+        http_engine_error(res, FAMILY_OPS, &err);
+        return;
+    }
+    json_t *maint = json_loads(m, 0, NULL);
+    free(m);
+    http_json(res, 200,
+              json_pack("{s:s, s:s, s:s, s:o}", "status", "healthy", "version", QUEEN_VERSION, "database", "connected",
+                        "maintenance", maint ? maint : json_null()));
+}

@@ -1,0 +1,14 @@
+-- tests/sql/034_system_maintenance.sql: the maintenance switch
+-- (sql/034_system_maintenance.sql). The row is shared by every broker and
+-- test: everything here is rolled back.
+BEGIN;
+SELECT plan(7);
+SELECT is(queen.system_maintenance_set_v1(false) -> 'maintenance', 'false'::jsonb, 'off');
+SELECT is(queen.system_maintenance_v1(), '{"maintenance":false,"since":null}'::jsonb, 'off: no since');
+SELECT is(queen.system_maintenance_set_v1(true) -> 'changed', 'true'::jsonb, 'switching on changes it');
+SELECT is(queen.system_maintenance_v1() -> 'maintenance', 'true'::jsonb, 'on');
+SELECT ok(queen.system_maintenance_v1() ->> 'since' IS NOT NULL, 'with its since');
+SELECT is(queen.system_maintenance_set_v1(true) -> 'changed', 'false'::jsonb, 'on again: unchanged');
+SELECT throws_ok($$ SELECT queen.system_maintenance_set_v1(NULL) $$, '22023', 'log_bad_request', 'NULL is refused');
+SELECT * FROM finish();
+ROLLBACK;
