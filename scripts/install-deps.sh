@@ -11,6 +11,7 @@ packages=(
   curl wrk python3 python3-yaml python3-jsonschema redis-server
   clang libclang-rt-14-dev
   man-db
+  g++ nlohmann-json3-dev libgtest-dev
 )
 
 missing=()
