@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev
   man-db
   g++ nlohmann-json3-dev libgtest-dev
+  php8.2-cli php8.2-curl phpunit
 )
 
 missing=()

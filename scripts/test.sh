@@ -95,6 +95,7 @@ export QUEEN_CONFORMANCE_HARNESS=$PWD/$BUILD/tests/client/conformance_harness
 for t in "$BUILD"/clients/cpp/test_*; do
   [ -x "$t" ] && run_suite "clients/cpp/$(basename "$t")" "$t"
 done
+run_suite "clients/php/phpunit" phpunit --configuration clients/php/phpunit.xml
 # The reliability campaign (bounded here; longer as make torture).
 for t in "$BUILD"/tests/linearizability/test_*; do
   [ -x "$t" ] && run_suite "linearizability/$(basename "$t")" "$t"
