@@ -182,15 +182,22 @@ final class ClientTest extends TestCase
         $ns = self::ns();
         $c->push([['queue' => $q, 'payload' => ['n' => 1], 'transactionId' => "m-$ns"]]);
         $calls = 0;
-        $c->consume($q, function (array $m, $tx) use (&$calls, $ns): bool {
-            $this->assertSame(['n' => 1], $m['data']);
+        $data = [];
+        $deadline = microtime(true) + 30;
+        // The handler records and the test asserts afterwards: an assertion
+        // thrown inside would only fail the delivery. The deadline ends the
+        // loop if the stop under test never comes.
+        $c->consume($q, function (array $m, $tx) use (&$calls, &$data, $ns): bool {
+            $data[] = $m['data'];
             if (++$calls === 1) {
                 throw new \RuntimeException('the first delivery fails');
             }
             $tx->kv(['op' => 'incr', 'ns' => $ns, 'key' => 'effect', 'delta' => 1, 'forever' => true]);
             posix_kill(posix_getpid(), SIGTERM); // a clean stop: this message still settles
             return true;
-        }, ['pollMs' => 200]);
+        }, ['pollMs' => 200, 'stop' => fn () => microtime(true) > $deadline]);
+        $this->assertLessThan($deadline, microtime(true), 'SIGTERM did not stop the loop');
+        $this->assertSame([['n' => 1], ['n' => 1]], $data);
         $this->assertSame(2, $calls);
         $this->assertSame(1, $c->kvGet($ns, 'effect')['value']);
         $this->assertNull($c->pop($q));
