@@ -16,6 +16,7 @@ extern "C" {
 #include <cstring>
 #include <ctime>
 #include <thread>
+#include <unistd.h>
 
 using queen_test::Harness;
 using namespace queen_cpp;
@@ -228,4 +229,35 @@ TEST(client, consume_fails_a_throwing_handler_and_stops_from_another_thread)
     EXPECT_EQ(calls.load(), 2);
     EXPECT_EQ(c.kv_get(n, "effect").value->text(), "1");
     EXPECT_FALSE(c.pop(q).has_value());
+}
+
+TEST(client, example_consumer_counts_each_order_once)
+{
+    Client c = client_for(Harness::get().main_url());
+    std::string q = "orders-" + queen_test::unique_token();
+    auto count = [&] {
+        auto v = c.kv_get("orders", "count").value;
+        return v ? v->parse().get<long long>() : 0LL;
+    };
+    long long before = count();
+    c.push(nlohmann::json::array({{{"queue", q}, {"payload", {{"order", 1}}}, {"transactionId", q + "-1"}},
+                                  {{"queue", q}, {"payload", {{"order", 2}}}, {"transactionId", q + "-2"}}}));
+    // The example sits next to this test program.
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ASSERT_GT(n, 0);
+    std::string dir(self, static_cast<std::size_t>(n));
+    dir = dir.substr(0, dir.rfind('/'));
+    // timeout: an example that never stops fails the test instead of hanging it.
+    std::string cmd = "timeout 60 " + dir + "/example " + Harness::get().main_url() + " " + q + " 2";
+    FILE *p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p) != nullptr)
+        out += buf;
+    EXPECT_EQ(pclose(p), 0) << out;
+    EXPECT_NE(out.find(q + "-1 {\"order\": 1}"), std::string::npos) << out;
+    EXPECT_NE(out.find(q + "-2 {\"order\": 2}"), std::string::npos) << out;
+    EXPECT_EQ(count(), before + 2);
 }

@@ -210,4 +210,23 @@ final class ClientTest extends TestCase
         $this->expectException(BadRequestException::class);
         self::client()->consume(str_repeat('x', 300), fn () => true, ['pollMs' => 100]);
     }
+
+    public function testExampleConsumerCountsEachOrderOnce(): void
+    {
+        $c = self::client();
+        $q = 'orders-' . Harness::token();
+        $count = fn () => $c->kvGet('orders', 'count')['value'] ?? 0;
+        $before = $count();
+        $c->push([['queue' => $q, 'payload' => ['order' => 1], 'transactionId' => "$q-1"],
+                  ['queue' => $q, 'payload' => ['order' => 0.1], 'transactionId' => "$q-2"]]);
+        // timeout: a consumer that never stops fails the test instead of hanging it.
+        $cmd = ['timeout', '60', PHP_BINARY, dirname(__DIR__) . '/examples/consumer.php', Harness::get()->mainUrl(), $q, '2'];
+        $proc = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
+        $out = stream_get_contents($pipes[1]);
+        $err = stream_get_contents($pipes[2]);
+        $this->assertSame(0, proc_close($proc), $err);
+        $this->assertStringContainsString("$q-1 {\"order\":1}", $out);
+        $this->assertStringContainsString("$q-2 {\"order\":0.1}", $out);
+        $this->assertSame($before + 2, $count());
+    }
 }
