@@ -16,6 +16,9 @@ extern "C" {
 #include <cstring>
 #include <ctime>
 #include <thread>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 using queen_test::Harness;
@@ -129,6 +132,40 @@ TEST(client, refusals_map_to_classes)
         EXPECT_EQ(e.code(), "unreachable");
         EXPECT_EQ(e.attempts(), 2);
     }
+}
+
+TEST(client, silent_peer_times_out_and_only_reads_retry)
+{
+    // A listener that never answers: the kernel accepts, nobody reads.
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa), 0);
+    ASSERT_EQ(listen(fd, 16), 0);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr *>(&sa), &len), 0);
+    Options o;
+    o.urls = {"http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port))};
+    o.timeout_ms = 300;
+    o.max_attempts = 2;
+    o.backoff_ms = 10;
+    Client c(o);
+    try {
+        c.kv_get("ns", "k");
+        FAIL() << "a silent peer answered";
+    } catch (const TransportError &e) {
+        EXPECT_EQ(e.code(), "timeout");
+        EXPECT_EQ(e.attempts(), 2);
+    }
+    try {
+        c.kv_incr("ns", "n", 1, Expiry::forever());
+        FAIL() << "a silent peer answered";
+    } catch (const TransportError &e) {
+        EXPECT_EQ(e.code(), "timeout");
+        EXPECT_EQ(e.attempts(), 1); // an incr might have applied: never repeated
+    }
+    close(fd);
 }
 
 TEST(client, bearer_token_on_an_authenticated_broker)
