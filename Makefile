@@ -180,6 +180,34 @@ install: all
 	done
 # ---- end of the remote client ----
 
+# ---- The Go and Rust clients (clients/go, clients/rust) ----
+# make test runs both through scripts/test.sh (tests/client/go.sh and
+# tests/client/rust.sh: each client's own tests and its conformance runner,
+# against real brokers on the private PostgreSQL); these run one alone.
+.PHONY: test-go test-rust
+test-go: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/go
+
+test-rust: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/rust
+# ---- end of the Go and Rust clients ----
+
+# ---- The Python and JavaScript/TypeScript clients ----
+# clients/python (queen_client) and clients/js (@queen/client). tests/client/python.sh and
+# tests/client/js.sh run each one's own tests and its conformance runner against real brokers on the
+# private PostgreSQL scripts/test.sh starts; make test runs both, these targets one alone.
+.PHONY: test-python test-js
+test-python: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/python
+
+test-js: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/test.sh client/js
+# ---- end of the Python and JavaScript/TypeScript clients ----
+
 # ---- The PHP and C++ clients (clients/php, clients/cpp) ----
 # The C++ client is a C++17 layer over libqueenclient: libqueenclient++.a.
 # Its tests and conformance runner (GoogleTest) and the PHP client's

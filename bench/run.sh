@@ -12,20 +12,25 @@
 #              10% putIfAbsent over 100k keys
 #   2 broker   the same ops and mix with wrk + bench/kv.lua on POST /api/v1/kv
 #   3 batch    25 ops per call (mix), direct and through the broker, ops/s per op
-#   4 wire     bench/wire_bench.c: pop, then per message one POST
-#              /api/v1/transaction = ack + push + putIfAbsent marker, 16 partitions
-#   5 raw      plain single-row upsert and select on queen.kv in pgbench
+#   4 wire     bench/wire_bench.c: pop, then one POST /api/v1/transaction
+#              per message (ack + push + putIfAbsent marker) or per 10
+#              messages (10 of each), 4 and 16 consumers, 16 partitions
+#   5 raw      plain single-row upsert, select and counter upsert on queen.kv in pgbench
 #   6 redis    redis-server (no persistence) + redis-benchmark SET/GET/INCR
 #   7 rss      broker VmRSS idle and under wrk -c 256 (VmHWM too)
 #   8 push     POST /api/v1/push with 1, 10 and 100 messages per request
 #              (wrk + bench/push.lua), messages/s
+#   9 idle     10,000 idle keep-alive connections held open (bench/idle.py):
+#              accepted, GET /health latency on a fresh connection meanwhile,
+#              broker VmRSS before and with them
 #
 # Environment: BUILD (build), BENCH_SECS (5), BENCH_CONC ("1 8 32 64"),
-# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push; default
+# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push,idle; default
 # all), BENCH_PORT_BASE (55460: PostgreSQL, +1 broker, +2 redis),
 # BENCH_COMMIT (what the report names as the commit; default: git HEAD, plus
 # "(+local changes)" when src, sql, include or bench differ from it),
-# BENCH_NO_REPORT=1 (leave RESULTS.md alone), BENCH_PG_POOL (broker's
+# BENCH_NO_REPORT=1 (leave RESULTS.md alone), BENCH_WIRE_POINTS ("1:4 1:16 10:4 10:16", per_tx:consumers),
+# BENCH_PG_POOL (broker's
 # QUEEN_PG_POOL, default: the broker's own default), BENCH_WAIT_QUIET=N (wait
 # up to N s for the machine to be idle, < 10% CPU busy over 6 s, before
 # starting; default 0: the machine is shared, the report says how busy it was).
@@ -36,7 +41,7 @@ ROOT=$(pwd)
 BUILD=${BUILD:-build}
 SECS=${BENCH_SECS:-5}
 CONC=${BENCH_CONC:-"1 8 32 64"}
-ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss,push}
+ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss,push,idle}
 BASE=${BENCH_PORT_BASE:-55460}
 PG_PORT=$BASE
 BROKER_PORT=$((BASE + 1))
@@ -286,29 +291,36 @@ if want raw; then
   for c in $CONC; do
     pgb raw upsert "$c" 1 -f bench/pgbench/raw_upsert.sql
     pgb raw select "$c" 1 -f bench/pgbench/raw_select.sql
+    pgb raw incr "$c" 1 -f bench/pgbench/raw_incr.sql
   done
 fi
 
 # -------------------------------------------------- 4: the transaction wire
 if want wire; then
   cc -std=c11 -O2 -Wall -o "$WORK/wire_bench" "$ROOT/bench/wire_bench.c" -lcurl -ljansson -lpthread
-  WIRE_CONSUMERS=${BENCH_WIRE_CONSUMERS:-16}
+  # Points "per_tx:consumers": messages per transaction (1 = ack + push +
+  # marker; 10 = 10 acks + 10 pushes + 10 markers), consumers on 16
+  # partitions. Each point has its own queue, prefilled before its clock
+  # starts, so no point inherits another's leases or backlog.
+  WIRE_POINTS=${BENCH_WIRE_POINTS:-"1:4 1:16 10:4 10:16"}
   WIRE_PREFILL=${BENCH_WIRE_PREFILL:-$(( SECS * 8000 ))}
-  cmd="$BUILD/bench/wire_bench $BROKER $WIRE_CONSUMERS 16 0 10 $SECS wire_in"
-  # prefill (not timed), then the consumers
-  if "$WORK/wire_bench" "$BROKER" 0 16 "$WIRE_PREFILL" 10 "$SECS" wire_in >"$WORK/logs/wire-prefill.txt" 2>&1 &&
-     timed "$WORK/logs/wire.txt" "$WORK/wire_bench" "$BROKER" "$WIRE_CONSUMERS" 16 0 10 "$SECS" wire_in &&
-     grep -q '^WIRERESULT' "$WORK/logs/wire.txt"; then
-    r=$($REPORT wire "$WORK/logs/wire.txt")
-    cpu=$(cpu_per_op "$(cut -d' ' -f1 <<<"$r")")
-    row wire "pop+commit(ack+push+marker)" "$WIRE_CONSUMERS" $r 1 \
-      "$BUILD/bench/wire_bench $BROKER 0 16 $WIRE_PREFILL 10 $SECS wire_in && $cmd" $cpu
-    say "wire: $r | cpu us/msg total client broker pg other: $cpu"
-    cp "$WORK/logs/wire.txt" "$WORK/wire.result"
-  else
-    say "wire scenario failed or routes missing: $(head -c 300 "$WORK/logs/wire-prefill.txt" "$WORK/logs/wire.txt" 2>/dev/null)"
-    echo "wire=skipped: $(cat "$WORK/logs/wire-prefill.txt" "$WORK/logs/wire.txt" 2>/dev/null | grep -v '^WIRERESULT' | head -c 200 | tr '\n\t' '  ')" >>"$WORK/meta.env"
-  fi
+  for point in $WIRE_POINTS; do
+    per=${point%%:*} wc=${point##*:} wq=wire_in_t${point%%:*}_c${point##*:}
+    cmd="$BUILD/bench/wire_bench $BROKER $wc 16 0 10 $SECS $wq $per"
+    if "$WORK/wire_bench" "$BROKER" 0 16 "$WIRE_PREFILL" 10 "$SECS" "$wq" >"$WORK/logs/wire-prefill-$per-$wc.txt" 2>&1 &&
+       timed "$WORK/logs/wire-$per-$wc.txt" "$WORK/wire_bench" "$BROKER" "$wc" 16 0 10 "$SECS" "$wq" "$per" &&
+       grep -q '^WIRERESULT' "$WORK/logs/wire-$per-$wc.txt"; then
+      r=$($REPORT wire "$WORK/logs/wire-$per-$wc.txt")
+      cpu=$(cpu_per_op "$(cut -d' ' -f1 <<<"$r")")
+      row wire "tx$per" "$wc" $r 1 \
+        "$BUILD/bench/wire_bench $BROKER 0 16 $WIRE_PREFILL 10 $SECS $wq && $cmd" $cpu
+      say "wire $per msg/tx, $wc consumers: $r | cpu us/msg total client broker pg other: $cpu"
+      cp "$WORK/logs/wire-$per-$wc.txt" "$WORK/wire-$per-$wc.result"
+    else
+      say "wire scenario failed or routes missing: $(head -c 300 "$WORK/logs/wire-prefill-$per-$wc.txt" "$WORK/logs/wire-$per-$wc.txt" 2>/dev/null)"
+      echo "wire=skipped: $(cat "$WORK/logs/wire-prefill-$per-$wc.txt" "$WORK/logs/wire-$per-$wc.txt" 2>/dev/null | grep -v '^WIRERESULT' | head -c 200 | tr '\n\t' '  ')" >>"$WORK/meta.env"
+    fi
+  done
 fi
 
 # -------------------------------------------------- 7: broker RSS
@@ -327,6 +339,18 @@ if want rss && [ $KV_OK = 1 ]; then
   { echo "rss_256_peak_kb=$peak"; echo "rss_256_conns=$conns"
     echo "rss_hwm_kb=$(status_kb VmHWM)"; echo "broker_threads_end=$(status_kb Threads)"
     sleep 1; echo "rss_after_256_kb=$(status_kb VmRSS)"; } >>"$WORK/meta.env"
+fi
+
+# -------------------------------------------------- 9: idle connections
+if want idle; then
+  IDLE_N=${BENCH_IDLE_CONNS:-10000}
+  if python3 "$ROOT/bench/idle.py" 127.0.0.1 "$BROKER_PORT" "$BROKER_PID" "$IDLE_N" >"$WORK/logs/idle.txt" 2>&1; then
+    line=$(grep '^IDLE' "$WORK/logs/idle.txt")
+    say "idle: $line"
+    echo "idle=${line#IDLE }" >>"$WORK/meta.env"
+  else
+    say "idle scenario failed: $(tail -c 300 "$WORK/logs/idle.txt")"
+  fi
 fi
 
 # -------------------------------------------------- 6: redis

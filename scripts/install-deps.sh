@@ -11,9 +11,24 @@ packages=(
   curl wrk python3 python3-yaml python3-jsonschema redis-server
   clang libclang-rt-14-dev
   man-db
+  python3-mypy
   g++ nlohmann-json3-dev libgtest-dev
   php8.2-cli php8.2-curl phpunit
 )
+
+# The Go and Rust clients (clients/go, clients/rust): Go 1.19 and the Rust
+# crates, both from Debian. Debian's rustc and cargo (1.63) only when no
+# rustup toolchain is there; the crate builds with either.
+packages+=(golang-go librust-serde-json-dev)
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "${HOME:-}/.cargo/bin/cargo" ]; then
+  packages+=(cargo rustc)
+fi
+
+# Node and npm for the JavaScript client's tests (clients/js): Debian's nodejs (18 on Debian 12) and
+# npm, unless a node and an npm are already on the PATH (from another packaging of Node).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -38,7 +38,7 @@ AS $$
 DECLARE
     c_uuid CONSTANT TEXT := '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
     v_a    JSONB;
-    v_i    INTEGER := 0;
+    v_i    INTEGER;
     v_grp  TEXT;
     v_st   TEXT;
     v_out  JSONB[] := '{}';
@@ -47,7 +47,10 @@ BEGIN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
             DETAIL = format('%s must be an array', p_where);
     END IF;
-    FOR v_a IN SELECT e FROM jsonb_array_elements(p_acks) AS e LOOP
+-- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
+    -- cursor per loop, a plain index loop runs expressions only.)
+    FOR v_i IN 0 .. jsonb_array_length(p_acks) - 1 LOOP
+        v_a := p_acks -> v_i;
         IF jsonb_typeof(v_a) <> 'object' THEN
             RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
                 DETAIL = format('%s[%s] must be an object', p_where, v_i);
@@ -96,7 +99,6 @@ BEGIN
             'error', CASE jsonb_typeof(v_a -> 'error') WHEN 'string' THEN v_a ->> 'error'
                                                        WHEN 'null' THEN NULL
                                                        ELSE (v_a -> 'error')::text END));
-        v_i := v_i + 1;
     END LOOP;
     RETURN to_jsonb(v_out);
 END
@@ -130,7 +132,7 @@ DECLARE
     v_block_p  UUID;
     v_block_g  TEXT;
     v_block_o  BIGINT;
-    v_k        INTEGER := 0;
+    v_k        INTEGER;
     v_lease    TEXT;
     v_key      RECORD;
 BEGIN
@@ -146,8 +148,11 @@ BEGIN
               SELECT lc.partition_id, lc.consumer_group
               FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l
               JOIN queen.log_consumers lc ON lc.lease_id = (l #>> '{}')::uuid) AS k
-        JOIN queen.log_partitions p ON p.id = k.pid
-        JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+        -- The tenant of each key by primary-key lookups (a subplan per key):
+        -- as a join, the generic plan (which guesses 100 keys) hashed the
+        -- whole of log_partitions and queues on every ack.
+        WHERE (SELECT q.tenant_id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+               WHERE p.id = k.pid) = p_tenant
         ORDER BY k.pid, k.grp
     LOOP
         PERFORM 1 FROM queen.log_consumers
@@ -156,7 +161,8 @@ BEGIN
     END LOOP;
 
     -- Required leases: live, of this tenant, and now held until commit.
-    FOR v_lease IN SELECT l #>> '{}' FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l LOOP
+    FOR v_k IN 0 .. jsonb_array_length(COALESCE(p_leases, '[]')) - 1 LOOP
+        v_lease := p_leases -> v_k #>> '{}';
         PERFORM 1
         FROM queen.log_consumers c
         JOIN queen.log_partitions p ON p.id = c.partition_id
@@ -167,20 +173,28 @@ BEGIN
                 DETAIL = jsonb_build_object('requiredLeaseIndex', v_k, 'leaseId', v_lease,
                                             'error', 'lease_not_live')::text;
         END IF;
-        v_k := v_k + 1;
     END LOOP;
 
     FOR r IN
         SELECT a.i, a.txid, a.pid, a.grp, a.lease, a.status, a.error,
-               p.id AS part, p.name AS pname, q.id AS qid, q.name AS qname, q.retry_limit,
+               p.id AS part, p.name AS pname, p.qid, p.qname, p.retry_limit,
                m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
         FROM jsonb_to_recordset(p_acks) AS a(i INTEGER, txid TEXT, pid UUID, grp TEXT,
                                              lease UUID, status TEXT, error TEXT)
-        LEFT JOIN (queen.log_partitions p JOIN queen.queues q
-                   ON q.id = p.queue_id AND q.tenant_id = p_tenant)
-               ON p.id = a.pid
-        LEFT JOIN queen.log_consumers c
-               ON c.partition_id = p.id AND c.consumer_group = a.grp COLLATE "C"
+        -- Partition (of this tenant) and cursor by primary-key lookups per
+        -- ack: OFFSET 0 keeps each a nested lookup, where as plain joins the
+        -- generic plan (which guesses 100 acks) hashed the whole of
+        -- log_partitions, queues and log_consumers on every call.
+        LEFT JOIN LATERAL (
+            SELECT p.id, p.name, q.id AS qid, q.name AS qname, q.retry_limit
+            FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+            WHERE p.id = a.pid
+            OFFSET 0) AS p ON true
+        LEFT JOIN LATERAL (
+            SELECT c.committed_offset
+            FROM queen.log_consumers c
+            WHERE c.partition_id = p.id AND c.consumer_group = a.grp COLLATE "C"
+            OFFSET 0) AS c ON true
         LEFT JOIN LATERAL (
             -- transactionId -> offset: the oldest not yet consumed, else the
             -- newest (an ack at or below the cursor is a no-op).
@@ -654,7 +668,7 @@ DECLARE
     v_kv     JSONB;
     v_leases JSONB;
     v_op     JSONB;
-    v_oi     INTEGER := 0;
+    v_oi     INTEGER;
     v_flat   INTEGER := 0;
     v_items  JSONB[] := '{}';   -- flattened push items
     v_pmeta  JSONB[] := '{}';   -- per flattened item: {flat, opIndex, itemIndex}
@@ -667,6 +681,7 @@ DECLARE
     v_ares   JSONB[];
     v_res    JSONB[];
     v_e      JSONB;
+    v_void   TEXT;
 BEGIN
     IF p IS NULL OR jsonb_typeof(p) <> 'object' THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
@@ -690,17 +705,24 @@ BEGIN
     IF jsonb_typeof(v_kv) <> 'array' THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023', DETAIL = 'kv must be an array';
     END IF;
-    IF jsonb_typeof(v_leases) <> 'array' OR EXISTS (
-           SELECT 1 FROM jsonb_array_elements(v_leases) AS l
-           WHERE jsonb_typeof(l) <> 'string' OR (l #>> '{}') !~ c_uuid) THEN
-        RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
-            DETAIL = 'requiredLeases must be an array of uuid strings';
+    -- No required leases (the common bundle): none of the two statements
+    -- below has anything to do.
+    IF v_leases <> '[]'::jsonb THEN
+        IF jsonb_typeof(v_leases) <> 'array' OR EXISTS (
+               SELECT 1 FROM jsonb_array_elements(v_leases) AS l
+               WHERE jsonb_typeof(l) <> 'string' OR (l #>> '{}') !~ c_uuid) THEN
+            RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
+                DETAIL = 'requiredLeases must be an array of uuid strings';
+        END IF;
+        SELECT COALESCE(jsonb_agg(lower(l #>> '{}')), '[]') INTO v_leases
+        FROM jsonb_array_elements(v_leases) AS l;
     END IF;
-    SELECT COALESCE(jsonb_agg(lower(l #>> '{}')), '[]') INTO v_leases
-    FROM jsonb_array_elements(v_leases) AS l;
 
     -- Shape of every operation, before anything is read or written.
-    FOR v_op IN SELECT e FROM jsonb_array_elements(v_ops) AS e LOOP
+-- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
+    -- cursor per loop, a plain index loop runs expressions only.)
+    FOR v_oi IN 0 .. jsonb_array_length(v_ops) - 1 LOOP
+        v_op := v_ops -> v_oi;
         IF jsonb_typeof(v_op) <> 'object' THEN
             RAISE EXCEPTION 'log_bad_operation' USING ERRCODE = '22023',
                 DETAIL = format('operations[%s] must be an object', v_oi);
@@ -708,12 +730,12 @@ BEGIN
             RAISE EXCEPTION 'log_kv_in_operations' USING ERRCODE = '22023',
                 DETAIL = format('operations[%s]: kv ops go in the top-level kv array', v_oi);
         ELSIF v_op ->> 'type' = 'push' THEN
-            PERFORM queen._log_push_check_v1(v_op -> 'items', format('operations[%s].items', v_oi));
-            v_j := 0;
-            FOR v_a IN SELECT e FROM jsonb_array_elements(v_op -> 'items') AS e LOOP
-                v_items := array_append(v_items, v_a);
+            -- An assignment, not PERFORM: an expression, not a query.
+            v_void := queen._log_push_check_v1(v_op -> 'items', format('operations[%s].items', v_oi))::text;
+            FOR v_j IN 0 .. jsonb_array_length(v_op -> 'items') - 1 LOOP
+                v_items := array_append(v_items, v_op -> 'items' -> v_j);
                 v_pmeta := array_append(v_pmeta, jsonb_build_object('flat', v_flat, 'opIndex', v_oi, 'itemIndex', v_j));
-                v_flat := v_flat + 1; v_j := v_j + 1;
+                v_flat := v_flat + 1;
             END LOOP;
         ELSIF v_op ->> 'type' = 'ack' THEN
             v_a := queen._log_ack_check_v1(jsonb_build_array(v_op - 'type'), NULL,
@@ -725,7 +747,6 @@ BEGIN
             RAISE EXCEPTION 'log_bad_operation' USING ERRCODE = '22023',
                 DETAIL = format('operations[%s].type must be ack or push', v_oi);
         END IF;
-        v_oi := v_oi + 1;
     END LOOP;
 
     -- 1. Tenant check on acks: read only, no lock.
@@ -797,10 +818,8 @@ BEGIN
             || (v_ares[v_j] - 'index')
             || jsonb_build_object('index', v_ameta[v_j] -> 'flat');
     END LOOP;
-    v_j := 0;
-    FOR v_e IN SELECT e FROM jsonb_array_elements(COALESCE(v_kvres, '[]')) AS e LOOP
-        v_res[v_flat + v_j + 1] := v_e || jsonb_build_object('type', 'kv', 'index', v_flat + v_j, 'opIndex', v_j);
-        v_j := v_j + 1;
+    FOR v_j IN 0 .. jsonb_array_length(COALESCE(v_kvres, '[]')) - 1 LOOP
+        v_res[v_flat + v_j + 1] := (v_kvres -> v_j) || jsonb_build_object('type', 'kv', 'index', v_flat + v_j, 'opIndex', v_j);
     END LOOP;
     IF array_position(v_res, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',

@@ -213,6 +213,20 @@ CREATE OR REPLACE FUNCTION queen.kv_ts_v1(TIMESTAMPTZ)
 RETURNS TEXT LANGUAGE sql STABLE PARALLEL SAFE CALLED ON NULL INPUT
 AS $$ SELECT to_char($1 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 
+-- kv_names_ok_v1(ns, key) -> boolean
+-- The name rules of kv_check_names_v1 (below) as one inlinable predicate:
+-- true when kv_check_names_v1 would not raise, false (never NULL) otherwise.
+-- The rules are written here once; kv_check_names_v1 raises on false and
+-- sorts out which rule failed, and kv_apply_v1's one-op fast path
+-- (_kv_fast_kind_v1) tests it inline, so the common case runs no plpgsql.
+-- Written as ^[a-z0-9][a-z0-9._-]*$ plus length <= 64, which is the same set
+-- as ^[a-z0-9][a-z0-9._-]{0,63}$ (every allowed character is one byte): the
+-- bounded repetition costs the regex engine several microseconds per call.
+CREATE OR REPLACE FUNCTION queen.kv_names_ok_v1(TEXT, TEXT)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(length($1) <= 64 AND $1 COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]*$'
+                      AND $2 <> '' AND octet_length($2) <= 512, false) $$;
+
 -- kv_check_names_v1(ns, key) -> void
 -- Raises, never returns false (a boolean would invite a caller to forget the
 -- check). Rules:
@@ -228,10 +242,11 @@ CREATE OR REPLACE FUNCTION queen.kv_check_names_v1(p_ns TEXT, p_key TEXT)
 RETURNS VOID LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
 AS $$
 BEGIN
-    -- Written as ^[a-z0-9][a-z0-9._-]*$ plus length <= 64, which is the same
-    -- set (every allowed character is one byte): the bounded repetition
-    -- {0,63} costs the regex engine several microseconds per call, on the
-    -- hot path of every op.
+    -- The rules are kv_names_ok_v1's; the tests below only pick the refusal,
+    -- in the order the errors take precedence.
+    IF queen.kv_names_ok_v1(p_ns, p_key) THEN
+        RETURN;
+    END IF;
     IF p_ns IS NULL OR length(p_ns) > 64 OR NOT (p_ns COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]*$') THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_namespace',
             DETAIL = format('namespace %s must match ^[a-z0-9][a-z0-9._-]{0,63}$',
@@ -265,6 +280,46 @@ AS $$
         WHEN 'getMany'     THEN ARRAY['op','ns','keys']
         WHEN 'getPrefix'   THEN ARRAY['op','ns','prefix','after','limit','keysOnly']
     END
+$$;
+
+-- _kv_fast_get_ok_v1(op) / _kv_fast_write_ok_v1(op, fields) -> boolean
+-- Internal: may kv_apply_v1's one-op fast path carry op? true only for ops
+-- the general path would accept without a refusal, and narrower than that on
+-- purpose (no expect on put or putIfAbsent, no min/max on incr, no
+-- ttlSeconds beside forever): anything refused here takes the general path,
+-- where every refusal is written once, so these can only ever say false too
+-- often, never let a bad op through.
+--   get:   fields op, ns, key; the names pass kv_names_ok_v1.
+--   write: fields within p_fields (the caller names its op's list minus
+--          expect, min, max); the names pass; required absent or boolean;
+--          exactly one of ttlSeconds (an integer 1..2147483647, as in
+--          kv_apply_v1) and forever:true.
+-- Split per op, small, LANGUAGE sql: inlined into one plpgsql expression
+-- each, and plpgsql sets up (ExecInitExpr) every expression it evaluates once
+-- per transaction, at a cost that grows with the expression's size; a get
+-- must not pay for the write checks. Raise nothing (every cast is behind the
+-- jsonb_typeof that allows it); false for NULL.
+CREATE OR REPLACE FUNCTION queen._kv_fast_get_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    SELECT COALESCE(($1 - ARRAY['ns', 'key']) = '{"op": "get"}'::jsonb   -- op is get, no other field
+                    AND $1 ? 'ns' AND $1 ? 'key'
+                    AND jsonb_typeof($1 -> 'ns') = 'string' AND jsonb_typeof($1 -> 'key') = 'string'
+                    AND queen.kv_names_ok_v1($1 ->> 'ns', $1 ->> 'key'), false)
+$$;
+
+CREATE OR REPLACE FUNCTION queen._kv_fast_write_ok_v1(JSONB, TEXT[])
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    SELECT COALESCE(($1 - $2) = '{}'::jsonb
+                    AND jsonb_typeof($1 -> 'ns') = 'string' AND jsonb_typeof($1 -> 'key') = 'string'
+                    AND queen.kv_names_ok_v1($1 ->> 'ns', $1 ->> 'key')
+                    AND (NOT ($1 ? 'required') OR jsonb_typeof($1 -> 'required') = 'boolean')
+                    AND CASE WHEN $1 ? 'ttlSeconds'
+                             THEN NOT ($1 ? 'forever') AND jsonb_typeof($1 -> 'ttlSeconds') = 'number'
+                                  AND ($1 -> 'ttlSeconds')::numeric BETWEEN 1 AND 2147483647
+                                  AND ($1 -> 'ttlSeconds')::numeric = trunc(($1 -> 'ttlSeconds')::numeric)
+                             ELSE $1 -> 'forever' = 'true'::jsonb END, false)
 $$;
 
 -- ---------------------------------------------------------------------------
@@ -459,15 +514,15 @@ DECLARE
     -- because a wire bundle also holds queue and partition locks for its
     -- whole duration. (Literals rather than DECLAREd constants: each
     -- initialised variable is one more expression set up per transaction.)
-    v_now    timestamptz := COALESCE(p_now, now());
+    v_now    timestamptz;
     v_n      integer;
     v_i      integer;
     v_op     jsonb;
     v_kind   text;
     v_ns     text;
     v_key    text;
-    v_keys   integer := 0;     -- keys charged to the call's key budget
-    v_writes integer := 0;     -- write ops (for the duplicate check)
+    v_keys   integer;          -- keys charged to the call's key budget
+    v_writes integer;          -- write ops (for the duplicate check)
     v_t      text;
     v_order  integer[];
     v_res    jsonb[];
@@ -483,10 +538,103 @@ DECLARE
     v_cur_val   jsonb;
     v_cur_ver   bigint;
     v_reason    text;
-    v_read_used bigint := 0;   -- value bytes returned so far (read budget)
+    v_read_used bigint;        -- value bytes returned so far (read budget)
     v_b         bigint;
     v_detail    text;
 BEGIN
+    -- ---------------------------------------------------------------
+    -- 0. The one-op fast path (the hot path: one HTTP op, the wire's
+    --    marker). plpgsql sets up every expression it evaluates once per
+    --    transaction, so a one-op call that runs the general path below
+    --    pays for ~30 statements to do one row's work. Here: two
+    --    statements pick the op, one small check per kind
+    --    (_kv_fast_get_ok_v1, _kv_fast_write_ok_v1: they only accept what
+    --    the general path accepts) and one statement reads or writes the row
+    --    and builds the result (VALUES, not a SELECT over a subquery: one
+    --    plan node less to set up per call). A write that did not apply (putIfAbsent on a
+    --    live row, incr of a live non-number) falls through to the general
+    --    path, which repeats the write under the row lock this statement
+    --    already took and gives the verdict, the required escalation and
+    --    all, written once there. (A refused attempt writes nothing; it
+    --    only spends a version number, which is a token with gaps.)
+    -- ---------------------------------------------------------------
+    -- v_kind is never NULL, so the ANDs below stop at a kind that does not
+    -- match (NULL AND x would evaluate x) and the checks see only objects.
+    v_op := CASE WHEN p_tenant IS NOT NULL AND p_in_wire IS NOT NULL
+                      AND jsonb_typeof(p_ops) = 'array' AND jsonb_array_length(p_ops) = 1
+                      AND jsonb_typeof(p_ops -> 0) = 'object'
+                 THEN p_ops -> 0 END;
+    v_kind := COALESCE(v_op ->> 'op', '');
+    IF v_kind = 'get' AND queen._kv_fast_get_ok_v1(v_op) THEN
+        RETURN jsonb_build_array(COALESCE(
+            (SELECT jsonb_build_object('index', 0, 'op', 'get', 'found', true, 'key', k.key,
+                                       'value', k.value, 'version', k.version,
+                                       'expiresAt', queen.kv_ts_v1(k.expires_at),
+                                       'updatedAt', queen.kv_ts_v1(k.updated_at))
+             FROM queen.kv k
+             WHERE k.tenant_id = p_tenant AND k.namespace = (v_op ->> 'ns') AND k.key = (v_op ->> 'key')
+               AND queen.kv_live_v1(k.expires_at, COALESCE(p_now, now()))),
+            jsonb_build_object('index', 0, 'op', 'get', 'found', false, 'key', v_op ->> 'key')));
+    ELSIF v_kind = 'incr' AND jsonb_typeof(v_op -> 'delta') = 'number'
+          AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'delta', 'ttlSeconds', 'forever', 'required']) THEN
+        -- The general path's incr upsert with no min/max (see there).
+        INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+        VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', to_jsonb((v_op -> 'delta')::numeric), nextval('queen.kv_version_seq'),
+                COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
+                COALESCE(p_now, now()), COALESCE(p_now, now()))
+        ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+           SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at)
+                                + (EXCLUDED.value)::numeric),
+               version = EXCLUDED.version,
+               expires_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                 THEN k.expires_at ELSE EXCLUDED.expires_at END,
+               created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                 THEN k.created_at ELSE EXCLUDED.created_at END,
+               updated_at = EXCLUDED.updated_at
+         WHERE NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at) OR jsonb_typeof(k.value) = 'number'
+        RETURNING jsonb_build_array(jsonb_build_object('index', 0, 'op', 'incr', 'applied', true,
+                                                       'key', k.key, 'value', k.value, 'version', k.version))
+        INTO v_elem;
+        IF v_elem IS NOT NULL THEN
+            RETURN v_elem;
+        END IF;
+    ELSIF v_kind = 'put' AND v_op ? 'value' AND octet_length((v_op -> 'value')::text) <= 65536
+          AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
+        -- The general path's unconditional upsert (see there).
+        INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+        VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),
+                COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
+                COALESCE(p_now, now()), COALESCE(p_now, now()))
+        ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+           SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
+               created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                 THEN k.created_at ELSE EXCLUDED.created_at END,
+               updated_at = EXCLUDED.updated_at
+        RETURNING jsonb_build_array(jsonb_build_object('index', 0, 'op', 'put', 'applied', true,
+                                                       'key', k.key, 'value', k.value, 'version', k.version))
+        INTO v_elem;
+        RETURN v_elem;
+    ELSIF v_kind = 'putIfAbsent' AND v_op ? 'value' AND octet_length((v_op -> 'value')::text) <= 65536
+          AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
+        -- The general path's expect:0 insert (see there).
+        INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+        VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),
+                COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
+                COALESCE(p_now, now()), COALESCE(p_now, now()))
+        ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+           SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
+               created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
+         WHERE NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+        RETURNING jsonb_build_array(jsonb_build_object('index', 0, 'op', 'put', 'applied', true,
+                                                       'key', k.key, 'value', k.value, 'version', k.version))
+        INTO v_elem;
+        IF v_elem IS NOT NULL THEN
+            RETURN v_elem;
+        END IF;
+    END IF;
+    v_now := COALESCE(p_now, now());
+    v_keys := 0; v_writes := 0; v_read_used := 0;
+
     -- ---------------------------------------------------------------
     -- 1. Validate everything (nothing is read or written before this
     --    whole block has passed).

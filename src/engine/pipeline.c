@@ -19,6 +19,33 @@
 
 typedef enum conn_state { CONN_DOWN, CONN_CONNECTING, CONN_READY } conn_state;
 
+/* Calls in order: a connection's sent ones (their results come in this
+ * order) and the set's waiting ones (arrival order). */
+typedef struct call_queue {
+    pipeline_call *head, *tail;
+} call_queue;
+
+static void queue_push(call_queue *q, pipeline_call *call)
+{
+    call->next = NULL;
+    if (q->tail != NULL)
+        q->tail->next = call;
+    else
+        q->head = call;
+    q->tail = call;
+}
+
+static pipeline_call *queue_pop(call_queue *q)
+{
+    pipeline_call *call = q->head;
+    if (call != NULL) {
+        q->head = call->next;
+        if (q->head == NULL)
+            q->tail = NULL;
+    }
+    return call;
+}
+
 typedef struct pipe_conn {
     loop_watch watch; /* first: epoll's data.ptr */
     pipeline_set *set;
@@ -28,7 +55,7 @@ typedef struct pipe_conn {
     uint32_t events;     /* what it is registered for */
     long long retry_at;  /* CONN_DOWN: next attempt; CONN_CONNECTING: give up at */
     int backoff_ms;
-    pipeline_call *head, *tail; /* sent, in order of their results */
+    call_queue sent;     /* in order of their results */
     int in_flight;
     const char **prepared;
     size_t nprepared, capprepared;
@@ -41,7 +68,7 @@ struct pipeline_set {
     int epfd;
     int nconns;
     pipe_conn *conns;
-    pipeline_call *wait_head, *wait_tail;
+    call_queue waiting_calls;
     int waiting, in_flight;
     pipeline_figures *fig;
     int connect_timeout_ms;
@@ -146,8 +173,8 @@ static void conn_down(pipe_conn *c, const char *why, long long now)
     if (why != NULL)
         sql_log_unavailable(why);
     /* What it carried may or may not have committed: "lost". */
-    pipeline_call *call = c->head;
-    c->head = c->tail = NULL;
+    pipeline_call *call = c->sent.head;
+    c->sent.head = c->sent.tail = NULL;
     s->in_flight -= c->in_flight;
     atomic_fetch_sub(&s->fig->in_flight, c->in_flight);
     c->in_flight = 0;
@@ -239,12 +266,7 @@ static void send_call(pipe_conn *c, pipeline_call *call)
     }
     ok = ok && PQsendQueryPrepared(c->pg, call->name, call->nparams, call->params, NULL, NULL, 0) == 1 &&
          PQpipelineSync(c->pg) == 1;
-    call->next = NULL;
-    if (c->tail != NULL)
-        c->tail->next = call;
-    else
-        c->head = call;
-    c->tail = call;
+    queue_push(&c->sent, call);
     c->in_flight++;
     s->in_flight++;
     atomic_fetch_add(&s->fig->in_flight, 1);
@@ -273,14 +295,11 @@ static pipe_conn *roomiest(pipeline_set *s)
 
 static void pump(pipeline_set *s)
 {
-    while (s->wait_head != NULL) {
+    while (s->waiting_calls.head != NULL) {
         pipe_conn *c = roomiest(s);
         if (c == NULL)
             return;
-        pipeline_call *call = s->wait_head;
-        s->wait_head = call->next;
-        if (s->wait_head == NULL)
-            s->wait_tail = NULL;
+        pipeline_call *call = queue_pop(&s->waiting_calls);
         s->waiting--;
         atomic_fetch_sub(&s->fig->waiting, 1);
         send_call(c, call);
@@ -295,16 +314,12 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call)
     memset(&call->err, 0, sizeof call->err);
     call->queued_ms = engine_now_ms();
     /* Behind anyone already waiting: arrival order. */
-    pipe_conn *c = s->wait_head == NULL ? roomiest(s) : NULL;
+    pipe_conn *c = s->waiting_calls.head == NULL ? roomiest(s) : NULL;
     if (c != NULL) {
         send_call(c, call);
         return;
     }
-    if (s->wait_tail != NULL)
-        s->wait_tail->next = call;
-    else
-        s->wait_head = call;
-    s->wait_tail = call;
+    queue_push(&s->waiting_calls, call);
     s->waiting++;
     atomic_fetch_add(&s->fig->waiting, 1);
 }
@@ -314,13 +329,11 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call)
  * is then "aborted"); the sync ends it. */
 static void take_result(pipe_conn *c, PGresult *r)
 {
-    pipeline_call *call = c->head;
+    pipeline_call *call = c->sent.head;
     ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_PIPELINE_SYNC) {
         PQclear(r);
-        c->head = call->next;
-        if (c->head == NULL)
-            c->tail = NULL;
+        queue_pop(&c->sent);
         c->in_flight--;
         c->set->in_flight--;
         atomic_fetch_sub(&c->set->fig->in_flight, 1);
@@ -355,7 +368,7 @@ static void drain(pipe_conn *c, long long now)
         return;
     }
     int nulls = 0;
-    while (c->head != NULL && !PQisBusy(c->pg)) {
+    while (c->sent.head != NULL && !PQisBusy(c->pg)) {
         PGresult *r = PQgetResult(c->pg);
         if (r == NULL) {
             /* One NULL ends each statement's results; two in a row mean
@@ -367,7 +380,7 @@ static void drain(pipe_conn *c, long long now)
         nulls = 0;
         take_result(c, r);
     }
-    if (c->head == NULL && PQstatus(c->pg) != CONNECTION_OK) {
+    if (c->sent.head == NULL && PQstatus(c->pg) != CONNECTION_OK) {
         conn_down(c, "the database closed the connection", now);
         return;
     }
@@ -461,18 +474,15 @@ long long pipeline_tick(pipeline_set *s, long long now)
             next = SOONER(c->retry_at);
     }
     /* Calls that waited past the acquire timeout: 503, as the pool's. */
-    while (s->wait_head != NULL && now - s->wait_head->queued_ms >= s->acquire_timeout_ms) {
-        pipeline_call *call = s->wait_head;
-        s->wait_head = call->next;
-        if (s->wait_head == NULL)
-            s->wait_tail = NULL;
+    while (s->waiting_calls.head != NULL && now - s->waiting_calls.head->queued_ms >= s->acquire_timeout_ms) {
+        pipeline_call *call = queue_pop(&s->waiting_calls);
         s->waiting--;
         atomic_fetch_sub(&s->fig->waiting, 1);
         atomic_fetch_add(&s->fig->timeouts_total, 1);
         fail(call, false, "the database is unavailable; retry");
     }
-    if (s->wait_head != NULL)
-        next = SOONER(s->wait_head->queued_ms + s->acquire_timeout_ms);
+    if (s->waiting_calls.head != NULL)
+        next = SOONER(s->waiting_calls.head->queued_ms + s->acquire_timeout_ms);
 #undef SOONER
     return next;
 }
@@ -486,14 +496,12 @@ void pipeline_close(pipeline_set *s)
 {
     if (s == NULL)
         return;
-    while (s->wait_head != NULL) {
-        pipeline_call *call = s->wait_head;
-        s->wait_head = call->next;
+    pipeline_call *call;
+    while ((call = queue_pop(&s->waiting_calls)) != NULL) {
         s->waiting--;
         atomic_fetch_sub(&s->fig->waiting, 1);
         fail(call, false, "the broker is stopping; retry");
     }
-    s->wait_tail = NULL;
     for (int i = 0; i < s->nconns; i++) {
         pipe_conn *c = &s->conns[i];
         if (c->state != CONN_DOWN)

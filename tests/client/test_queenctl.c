@@ -2,6 +2,7 @@
  * broker, its output piped (JSON lines) and once under a pseudo-terminal
  * (the table), with the exit codes a script branches on. */
 #include "broker.h"
+#include "jwtmint.h"
 #include "pgtest.h"
 #include "testutil.h"
 
@@ -194,6 +195,41 @@ static void test_exit_codes(void **state)
     run_free(&r);
     free(list);
     free(dead);
+}
+
+/* Against a broker with QUEEN_AUTH=jwt: --token (and QUEEN_TOKEN) carry a
+ * bearer token; without one the broker's 401 is a refusal (exit 3). */
+static void test_token_against_an_authenticated_broker(void **state)
+{
+    (void)state;
+    static const char secret[] = "queenctl-test-secret-of-32-bytes!";
+    char *secret_env = fmt("QUEEN_JWT_SECRET=%s", secret);
+    const char *env[] = {"QUEEN_AUTH=jwt", secret_env, "QUEEN_JWT_DEFAULT_TENANT=1", NULL};
+    test_broker secured;
+    assert_true(broker_start(&secured, env));
+    char *token = mint_jwt("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", "{\"sub\":\"ctl\",\"role\":\"write\"}", secret,
+                           strlen(secret), NULL);
+    char *url = fmt("QUEEN_URL=%s", secured.base);
+    char *ns = pgtest_unique("ctlauth");
+    run_result r = run_env(NULL, (const char *const[]){url, NULL},
+                           (const char *const[]){"kv", "put", ns, "k", "7", "--forever", "--token", token, NULL});
+    expect_code(&r, 0);
+    run_free(&r);
+    char *token_env = fmt("QUEEN_TOKEN=%s", token);
+    r = run_env(NULL, (const char *const[]){url, token_env, NULL}, (const char *const[]){"kv", "get", ns, "k", NULL});
+    expect_code(&r, 0);
+    assert_non_null(strstr(r.out, "7"));
+    run_free(&r);
+    r = run_env(NULL, (const char *const[]){url, NULL}, (const char *const[]){"kv", "get", ns, "k", NULL});
+    expect_code(&r, 3);
+    assert_non_null(strstr(r.err, "auth_missing_token"));
+    run_free(&r);
+    assert_int_equal(broker_stop(&secured), 0);
+    free(ns);
+    free(token_env);
+    free(url);
+    free(token);
+    free(secret_env);
 }
 
 static void test_push_pop_queues(void **state)
@@ -455,7 +491,7 @@ int main(void)
         cmocka_unit_test(test_health),          cmocka_unit_test(test_kv_round_trip),
         cmocka_unit_test(test_exit_codes),      cmocka_unit_test(test_push_pop_queues),
         cmocka_unit_test(test_consume_command), cmocka_unit_test(test_consume_stops_on_sigterm),
-        cmocka_unit_test(test_tx_file),
+        cmocka_unit_test(test_tx_file),         cmocka_unit_test(test_token_against_an_authenticated_broker),
         cmocka_unit_test(test_help_everywhere), cmocka_unit_test(test_table_on_a_terminal),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

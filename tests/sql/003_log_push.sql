@@ -2,7 +2,7 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(46);
+SELECT plan(51);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
@@ -102,6 +102,43 @@ SELECT is((SELECT count(*)::int FROM queen.queues WHERE tenant_id = :'t' AND nam
           'a refused call writes nothing, not even the valid first item''s queue');
 SELECT is((SELECT count(*)::int FROM queen.queues WHERE tenant_id = :'t' AND name = 'q'), 0,
           'no queue is created by a refused call');
+
+-- A push naming only existing partitions skips the creating statements; one
+-- that names an existing and a new one still creates the new one, and the
+-- offsets continue where they were.
+SELECT is((SELECT array_agg(e ->> 'status' ORDER BY o) FROM jsonb_array_elements(queen.log_push_v1(:'t', '[
+    {"queue":"t003_a","partition":"p2","payload":1,"transactionId":"mix1"},
+    {"queue":"t003_a","partition":"p3-new","payload":2,"transactionId":"mix2"},
+    {"queue":"t003_new_q","payload":3,"transactionId":"mix3"}]'::jsonb)) WITH ORDINALITY AS x(e, o)),
+          ARRAY['queued', 'queued', 'queued'], 'existing, new partition and new queue in one call: all queued');
+SELECT is((SELECT array_agg(lp.name || ':' || lp.last_offset ORDER BY lp.name) FROM queen.log_partitions lp
+           JOIN queen.queues q ON q.id = lp.queue_id WHERE q.tenant_id = :'t' AND q.name = 't003_a' AND lp.name IN ('p2', 'p3-new')),
+          ARRAY['p2:2', 'p3-new:1'], 'the existing partition continues its offsets, the new one starts at 1');
+SELECT is((SELECT count(*)::int FROM queen.queues WHERE tenant_id = :'t' AND name = 't003_new_q'), 1, 'the new queue exists');
+
+-- A duplicate whose holder is deleted between the dedup INSERT and the read
+-- that names it (retention takes no partition lock) is not a duplicate any
+-- more: the message goes in. A statement trigger stands in for retention: it
+-- deletes the holder once, right after the INSERT that found it.
+CREATE FUNCTION pg_temp.t003_vanish() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('t003.vanish', true) = 'on' THEN
+        PERFORM set_config('t003.vanish', 'off', true);
+        DELETE FROM queen.log_messages WHERE transaction_id = 'vanish1';
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER t003_vanish AFTER INSERT ON queen.log_messages
+    FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.t003_vanish();
+SELECT queen.log_push_v1(:'t', '[{"queue":"t003_v","payload":1,"transactionId":"vanish1"}]'::jsonb);
+SELECT set_config('t003.vanish', 'on', true);
+SELECT is(queen.log_push_v1(:'t', '[{"queue":"t003_v","payload":2,"transactionId":"vanish1"}]'::jsonb) -> 0 ->> 'status',
+          'queued', 'a duplicate whose holder vanished before it was named is queued');
+SELECT is((SELECT array_agg(m.payload::text || '@' || m.msg_offset) FROM queen.log_messages m
+           JOIN queen.log_partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
+           WHERE q.tenant_id = :'t' AND q.name = 't003_v'),
+          ARRAY['2@2'], '... and stored, at the next offset');
+DROP TRIGGER t003_vanish ON queen.log_messages;
 
 SELECT * FROM finish();
 ROLLBACK;

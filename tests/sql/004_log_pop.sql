@@ -4,7 +4,7 @@
 -- and every refusal. Expiry is simulated by moving lease_expires_at (now() is
 -- frozen inside this transaction). Own tenant; rolled back.
 BEGIN;
-SELECT plan(53);
+SELECT plan(55);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT volatility_is('queen', 'log_pop_v1',
@@ -136,6 +136,15 @@ SELECT is(queen.log_pop_labels_v1(:'t', NULL, 'k2', NULL, 10, NULL, NULL, NULL, 
           'labels task only');
 SELECT throws_ok(format($$ SELECT queen.log_pop_labels_v1(%L, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) $$, :'t'),
                  '22023', 'log_bad_labels', 'no label: refused');
+
+-- The per-partition pop reads its batch with LIMIT <parameter>: without a
+-- forced generic plan the plan cache re-plans that read on every pop.
+SELECT is((SELECT proconfig FROM pg_proc
+           WHERE oid = 'queen._log_pop_partition_v1(text,uuid,text,boolean,text,integer,integer,boolean,text,timestamptz)'::regprocedure),
+          ARRAY['plan_cache_mode=force_generic_plan'], 'the partition pop plans its statements once (generic plans)');
+SELECT is((SELECT string_agg(l, ' ') FROM (SELECT * FROM regexp_split_to_table(
+              (SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_partition_v1'), '\n') AS l
+           WHERE l ~ 'NOT v_redo OR') x), NULL, 'the batch read has no OR in its offset bound (one index range)');
 
 SELECT * FROM finish();
 ROLLBACK;

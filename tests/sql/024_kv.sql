@@ -7,7 +7,7 @@
 -- Test ids in descriptions: "S" structure, "N" names, "H" helpers, "R<n>"
 -- kv_apply_v1 rule n (the "-- R<n>:" headings below), "SH" result shapes, "C" console reads.
 BEGIN;
-SELECT plan(231);
+SELECT plan(252);
 
 SELECT set_config('t024.tenant', gen_random_uuid()::text, true);
 
@@ -540,6 +540,62 @@ SELECT is((SELECT jsonb_agg(e) FROM jsonb_array_elements(queen.kv_namespaces_v1(
           'C8 kv_namespaces_v1: byte order, counts include expired-unswept rows');
 SELECT is(queen.kv_namespaces_v1(gen_random_uuid()), '[]'::jsonb, 'C9 an unknown tenant has no namespaces');
 SELECT throws_ok($$SELECT queen.kv_namespaces_v1(NULL)$$, '22023', 'kv_bad_request', 'C10 kv_namespaces_v1 raises on a NULL tenant');
+
+-- ===================================================================
+-- F: the one-op fast path gives what the general path gives. A two-op
+-- call always takes the general path, so each fast one-op answer is
+-- compared with the same op's element of a two-op call (beside a get of
+-- another key); versions are tokens, so applied writes compare without them.
+-- ===================================================================
+SELECT is(pg_temp.kv1('{"op":"put","ns":"t024-f","key":"a","value":{"x":[1,"y"]},"ttlSeconds":60}') - 'version',
+          (pg_temp.kv('[{"op":"put","ns":"t024-f","key":"a","value":{"x":[1,"y"]},"ttlSeconds":60},{"op":"get","ns":"t024-f","key":"zz"}]') -> 0) - 'version',
+          'F1 put (ttl): the fast answer is the general one');
+SELECT is(pg_temp.kv1('{"op":"get","ns":"t024-f","key":"a"}'),
+          pg_temp.kv('[{"op":"get","ns":"t024-f","key":"a"},{"op":"get","ns":"t024-f","key":"zz"}]') -> 0,
+          'F2 get of a live row: the fast answer is the general one');
+SELECT is(pg_temp.kv1('{"op":"get","ns":"t024-f","key":"nope"}'),
+          pg_temp.kv('[{"op":"get","ns":"t024-f","key":"nope"},{"op":"get","ns":"t024-f","key":"zz"}]') -> 0,
+          'F3 get of an absent key: same');
+SELECT is(pg_temp.kv1('{"op":"get","ns":"t024-f","key":"a"}', '2030-01-01 00:01:00+00'),
+          '{"index":0,"op":"get","found":false,"key":"a"}'::jsonb, 'F4 fast get: a row past its ttl is not found');
+SELECT is(pg_temp.kv1('{"op":"putIfAbsent","ns":"t024-f","key":"p","value":1,"forever":true}') - 'version',
+          '{"index":0,"op":"put","applied":true,"key":"p","value":1}'::jsonb, 'F5 fast putIfAbsent on an absent key applies');
+SELECT is(pg_temp.kv1('{"op":"putIfAbsent","ns":"t024-f","key":"p","value":2,"forever":true}'),
+          pg_temp.kv('[{"op":"putIfAbsent","ns":"t024-f","key":"p","value":2,"forever":true},{"op":"get","ns":"t024-f","key":"zz"}]') -> 0,
+          'F6 putIfAbsent on a live row: the verdict (exists, current value and version) is the general one');
+SELECT is(pg_temp.kv1('{"op":"putIfAbsent","ns":"t024-f","key":"p","value":2,"forever":true}') ->> 'reason', 'exists',
+          'F7 ... and it says exists');
+SELECT is(pg_temp.kv_err('[{"op":"putIfAbsent","ns":"t024-f","key":"p","value":2,"forever":true,"required":true}]'),
+          pg_temp.kv_err('[{"op":"putIfAbsent","ns":"t024-f","key":"p","value":2,"forever":true,"required":true},{"op":"get","ns":"t024-f","key":"zz"}]'),
+          'F8 required putIfAbsent that lost: the same 23514 and DETAIL as the general path');
+SELECT is(pg_temp.kv1('{"op":"incr","ns":"t024-f","key":"n","delta":2.5,"ttlSeconds":30}') - 'version',
+          '{"index":0,"op":"incr","applied":true,"key":"n","value":2.5}'::jsonb, 'F9 fast incr creates the counter at delta');
+SELECT is(pg_temp.kv1('{"op":"incr","ns":"t024-f","key":"n","delta":1,"forever":true}') - 'version',
+          ((pg_temp.kv('[{"op":"incr","ns":"t024-f","key":"m","delta":3.5,"forever":true},{"op":"get","ns":"t024-f","key":"zz"}]') -> 0) - 'version' - 'key')
+          || '{"key":"n"}', 'F10 fast incr adds to a live counter (2.5 + 1), as the general path creates 3.5');
+SELECT is((pg_temp.row('t024-f', 'n')).expires_at, '2030-01-01 00:00:30+00'::timestamptz,
+          'F11 fast incr keeps a live counter''s window (forever on the second call did not apply)');
+SELECT is(pg_temp.kv1('{"op":"put","ns":"t024-f","key":"s","value":"text","forever":true}') ->> 'applied', 'true', 'F12 setup: a string value');
+SELECT is(pg_temp.kv1('{"op":"incr","ns":"t024-f","key":"s","delta":1,"forever":true}'),
+          pg_temp.kv('[{"op":"incr","ns":"t024-f","key":"s","delta":1,"forever":true},{"op":"get","ns":"t024-f","key":"zz"}]') -> 0,
+          'F13 incr of a live non-number: the verdict (type) is the general one');
+SELECT is(pg_temp.kv1('{"op":"incr","ns":"t024-f","key":"s","delta":1,"forever":true}') ->> 'reason', 'type', 'F14 ... and it says type');
+SELECT is(pg_temp.kv_err('[{"op":"get","ns":1,"key":"k"}]') ->> 'message', 'kv_bad_namespace', 'F15 a namespace that is not a string is refused');
+SELECT is(pg_temp.kv_err('[{"op":"put","ns":"t024-f","key":"k","value":1,"forever":true,"required":"yes"}]') ->> 'message', 'kv_bad_request',
+          'F16 required that is not a boolean is refused');
+SELECT is(pg_temp.kv_err('[{"op":"incr","ns":"t024-f","key":"k","delta":"1","forever":true}]') ->> 'message', 'kv_bad_request',
+          'F17 a string delta is refused');
+SELECT is(pg_temp.kv_err('[{"op":"put","ns":"t024-f","key":"k","value":1,"ttlSeconds":2147483647}]'), NULL,
+          'F18 ttlSeconds 2^31-1 is accepted');
+SELECT is(pg_temp.kv_err('[{"op":"get","ns":"t024-f","key":"k","keys":[]}]') ->> 'message', 'kv_bad_request', 'F19 a get with a getMany field is refused');
+SELECT is(pg_temp.kv_err('[{"op":"putIfAbsent","ns":"t024-f","key":"k","value":1,"forever":true,"expect":0}]'), NULL,
+          'F20 putIfAbsent with expect 0 (the general path) is accepted');
+SELECT is((SELECT array_agg(queen.kv_names_ok_v1(n, k) ORDER BY o)
+           FROM (VALUES (1, 'a', 'k'), (2, repeat('a', 64), repeat('k', 512)), (3, repeat('a', 65), 'k'), (4, 'A', 'k'),
+                        (5, '-a', 'k'), (6, 'a', ''), (7, 'a', repeat('é', 257)), (8, NULL, 'k'), (9, 'a', NULL),
+                        (10, E'a\n', 'k')) AS t(o, n, k)),
+          ARRAY[true, true, false, false, false, false, false, false, false, false],
+          'F21 kv_names_ok_v1: the rules of kv_check_names_v1 as a predicate (never NULL)');
 
 SELECT * FROM finish();
 ROLLBACK;

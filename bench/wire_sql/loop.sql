@@ -1,0 +1,38 @@
+-- bench/wire_sql/loop.sql: what one consumer does, in SQL, :iters times, each
+-- iteration its own transactions (COMMIT after the pop and after the wire, as
+-- the broker does): pop a batch of :per from queue wsql_in, then ONE
+-- log_transaction_wire_v1 with, per message, ack + push to wsql_out (same
+-- partition name) + putIfAbsent marker "done:<id>" (1 h TTL). :per = 1 is
+-- the one-message bundle, :per = 10 the 10 acks + 10 pushes + 10 markers one.
+-- psql -v iters=2000 -v per=1 -f loop.sql (psql does not expand variables
+-- inside the DO body, so they pass through two settings)
+SELECT set_config('wsql.iters', :'iters', false), set_config('wsql.per', :'per', false) \gset
+DO $loop$
+DECLARE
+    v_pop jsonb; v_ops jsonb; v_kv jsonb; v_res jsonb;
+BEGIN
+    FOR i IN 1 .. current_setting('wsql.iters')::integer LOOP
+        v_pop := queen.log_pop_v1('00000000-0000-0000-0000-0000000000be'::uuid, 'wsql_in', NULL, NULL, current_setting('wsql.per')::integer, 60, false, NULL);
+        COMMIT;
+        CONTINUE WHEN v_pop IS NULL;
+        SELECT jsonb_agg(o ORDER BY n, k), jsonb_agg(jsonb_build_object('op', 'putIfAbsent', 'ns', 'wire', 'key', 'done:' || (m ->> 'id'),
+                                                          'value', 1, 'ttlSeconds', 3600) ORDER BY n) FILTER (WHERE k = 0)
+          INTO v_ops, v_kv
+          FROM jsonb_array_elements(v_pop -> 'messages') WITH ORDINALITY AS t(m, n),
+               LATERAL (VALUES
+                   (0, jsonb_build_object('type', 'ack', 'transactionId', m -> 'transactionId',
+                                          'partitionId', m -> 'partitionId', 'leaseId', m -> 'leaseId')),
+                   (1, jsonb_build_object('type', 'push', 'items', jsonb_build_array(jsonb_build_object(
+                          'queue', 'wsql_out', 'partition', m -> 'partition',
+                          'payload', jsonb_build_object('src', m -> 'id'),
+                          'transactionId', 'out-' || (m ->> 'id')))))
+               ) AS x(k, o);
+        v_res := queen.log_transaction_wire_v1(jsonb_build_object('tenant', '00000000-0000-0000-0000-0000000000be',
+                                                                  'operations', v_ops, 'kv', v_kv));
+        IF NOT (v_res -> 'success')::boolean THEN
+            RAISE EXCEPTION 'wire failed: %', v_res;
+        END IF;
+        COMMIT;
+    END LOOP;
+END
+$loop$;

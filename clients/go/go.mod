@@ -1,0 +1,3 @@
+module queen
+
+go 1.19

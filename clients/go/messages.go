@@ -1,0 +1,257 @@
+package queen
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// PushItem is one message to push. Payload is any JSON (json.RawMessage
+// passes through byte for byte). A TransactionID makes the push safe to
+// repeat: the broker answers a repeat "duplicate".
+type PushItem struct {
+	Queue         string `json:"queue"`
+	Partition     string `json:"partition,omitempty"`
+	Payload       any    `json:"payload"`
+	TransactionID string `json:"transactionId,omitempty"`
+}
+
+// PushResult is the broker's answer for one pushed item.
+type PushResult struct {
+	Index         int             `json:"index"`
+	Status        string          `json:"status"` // queued | duplicate | failed
+	TransactionID string          `json:"transaction_id"`
+	MessageID     string          `json:"message_id"`
+	Error         string          `json:"error"`
+	Raw           json.RawMessage `json:"-"`
+}
+
+// AckItem settles one popped message: Status "" (completed) or "failed"
+// (the broker delivers it again).
+type AckItem struct {
+	TransactionID string `json:"transactionId"`
+	PartitionID   string `json:"partitionId"`
+	LeaseID       string `json:"leaseId,omitempty"`
+	Status        string `json:"status,omitempty"`
+	Error         string `json:"error,omitempty"`
+	ConsumerGroup string `json:"consumerGroup,omitempty"`
+}
+
+// AckResult is the broker's answer for one ack.
+type AckResult struct {
+	Index   int             `json:"index"`
+	Success bool            `json:"success"`
+	Error   string          `json:"error"`
+	Raw     json.RawMessage `json:"-"`
+}
+
+// Message is one popped message.
+type Message struct {
+	ID              string          `json:"id"`
+	TransactionID   string          `json:"transactionId"`
+	Queue           string          `json:"queue"`
+	Partition       string          `json:"partition"`
+	PartitionID     string          `json:"partitionId"`
+	LeaseID         string          `json:"leaseId"`
+	ConsumerGroup   string          `json:"consumerGroup"`
+	Data            json.RawMessage `json:"data"`
+	DeliveryAttempt int             `json:"deliveryAttempt"`
+	Producer        *string         `json:"producer"`
+	Raw             json.RawMessage `json:"-"`
+}
+
+// PopResult is a pop's body: the messages leased to the caller.
+type PopResult struct {
+	Success     bool            `json:"success"`
+	LeaseID     string          `json:"leaseId"`
+	PartitionID string          `json:"partitionId"`
+	Messages    []Message       `json:"messages"`
+	Raw         json.RawMessage `json:"-"`
+}
+
+// PopOptions choose what to pop and how.
+type PopOptions struct {
+	Queue        string
+	Partition    string // "": any
+	Group        string // consumer group; "": the queue mode
+	Batch        int    // 0: the broker's default
+	LeaseSeconds int    // 0: the queue's
+	AutoAck      bool
+	Wait         time.Duration // > 0: long poll up to this long for a message
+}
+
+func allHaveIDs(items []PushItem) bool {
+	for _, it := range items {
+		if it.TransactionID == "" {
+			return false
+		}
+	}
+	return len(items) > 0
+}
+
+// Push queues items and answers per item, in order.
+func (c *Client) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
+	if items == nil {
+		items = []PushItem{}
+	}
+	body, err := marshal(map[string]any{"items": items})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := c.do(ctx, request{method: "POST", path: "/api/v1/push", body: body, safe: allHaveIDs(items)})
+	if err != nil {
+		return nil, err
+	}
+	var raws []json.RawMessage
+	if err := decode(rep, &raws); err != nil {
+		return nil, err
+	}
+	out := make([]PushResult, len(raws))
+	for i, raw := range raws {
+		if err := decode(&reply{status: rep.status, body: raw}, &out[i]); err != nil {
+			return nil, err
+		}
+		out[i].Raw = raw
+	}
+	return out, nil
+}
+
+// Pop leases messages; nil (and no error) when nothing was available. Never
+// retried once sent: a lost answer's lease expires and the message returns.
+func (c *Client) Pop(ctx context.Context, o PopOptions) (*PopResult, error) {
+	path := "/api/v1/pop/queue/" + pathEscape(o.Queue)
+	if o.Partition != "" {
+		path += "/partition/" + pathEscape(o.Partition)
+	}
+	q := url.Values{}
+	if o.Group != "" {
+		q.Set("consumerGroup", o.Group)
+	}
+	if o.Batch != 0 {
+		q.Set("batch", strconv.Itoa(o.Batch))
+	}
+	if o.LeaseSeconds != 0 {
+		q.Set("leaseSeconds", strconv.Itoa(o.LeaseSeconds))
+	}
+	if o.AutoAck {
+		q.Set("autoAck", "true")
+	}
+	if o.Wait > 0 {
+		q.Set("wait", "true")
+		q.Set("timeout", strconv.FormatInt(o.Wait.Milliseconds(), 10))
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	rep, err := c.do(ctx, request{method: "GET", path: path, extra: o.Wait})
+	if err != nil {
+		return nil, err
+	}
+	if rep.status == 204 || len(rep.body) == 0 {
+		return nil, nil
+	}
+	var p PopResult
+	if err := decode(rep, &p); err != nil {
+		return nil, err
+	}
+	p.Raw = rep.body
+	var raw struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if decode(rep, &raw) == nil {
+		for i := range p.Messages {
+			if i < len(raw.Messages) {
+				p.Messages[i].Raw = raw.Messages[i]
+			}
+			// The lease and partition may be the body's rather than each message's.
+			if p.Messages[i].LeaseID == "" {
+				p.Messages[i].LeaseID = p.LeaseID
+			}
+			if p.Messages[i].PartitionID == "" {
+				p.Messages[i].PartitionID = p.PartitionID
+			}
+		}
+	}
+	return &p, nil
+}
+
+// Ack settles messages (group: the consumer group, "" for the queue mode).
+// Safe to repeat: each ack names its message by transactionId.
+func (c *Client) Ack(ctx context.Context, acks []AckItem, group string) ([]AckResult, error) {
+	if acks == nil {
+		acks = []AckItem{}
+	}
+	m := map[string]any{"acknowledgments": acks}
+	if group != "" {
+		m["consumerGroup"] = group
+	}
+	body, err := marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := c.do(ctx, request{method: "POST", path: "/api/v1/ack/batch", body: body, safe: true})
+	if err != nil {
+		return nil, err
+	}
+	var raws []json.RawMessage
+	if err := decode(rep, &raws); err != nil {
+		return nil, err
+	}
+	out := make([]AckResult, len(raws))
+	for i, raw := range raws {
+		if err := decode(&reply{status: rep.status, body: raw}, &out[i]); err != nil {
+			return nil, err
+		}
+		out[i].Raw = raw
+	}
+	return out, nil
+}
+
+// ExtendLease renews a lease for seconds more.
+func (c *Client) ExtendLease(ctx context.Context, leaseID string, seconds int) (json.RawMessage, error) {
+	body, _ := marshal(map[string]any{"seconds": seconds})
+	return c.rawCall(ctx, "POST", "/api/v1/lease/"+pathEscape(leaseID)+"/extend", body)
+}
+
+// QueueConfig is a configure call: the queue's options (leaseTime,
+// retryLimit, ...) and its labels.
+type QueueConfig struct {
+	Queue     string         `json:"queue"`
+	Options   map[string]any `json:"options,omitempty"`
+	Namespace string         `json:"namespace,omitempty"`
+	Task      string         `json:"task,omitempty"`
+}
+
+// Configure creates or changes a queue.
+func (c *Client) Configure(ctx context.Context, cfg QueueConfig) (json.RawMessage, error) {
+	body, err := marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c.rawCall(ctx, "POST", "/api/v1/configure", body)
+}
+
+// Queues lists the queues.
+func (c *Client) Queues(ctx context.Context) (json.RawMessage, error) {
+	return c.rawCall(ctx, "GET", "/api/v1/resources/queues", nil)
+}
+
+// DeleteQueue deletes a queue and its messages.
+func (c *Client) DeleteQueue(ctx context.Context, queue string) (json.RawMessage, error) {
+	return c.rawCall(ctx, "DELETE", "/api/v1/resources/queues/"+pathEscape(queue), nil)
+}
+
+// rawCall is a call whose repeat sets the same state again.
+func (c *Client) rawCall(ctx context.Context, method, path string, body []byte) (json.RawMessage, error) {
+	rep, err := c.do(ctx, request{method: method, path: path, body: body, safe: true})
+	if err != nil {
+		return nil, err
+	}
+	var raw json.RawMessage
+	if err := decode(rep, &raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}

@@ -1,0 +1,113 @@
+package queen
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Tx builds one transaction: acks, pushes and kv ops that commit together
+// or not at all. Operations keep the order they were added in; consecutive
+// pushes share one push operation; kv ops follow the operations.
+type Tx struct {
+	ops       []map[string]any
+	kv        []any
+	leases    []string
+	openPush  bool // the last operation is a push still taking items
+	carriesID bool // an ack or an item with a transactionId: a repeat rolls back whole
+}
+
+// NewTx starts an empty transaction.
+func NewTx() *Tx { return &Tx{} }
+
+// Ack adds the settlement of a popped message.
+func (t *Tx) Ack(a AckItem) *Tx {
+	t.openPush = false
+	op := map[string]any{"type": "ack", "transactionId": a.TransactionID, "partitionId": a.PartitionID}
+	if a.LeaseID != "" {
+		op["leaseId"] = a.LeaseID
+	}
+	if a.Status != "" {
+		op["status"] = a.Status
+	}
+	if a.ConsumerGroup != "" {
+		op["consumerGroup"] = a.ConsumerGroup
+	}
+	t.ops = append(t.ops, op)
+	t.carriesID = true
+	return t
+}
+
+// Push adds one message to push.
+func (t *Tx) Push(item PushItem) *Tx {
+	if !t.openPush {
+		t.ops = append(t.ops, map[string]any{"type": "push", "items": []PushItem{}})
+		t.openPush = true
+	}
+	last := t.ops[len(t.ops)-1]
+	last["items"] = append(last["items"].([]PushItem), item)
+	if item.TransactionID != "" {
+		t.carriesID = true
+	}
+	return t
+}
+
+// KV adds a kv op (a KVOp, or any value that renders as one wire op).
+func (t *Tx) KV(op any) *Tx {
+	t.kv = append(t.kv, op)
+	return t
+}
+
+// RequireLease makes the commit fail unless leaseID is still held.
+func (t *Tx) RequireLease(leaseID string) *Tx {
+	t.leases = append(t.leases, leaseID)
+	return t
+}
+
+// JSON is the bundle as it is sent.
+func (t *Tx) JSON() ([]byte, error) {
+	m := map[string]any{}
+	if len(t.ops) > 0 {
+		m["operations"] = t.ops
+	}
+	if len(t.kv) > 0 {
+		m["kv"] = t.kv
+	}
+	if len(t.leases) > 0 {
+		m["requiredLeases"] = t.leases
+	}
+	return marshal(m)
+}
+
+// TxResult is the transaction's answer. A bundle that rolled back is not
+// an error: Success is false with Reason (and, for a lost kv op, the
+// verdict's members). Raw is the whole body.
+type TxResult struct {
+	Success       bool              `json:"success"`
+	TransactionID string            `json:"transactionId"`
+	Reason        string            `json:"reason"`
+	FailedIndex   *int              `json:"failedIndex"`
+	KVReason      string            `json:"kvReason"`
+	Value         json.RawMessage   `json:"value"`
+	Results       []json.RawMessage `json:"results"`
+	Raw           json.RawMessage   `json:"-"`
+}
+
+// Commit sends the bundle. An error means it was refused (4xx) or no
+// answer was had; a rollback is a result with Success false. Retried on
+// 429/503/timeouts only when it carries a transactionId.
+func (c *Client) Commit(ctx context.Context, t *Tx) (*TxResult, error) {
+	body, err := t.JSON()
+	if err != nil {
+		return nil, err
+	}
+	rep, err := c.do(ctx, request{method: "POST", path: "/api/v1/transaction", body: body, safe: t.carriesID})
+	if err != nil {
+		return nil, err
+	}
+	var r TxResult
+	if err := decode(rep, &r); err != nil {
+		return nil, err
+	}
+	r.Raw = rep.body
+	return &r, nil
+}

@@ -1,0 +1,192 @@
+// Type declarations of @queen/client (hand-written; checked by `tsc --noEmit` in the tests).
+
+/** A JSON value as this client decodes it: numbers stay exact (see JsonNumber). */
+export type Json = null | boolean | number | bigint | JsonNumber | string | Json[] | { [member: string]: Json };
+
+/** A number no JS number holds exactly, kept as its JSON text. */
+export class JsonNumber {
+  constructor(text: string);
+  readonly text: string;
+  toString(): string;
+  valueOf(): number;
+  toJSON(): number;
+}
+/** Parse JSON text: a number is a JS number when it writes back to the same decimal value, a BigInt when
+ * an integer beyond 2^53, else a JsonNumber. */
+export function parse(text: string): Json;
+/** Compact JSON text, numbers exact (BigInt as digits, JsonNumber as its text). */
+export function stringify(value: unknown): string;
+/** A number text's exact decimal value as a canonical key ("1.0" and "1" give the same). */
+export function decimalKey(text: string): string;
+
+export interface QueenOptions {
+  /** Broker base URLs, tried in order for failover. */
+  urls: string | string[];
+  /** Sent as `Authorization: Bearer <token>`. */
+  token?: string;
+  /** Attempts per call, the first included (default 3). */
+  maxAttempts?: number;
+  /** Base of the jittered exponential backoff (default 50). */
+  backoffMs?: number;
+  /** Cap of one wait, Retry-After included (default 5000). */
+  maxBackoffMs?: number;
+  /** One attempt's whole time; a long poll adds its wait (default 30000). */
+  timeoutMs?: number;
+  /** Time to open a connection (default 3000). */
+  connectTimeoutMs?: number;
+  /** 'node' (node:http keep-alive agent; the default in Node) or 'fetch' (the default elsewhere). */
+  transport?: 'node' | 'fetch';
+}
+
+export interface Tenanted { /** The tenant uuid, sent as x-queen-tenant (a broker behind a trusted proxy). */ tenant?: string }
+export interface Expiry {
+  /** Seconds to live. A write needs this or `forever`; the client invents neither. */
+  ttlSeconds?: number;
+  forever?: boolean;
+}
+export interface WriteOptions extends Expiry, Tenanted {
+  /** Apply only while the key holds this version (0: absent). */
+  expect?: number | bigint;
+  /** A lost precondition rejects with PreconditionFailed instead of answering applied: false. */
+  required?: boolean;
+}
+export interface IncrOptions extends Expiry, Tenanted { min?: Json; max?: Json; required?: boolean }
+
+export interface GetResult { op: 'get'; key: string; found: boolean; value?: Json; version?: number; expiresAt?: string | null; [member: string]: unknown }
+export interface WriteResult {
+  op: 'put' | 'putIfAbsent' | 'delete' | 'incr'; key: string; applied: boolean;
+  /** Why not applied: exists, absent, version, limit. */
+  reason?: string; version?: number; value?: Json; expiresAt?: string | null; [member: string]: unknown;
+}
+export interface Row { key: string; value?: Json; version?: number; expiresAt?: string | null; [member: string]: unknown }
+export interface GetManyResult { op: 'getMany'; rows: Row[]; missing: string[]; [member: string]: unknown }
+export interface PrefixPage { op: 'getPrefix'; rows: Row[]; truncated: boolean; nextAfter?: string | null; [member: string]: unknown }
+export type KvOp = { op: string; ns: string; [member: string]: unknown };
+
+export interface PushItem { queue: string; payload: Json; partition?: string; transactionId?: string; [member: string]: unknown }
+export interface QueueItem { payload: Json; partition?: string; transactionId?: string; [member: string]: unknown }
+export interface PushResult { index: number; status: 'queued' | 'duplicate' | string; transaction_id?: string; [member: string]: unknown }
+export interface Message {
+  transactionId: string; partitionId: string; leaseId?: string; data: Json; deliveryAttempt?: number;
+  queue?: string; partition?: string; producer?: string | null; [member: string]: unknown;
+}
+export interface PopResult { success: boolean; messages: Message[]; leaseId?: string; partitionId?: string; queue?: string; partition?: string; consumerGroup?: string; [member: string]: unknown }
+export interface PopOptions extends Tenanted {
+  partition?: string; group?: string; batch?: number; wait?: boolean; timeoutMs?: number; leaseSeconds?: number; autoAck?: boolean;
+}
+export interface AckItem { transactionId: string; partitionId: string; leaseId?: string; status?: 'completed' | 'failed' | string; error?: string }
+export interface AckResult { index: number; success: boolean; [member: string]: unknown }
+export interface RenewResult { success: boolean; renewed: boolean; leaseId: string; [member: string]: unknown }
+export interface TxResult {
+  /** false: rolled back (reason, and for a lost kv op failedIndex/kvReason/value); a result, not an error. */
+  success: boolean; transactionId?: string; results?: Array<Record<string, unknown>>; reason?: string;
+  failedIndex?: number; kvReason?: string; value?: Json; [member: string]: unknown;
+}
+export interface ConsumeOptions extends Tenanted {
+  concurrency?: number; group?: string; partition?: string; batch?: number; leaseSeconds?: number;
+  /** A worker's long poll, and so the longest a stop waits for it (default 1000). */
+  pollMs?: number;
+  /** Aborting it stops the loop cleanly. */
+  signal?: AbortSignal;
+}
+export interface ConsumeStats { handled: number; failed: number }
+export type Handler = (message: Message, tx: Tx) => unknown | Promise<unknown>;
+
+export class QueenError extends Error {
+  status: number; code: string; reason: string; detail: string;
+  /** Retry-After seconds of the last answer, 0 when none. */
+  retryAfter: number;
+  attempts: number;
+  toJSON(): { status: number; code: string; reason: string; detail: string; retryAfter: number };
+}
+/** The broker answered 4xx or 500. */
+export class QueenRefused extends QueenError {}
+/** 429 or 503, or no whole answer (status 0: code unreachable, timeout, transport). */
+export class QueenUnavailable extends QueenError {}
+/** The answer was not the JSON the route gives. */
+export class QueenBadResponse extends QueenError {}
+/** A required KV op lost (status 200, code kv_precondition). */
+export class PreconditionFailed extends QueenError {
+  failedIndex: number; kvReason: string; version: Json; value: Json; valueOmitted: boolean; valueBytes?: number;
+}
+
+/** Wire kv op builders. */
+export const ops: {
+  put(ns: string, key: string, value: Json, o?: WriteOptions): KvOp;
+  putIfAbsent(ns: string, key: string, value: Json, o?: Expiry & { required?: boolean }): KvOp;
+  delete(ns: string, key: string, o?: { expect?: number | bigint; required?: boolean }): KvOp;
+  incr(ns: string, key: string, delta?: Json, o?: IncrOptions): KvOp;
+  get(ns: string, key: string): KvOp;
+  getMany(ns: string, keys: Iterable<string>): KvOp;
+  getPrefix(ns: string, prefix: string, o?: { after?: string; limit?: number; keysOnly?: boolean }): KvOp;
+};
+
+export class Tx {
+  ack(message: Message | AckItem, o?: { status?: string; group?: string }): this;
+  push(queue: string, items: Iterable<QueueItem>, o?: { partition?: string }): this;
+  kv(op: KvOp): this;
+  kvPut(ns: string, key: string, value: Json, o?: WriteOptions): this;
+  kvPutIfAbsent(ns: string, key: string, value: Json, o?: Expiry & { required?: boolean }): this;
+  kvDelete(ns: string, key: string, o?: { expect?: number | bigint; required?: boolean }): this;
+  kvIncr(ns: string, key: string, delta?: Json, o?: IncrOptions): this;
+  requireLease(lease: string | Message): this;
+  /** The wire body. */
+  bundle(): { operations?: unknown[]; kv?: KvOp[]; requiredLeases?: string[] };
+  commit(): Promise<TxResult>;
+}
+
+export class Batch {
+  readonly ops: KvOp[];
+  op(op: KvOp): this;
+  get(ns: string, key: string): this;
+  getMany(ns: string, keys: Iterable<string>): this;
+  put(ns: string, key: string, value: Json, o?: WriteOptions): this;
+  putIfAbsent(ns: string, key: string, value: Json, o?: Expiry & { required?: boolean }): this;
+  delete(ns: string, key: string, o?: { expect?: number | bigint; required?: boolean }): this;
+  incr(ns: string, key: string, delta?: Json, o?: IncrOptions): this;
+  apply(): Promise<Array<Record<string, unknown>>>;
+}
+
+export class Kv {
+  get(ns: string, key: string, o?: Tenanted): Promise<GetResult>;
+  getMany(ns: string, keys: Iterable<string>, o?: Tenanted): Promise<GetManyResult>;
+  getPrefixPage(ns: string, prefix: string, o?: Tenanted & { after?: string; limit?: number; keysOnly?: boolean }): Promise<PrefixPage>;
+  /** Every row under prefix, page after page. */
+  getPrefix(ns: string, prefix: string, o?: Tenanted & { pageSize?: number; keysOnly?: boolean }): AsyncGenerator<Row, void, undefined>;
+  put(ns: string, key: string, value: Json, o?: WriteOptions): Promise<WriteResult>;
+  putIfAbsent(ns: string, key: string, value: Json, o?: Expiry & Tenanted & { required?: boolean }): Promise<WriteResult>;
+  delete(ns: string, key: string, o?: Tenanted & { expect?: number | bigint; required?: boolean }): Promise<WriteResult>;
+  incr(ns: string, key: string, delta?: Json, o?: IncrOptions): Promise<WriteResult>;
+  apply(ops: Iterable<KvOp>, o?: Tenanted): Promise<Array<Record<string, unknown>>>;
+  batch(o?: Tenanted): Batch;
+  namespaces(o?: Tenanted): Promise<unknown[]>;
+}
+
+export class QueueHandle {
+  readonly name: string;
+  readonly partition?: string;
+  push(items: Iterable<QueueItem>): Promise<PushResult[]>;
+  pop(o?: PopOptions): Promise<PopResult | null>;
+  configure(options?: Record<string, Json>, extra?: { namespace?: string; task?: string }): Promise<Record<string, unknown>>;
+  delete(): Promise<Record<string, unknown>>;
+  consume(handler: Handler, o?: ConsumeOptions): Promise<ConsumeStats>;
+}
+
+export class Queen {
+  constructor(options: QueenOptions | string | string[]);
+  /** Attempts made beyond the first, by every call so far. */
+  retries: number;
+  readonly kv: Kv;
+  close(): Promise<void>;
+  health(): Promise<{ status: string; version: string; [member: string]: unknown }>;
+  push(items: Iterable<PushItem>, o?: Tenanted): Promise<PushResult[]>;
+  pop(queue: string, o?: PopOptions): Promise<PopResult | null>;
+  ack(acks: Message | AckItem | Array<Message | AckItem>, o?: Tenanted & { status?: string; error?: string; group?: string }): Promise<AckResult[]>;
+  renew(lease: string | Message, seconds: number, o?: Tenanted): Promise<RenewResult>;
+  configure(queue: string, options?: Record<string, Json>, extra?: Tenanted & { namespace?: string; task?: string }): Promise<Record<string, unknown>>;
+  queues(o?: Tenanted): Promise<unknown[]>;
+  deleteQueue(queue: string, o?: Tenanted): Promise<Record<string, unknown>>;
+  queue(name: string, o?: Tenanted & { partition?: string }): QueueHandle;
+  tx(o?: Tenanted): Tx;
+  consume(queue: string, handler: Handler, o?: ConsumeOptions): Promise<ConsumeStats>;
+}

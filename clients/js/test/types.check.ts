@@ -1,0 +1,43 @@
+// Compiled by `tsc --noEmit` (tests/client/js.sh): the declarations describe the surface a program uses.
+import { Queen, QueenError, PreconditionFailed, JsonNumber, parse, stringify, type Message, type Tx, type Row } from '@queen/client';
+
+async function surface(): Promise<void> {
+  const q = new Queen({ urls: ['http://127.0.0.1:6632', 'http://127.0.0.1:6633'], token: 't', maxAttempts: 3 });
+  const got = await q.kv.get('app', 'greeting');
+  if (got.found) console.log(got.value, got.version);
+  const put = await q.kv.put('app', 'k', { n: 0.1, big: 12345678901234567890n }, { forever: true, expect: 0 });
+  const applied: boolean = put.applied;
+  await q.kv.putIfAbsent('app', 'k', 1, { ttlSeconds: 60, required: true });
+  await q.kv.incr('app', 'n', 1, { forever: true, max: 10 });
+  await q.kv.delete('app', 'k', { expect: 3 });
+  for await (const row of q.kv.getPrefix('app', 'user/', { pageSize: 100 })) {
+    const r: Row = row;
+    console.log(r.key);
+  }
+  await q.kv.batch().put('app', 'a', 1, { forever: true }).incr('app', 'n', 2, { forever: true }).apply();
+  await q.queue('orders').push([{ payload: { id: 1 }, transactionId: 'o-1' }]);
+  const popped = await q.pop('orders', { wait: true, timeoutMs: 1000 });
+  const m: Message | undefined = popped?.messages[0];
+  if (m) {
+    await q.renew(m, 60);
+    const r = await q.tx().ack(m).push('invoices', [{ payload: 1 }]).kvPutIfAbsent('done', m.transactionId, true, { forever: true, required: true }).commit();
+    if (!r.success) console.log(r.reason, r.failedIndex);
+    await q.ack(m, { status: 'failed', error: 'boom' });
+  }
+  const ctl = new AbortController();
+  const stats = await q.consume('orders', async (msg: Message, tx: Tx) => {
+    tx.kvIncr('stats', 'orders', 1, { forever: true });
+    return msg.data !== null;
+  }, { concurrency: 4, signal: ctl.signal });
+  console.log(stats.handled + stats.failed, applied);
+  try {
+    await q.kv.put('app', 'k', 1, { forever: true, required: true, expect: 0 });
+  } catch (e) {
+    if (e instanceof PreconditionFailed) console.log(e.failedIndex, e.kvReason, e.value);
+    else if (e instanceof QueenError) console.log(e.status, e.code, e.retryAfter);
+  }
+  const v = parse('12345678901234567890');
+  console.log(stringify(v), new JsonNumber('0.10000000000000000001').text);
+  await q.close();
+}
+void surface;

@@ -1,0 +1,162 @@
+//! The typed error every failing call returns: the broker's error envelope
+//! as sent, a KV precondition verdict, or the client's own failure.
+
+use serde_json::{json, Value};
+use std::fmt;
+
+/// A KV precondition verdict's members, as the broker sent them: which op
+/// lost, why, and the live row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Precondition {
+    pub failed_index: i64,
+    /// exists | absent | version | limit | type
+    pub kv_reason: String,
+    /// The live row's version (0: none), its text as sent.
+    pub version: Value,
+    /// The live value (Null: none).
+    pub value: Value,
+    pub value_omitted: bool,
+    pub value_bytes: u64,
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Error {
+    /// HTTP status; 0: no HTTP answer; 200: a KV precondition verdict.
+    pub status: u16,
+    /// The envelope's code, or the client's own: unreachable, timeout,
+    /// transport, bad_response.
+    pub code: String,
+    /// The envelope's reason (the client's own: the same as code).
+    pub reason: String,
+    /// The envelope's detail, or the client's words.
+    pub detail: String,
+    /// The last answer's Retry-After seconds; 0: none.
+    pub retry_after: u64,
+    /// HTTP attempts made for the call, the first included.
+    pub attempts: u32,
+    /// Present for a precondition verdict (code kv_precondition).
+    pub precondition: Option<Box<Precondition>>,
+}
+
+impl Error {
+    pub(crate) fn own(code: &str, detail: impl Into<String>) -> Error {
+        Error {
+            status: 0,
+            code: code.to_string(),
+            reason: code.to_string(),
+            detail: detail.into(),
+            retry_after: 0,
+            attempts: 0,
+            precondition: None,
+        }
+    }
+
+    pub(crate) fn bad_response(status: u16, detail: impl Into<String>) -> Error {
+        let mut e = Error::own("bad_response", detail);
+        e.status = status;
+        e
+    }
+
+    /// A required KV op lost: nothing of the call was written.
+    pub fn is_precondition(&self) -> bool {
+        self.code == "kv_precondition"
+    }
+
+    /// The error as the conformance suite names its members.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "status": self.status, "code": self.code, "reason": self.reason, "detail": self.detail,
+            "retryAfter": self.retry_after, "attempts": self.attempts,
+        });
+        if let Some(p) = &self.precondition {
+            let m = v.as_object_mut().expect("an object");
+            m.insert("failedIndex".into(), json!(p.failed_index));
+            m.insert("kvReason".into(), json!(p.kv_reason));
+            m.insert("version".into(), p.version.clone());
+            m.insert("value".into(), p.value.clone());
+            m.insert("valueOmitted".into(), json!(p.value_omitted));
+            m.insert("valueBytes".into(), json!(p.value_bytes));
+        }
+        v
+    }
+
+    fn take_precondition(body: &Value) -> Precondition {
+        let omitted = body.get("valueOmitted").and_then(Value::as_bool).unwrap_or(false);
+        Precondition {
+            failed_index: body.get("failedIndex").and_then(Value::as_i64).unwrap_or(0),
+            kv_reason: body.get("kvReason").and_then(Value::as_str).unwrap_or("").to_string(),
+            version: body.get("version").cloned().unwrap_or_else(|| json!(0)),
+            value: body.get("value").cloned().unwrap_or(Value::Null),
+            value_omitted: omitted,
+            value_bytes: body.get("valueBytes").and_then(Value::as_u64).unwrap_or(0),
+        }
+    }
+
+    /// A 200 {"ok":false,"reason":"kv_precondition",...} as the typed error.
+    pub(crate) fn kv_verdict(body: &Value) -> Option<Error> {
+        let lost = body.get("ok").and_then(Value::as_bool) == Some(false)
+            && body.get("reason").and_then(Value::as_str) == Some("kv_precondition");
+        if !lost {
+            return None;
+        }
+        Some(Error {
+            status: 200,
+            code: "kv_precondition".into(),
+            reason: "kv_precondition".into(),
+            detail: "a required op lost".into(),
+            retry_after: 0,
+            attempts: 0,
+            precondition: Some(Box::new(Error::take_precondition(body))),
+        })
+    }
+
+    /// A 4xx/5xx answer; a body that is not the envelope keeps its status
+    /// and says so.
+    pub(crate) fn envelope(status: u16, body: &[u8], retry_after: u64) -> Error {
+        let parsed: Option<Value> = serde_json::from_slice(body).ok();
+        if let Some(v) = parsed.as_ref().filter(|v| v.get("code").and_then(Value::as_str).is_some()) {
+            let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let mut detail = text("detail");
+            if detail.is_empty() {
+                detail = text("error");
+            }
+            return Error {
+                status,
+                code: text("code"),
+                reason: text("reason"),
+                detail,
+                retry_after,
+                attempts: 0,
+                precondition: v.get("failedIndex").map(|_| Box::new(Error::take_precondition(v))),
+            };
+        }
+        let code = format!("http_{}", status);
+        Error {
+            status,
+            code: code.clone(),
+            reason: code,
+            detail: format!("HTTP {} without the error envelope", status),
+            retry_after,
+            attempts: 0,
+            precondition: None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.precondition {
+            Some(p) if self.is_precondition() => {
+                write!(f, "queen: kv precondition failed at op {} ({})", p.failed_index, p.kv_reason)
+            }
+            _ if self.status == 0 => write!(f, "queen: {}: {}", self.code, self.detail),
+            _ => write!(f, "queen: HTTP {} {}/{}: {}", self.status, self.code, self.reason, self.detail),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The result of every call.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,241 @@
+//! The client's own tests, against real brokers (tests/support) and, for
+//! the failures a broker cannot be made to show on demand, a real TCP peer
+//! that never answers or answers garbage.
+
+mod support;
+
+use queen_client::{json, Client, ConsumeOptions, Cond, Expiry, Options, PopOptions, PushItem, Value};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::Duration;
+use support::{token, Broker};
+
+fn b64url(data: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// An HS256 token, signed by the openssl command (std has no HMAC).
+fn hs256(secret: &str, payload: &str) -> String {
+    let signing = format!("{}.{}", b64url(br#"{"alg":"HS256","typ":"JWT"}"#), b64url(payload.as_bytes()));
+    let mut child = Command::new("openssl")
+        .args(["dgst", "-sha256", "-binary", "-hmac", secret])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    child.stdin.take().unwrap().write_all(signing.as_bytes()).unwrap();
+    let out = child.wait_with_output().expect("openssl's signature");
+    format!("{}.{}", signing, b64url(&out.stdout))
+}
+
+macro_rules! need_broker {
+    () => {
+        if support::env().is_none() {
+            eprintln!("QUEEN_BIN and QUEEN_TEST_PG_URL are unset: run through make test-rust");
+            return;
+        }
+    };
+}
+
+#[test]
+fn bearer_token_reaches_an_authenticated_broker() {
+    need_broker!();
+    let secret = "rust-client-test-secret-of-32-byte";
+    let b = Broker::start(&[("QUEEN_AUTH", "jwt"), ("QUEEN_JWT_SECRET", secret), ("QUEEN_JWT_DEFAULT_TENANT", "1")]);
+    let ns = format!("rs-auth-{}", token());
+
+    let anonymous = Client::new(Options::new(&b.base)).unwrap();
+    let e = anonymous.put(&ns, "k", &json!(1), Expiry::Forever, Cond::default()).unwrap_err();
+    assert_eq!((e.status, e.code.as_str(), e.attempts), (401, "unauthorized", 1), "{}", e);
+
+    let c = Client::new(Options::new(&b.base).token(&hs256(secret, r#"{"sub":"rust-client","role":"admin"}"#))).unwrap();
+    let big: Value = serde_json::from_str("12345678901234567890").unwrap();
+    c.put(&ns, "k", &big, Expiry::Forever, Cond::default()).expect("a put with the token");
+    let got = c.get(&ns, "k").expect("a get with the token");
+    assert_eq!(got.value().map(Value::to_string).as_deref(), Some("12345678901234567890"));
+    let q = format!("rs-auth-{}", token());
+    c.push(&[PushItem::new(&q, json!("x")).transaction_id("t1")]).unwrap();
+    let mut o = PopOptions::queue(&q);
+    o.wait = Some(Duration::from_secs(5));
+    let p = c.pop(&o).unwrap().expect("a message");
+    assert_eq!(p.messages()[0].raw.get("producer"), Some(&json!("rust-client")));
+}
+
+/// A peer that accepts and answers `answer` (nothing when empty).
+fn peer(answer: &'static str) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for mut conn in l.incoming().flatten() {
+            if !answer.is_empty() {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(answer.as_bytes());
+            }
+            held.push(conn);
+        }
+    });
+    url
+}
+
+#[test]
+fn timeout_is_typed_and_retried_only_when_safe() {
+    let mut o = Options::new(&peer(""));
+    o.timeout = Duration::from_millis(150);
+    o.max_attempts = 2;
+    o.backoff = Duration::from_millis(1);
+    let c = Client::new(o).unwrap();
+    let before = c.retries();
+    let e = c.get("ns", "k").unwrap_err();
+    assert_eq!((e.status, e.code.as_str(), c.retries() - before), (0, "timeout", 1), "{}", e);
+    let before = c.retries();
+    let e = c.incr("ns", "n", 1.0, Expiry::Forever, Cond::default()).unwrap_err();
+    assert_eq!((e.code.as_str(), c.retries() - before), ("timeout", 0), "{}", e);
+}
+
+#[test]
+fn answer_that_is_not_json_is_bad_response() {
+    let url = peer("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+    let mut o = Options::new(&url);
+    o.max_attempts = 1;
+    let e = Client::new(o).unwrap().get("ns", "k").unwrap_err();
+    assert_eq!((e.status, e.code.as_str()), (200, "bad_response"), "{}", e);
+}
+
+#[test]
+fn exactly_once_consumer_and_clean_stop() {
+    need_broker!();
+    let b = Broker::start(&[]);
+    let c = Client::new(Options::new(&b.base)).unwrap();
+    let (q, ns) = (format!("rs-eo-{}", token()), format!("rs-eo-{}", token()));
+    let items: Vec<PushItem> = (0..6)
+        .map(|i| PushItem::new(&q, serde_json::from_str(r#"{"amount":0.1}"#).unwrap()).transaction_id(&format!("{}-{}", q, i)))
+        .collect();
+    c.push(&items).unwrap();
+    let stop = AtomicBool::new(false);
+    let handled = AtomicU64::new(0);
+    let mut o = ConsumeOptions::queue(&q);
+    o.concurrency = 3;
+    o.poll = Duration::from_millis(200);
+    // The README's consumer: the marker and the effect commit with the ack.
+    c.consume(&o, &stop, |m, tx| {
+        tx.kv(json!({"op": "putIfAbsent", "ns": ns, "key": format!("done/{}", m.transaction_id),
+                     "value": true, "forever": true, "required": true}));
+        tx.kv(json!({"op": "incr", "ns": ns, "key": "total", "delta": 1, "forever": true}));
+        if handled.fetch_add(1, Ordering::SeqCst) + 1 == 6 {
+            stop.store(true, Ordering::SeqCst);
+        }
+        Ok::<(), String>(())
+    })
+    .unwrap();
+    let total = c.get(&ns, "total").unwrap();
+    assert_eq!(total.value(), Some(&json!(6)), "{:?}", total.raw);
+    assert!(c.pop(&PopOptions::queue(&q)).unwrap().is_none(), "nothing left");
+
+    // A loop stopped with nothing to do returns within its poll.
+    let idle = AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(100));
+            idle.store(true, Ordering::SeqCst);
+        });
+        c.consume(&o, &idle, |_, _| Ok::<(), String>(())).expect("an idle stop");
+    });
+}
+
+#[test]
+fn consume_returns_the_refusal_of_its_pop() {
+    need_broker!();
+    let b = Broker::start(&[]);
+    let c = Client::new(Options::new(&b.base)).unwrap();
+    let e = c.consume(&ConsumeOptions::queue("bad queue name/\u{1}"), &AtomicBool::new(false), |_, _| Ok::<(), String>(())).unwrap_err();
+    assert!((400..500).contains(&e.status), "{}", e);
+}
+
+#[test]
+fn calls_share_one_keep_alive_connection() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = accepted.clone();
+    thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            counter.fetch_add(1, Ordering::SeqCst);
+            thread::spawn(move || {
+                let mut conn = conn;
+                let mut buf = Vec::new();
+                let mut byte = [0u8; 1];
+                // GETs only: each request ends at its blank line.
+                while conn.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
+                    buf.push(byte[0]);
+                    if buf.ends_with(b"\r\n\r\n") {
+                        buf.clear();
+                        let body = r#"{"op":"get","key":"k","found":false}"#;
+                        let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}", body.len(), body);
+                        if conn.write_all(answer.as_bytes()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let c = Client::new(Options::new(&url)).unwrap();
+    for _ in 0..5 {
+        assert!(!c.get("ns", "k").unwrap().found());
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "five calls, one connection");
+}
+
+#[test]
+fn a_connection_the_broker_closed_while_idle_is_not_reused() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let closed = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = closed.clone();
+    thread::spawn(move || {
+        // Answers one request per connection, without saying so, then closes it.
+        for mut conn in l.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).map(|n| n == 1).unwrap_or(false) {
+                head.push(byte[0]);
+            }
+            let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+            let length: usize = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                .unwrap_or(0);
+            let mut body = vec![0u8; length];
+            let _ = conn.read_exact(&mut body);
+            let answer = r#"{"results":[{"index":0,"op":"incr","applied":true,"value":1}]}"#;
+            let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}", answer.len(), answer);
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let mut o = Options::new(&url);
+    o.max_attempts = 1;
+    let c = Client::new(o).unwrap();
+    for round in 1..=2u64 {
+        // An incr is never sent twice: only a connection known open may carry it.
+        let r = c.incr("ns", "n", 1.0, Expiry::Forever, Cond::default());
+        assert!(r.is_ok(), "incr {}: {:?}", round, r.err());
+        while closed.load(Ordering::SeqCst) < round {
+            thread::yield_now();
+        }
+    }
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The Rust client (clients/rust): clippy when it is there, its own tests and
+# its conformance runner against real brokers on the private PostgreSQL
+# (scripts/test.sh exports QUEEN_BIN and QUEEN_TEST_PG_URL). Crates come from
+# Debian's registry folder (clients/rust/.cargo/config.toml). Prints one TAP
+# line per test.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root/clients/rust"
+# rustup's toolchain when it is installed but not on PATH, else Debian's.
+[ -x "${HOME:-}/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+# One target folder for the plain and the sanitizer runs: the Rust code is
+# the same in both (only the broker differs).
+export CARGO_TARGET_DIR="$root/build/rust-target"
+log=$(mktemp)
+n=0
+tap() { # verdict name
+  n=$((n + 1))
+  if [ "$1" = ok ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+cargo --version
+if cargo clippy --version >/dev/null 2>&1; then
+  if cargo clippy --all-targets --offline -- -D warnings >"$log" 2>&1; then tap ok "cargo clippy"; else cat "$log"; tap fail "cargo clippy"; fi
+fi
+cargo test --offline --no-fail-fast -- --test-threads=2 >"$log" 2>&1
+rc=$?
+cat "$log"
+# cargo's "test NAME ... ok|FAILED" lines, as TAP.
+while read -r _ name _ verdict; do
+  case $verdict in
+    ok) tap ok "$name" ;;
+    ignored) tap ok "$name # SKIP" ;;
+    *) tap fail "$name" ;;
+  esac
+done < <(grep -E '^test .* \.\.\. (ok|FAILED|ignored)$' "$log")
+grep -qE '^test result: ' "$log" || { tap fail "cargo test ran no harness (exit $rc)"; }
+rm -f "$log"
+exit $rc

@@ -1,0 +1,174 @@
+/* The event loops' database side (src/engine/pipeline.c) against a real
+ * broker: with one connection and a pipeline depth above one, statements of
+ * different requests travel together on that connection, each its own
+ * transaction, and an error in one never touches its neighbours; a request
+ * that finds every connection full waits in arrival order and answers 503
+ * after QUEEN_PG_ACQUIRE_TIMEOUT_MS; a connection the server drops is
+ * replaced without a broker restart. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "queen.h"
+#include "http_fixture.h"
+#include "pgtest.h"
+#include "testutil.h"
+
+typedef struct request {
+    const test_broker *b;
+    const char *method, *path, *body;
+    long status;
+    char *reply;
+    pthread_t thread;
+} request;
+
+static void *send_request(void *arg)
+{
+    request *r = arg;
+    http_reply rep = broker_http(r->b, r->method, r->path, r->body, NULL);
+    r->status = rep.status;
+    r->reply = rep.body ? strdup(rep.body) : NULL;
+    http_reply_free(&rep);
+    return NULL;
+}
+
+static void start_request(request *r)
+{
+    assert_int_equal(pthread_create(&r->thread, NULL, send_request, r), 0);
+}
+
+static void finish_request(request *r)
+{
+    pthread_join(r->thread, NULL);
+}
+
+/* Locks (ns, key) of the default tenant in an open transaction on c, so the
+ * broker's write to it waits on the row. */
+static void hold_row(PGconn *c, const char *ns, const char *key)
+{
+    PQclear(pgtest_exec(c, "BEGIN", 0, NULL));
+    char *ops = fmt("[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"%s\",\"value\":0,\"forever\":true}]", ns, key);
+    const char *params[] = {ops, QUEEN_DEFAULT_TENANT};
+    PQclear(pgtest_exec(c, "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false)", 2, params));
+    free(ops);
+}
+
+static long long in_flight(const test_broker *b)
+{
+    return http_metric(b, "http", "database", "inFlight");
+}
+
+/* One connection, depth 8: a write blocked on a row lock, then a write that
+ * fails its precondition (an SQL error inside its own transaction), a write
+ * that succeeds and a read, all sent behind it on the same connection. When
+ * the lock goes, each answers for itself. */
+static void neighbours_on_one_connection_keep_their_own_outcome(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=1", "QUEEN_HTTP_THREADS=1", "QUEEN_PG_PIPELINE_DEPTH=8",
+                                      "QUEEN_SWEEPER=0", NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    char *ns = pgtest_unique("pipe");
+    char *warm = fmt("/api/v1/kv/%s/warm", ns);
+    json_decref(http_ok(&b, "PUT", warm, "{\"value\":1,\"forever\":true}", 200));
+    assert_int_equal(in_flight(&b), 0);
+
+    PGconn *lock = pgtest_connect();
+    hold_row(lock, ns, "held");
+    request held = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns),
+                    .body = "{\"value\":1,\"forever\":true}"};
+    start_request(&held);
+    WAIT_UNTIL(in_flight(&b) == 1, 10000, "the held write never reached the database");
+
+    request failing = {.b = &b, .method = "POST", .path = "/api/v1/kv",
+                       .body = fmt("[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"lost\",\"value\":1,\"forever\":true,"
+                                   "\"expect\":7,\"required\":true}]",
+                                   ns)};
+    request ok = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/ok", ns), .body = "{\"value\":2,\"forever\":true}"};
+    request read = {.b = &b, .method = "GET", .path = warm};
+    start_request(&failing);
+    start_request(&ok);
+    start_request(&read);
+    /* All four on the one connection at once: pipelined, not queued. */
+    WAIT_UNTIL(in_flight(&b) == 4, 10000, "the later statements were not pipelined behind the held one");
+    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
+    finish_request(&held);
+    finish_request(&failing);
+    finish_request(&ok);
+    finish_request(&read);
+    assert_int_equal(held.status, 200);
+    /* Its precondition error (SQLSTATE 23514, its own transaction rolled
+     * back) is its verdict: 200 with the failed index. */
+    assert_int_equal(failing.status, 200);
+    assert_non_null(strstr(failing.reply, "ailedIndex"));
+    assert_int_equal(ok.status, 200);
+    assert_int_equal(read.status, 200);
+    assert_non_null(strstr(read.reply, "\"found\": true"));
+    /* What each wrote is what its own verdict says. */
+    json_decref(http_ok(&b, "GET", ok.path, NULL, 200));
+    json_decref(http_ok(&b, "GET", held.path, NULL, 200));
+    char *lost = fmt("/api/v1/kv/%s/lost", ns);
+    http_reply gone = broker_http(&b, "GET", lost, NULL, NULL);
+    assert_int_equal(gone.status, 200);
+    assert_non_null(strstr(gone.body, "\"found\": false"));
+    http_reply_free(&gone);
+    free(lost);
+    assert_int_equal(in_flight(&b), 0);
+    PQfinish(lock);
+    free((char *)held.path);
+    free((char *)failing.body);
+    free((char *)ok.path);
+    free(warm);
+    free(held.reply);
+    free(failing.reply);
+    free(ok.reply);
+    free(read.reply);
+    free(ns);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
+/* Every backend of the broker's application name terminated: the loops
+ * replace their connections and serve again, no restart. */
+static void dropped_connections_come_back(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=2", "QUEEN_HTTP_THREADS=1", "QUEEN_SWEEPER=0", NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    WAIT_UNTIL(http_metric(&b, "http", "database", "connections") == 2, 10000, "the loop never had 2 connections");
+    long long before = http_metric(&b, "http", "database", "reconnectsTotal");
+    PGconn *c = pgtest_connect();
+    PQclear(pgtest_exec(c,
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'queen' "
+                        "AND pid <> pg_backend_pid() AND query NOT ILIKE '%LISTEN%'",
+                        0, NULL));
+    PQfinish(c);
+    /* Served again once a connection is back (a request that met the
+     * dropped one may have answered 503: its outcome was unknown). */
+    http_reply r = {0};
+    WAIT_UNTIL((http_reply_free(&r), r = broker_http(&b, "GET", "/api/v1/kv/ns/absent", NULL, NULL),
+                r.status == 200),
+               10000, "the broker never served again after its connections were dropped: %ld", r.status);
+    http_reply_free(&r);
+    assert_true(http_metric(&b, "http", "database", "reconnectsTotal") > before);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(neighbours_on_one_connection_keep_their_own_outcome),
+        cmocka_unit_test(dropped_connections_come_back),
+    };
+    return cmocka_run_group_tests_name("http_pipeline", tests, NULL, NULL);
+}
