@@ -208,6 +208,51 @@ test-js: deps
 	BUILD=$(BUILD) bash scripts/test.sh client/js
 # ---- end of the Python and JavaScript/TypeScript clients ----
 
+# ---- The PHP and C++ clients (clients/php, clients/cpp) ----
+# The C++ client is a C++17 layer over libqueenclient: libqueenclient++.a.
+# Its tests and conformance runner (GoogleTest) and the PHP client's
+# (PHPUnit) drive real brokers made by tests/client/conformance_harness.
+# make test-php / make test-cpp run one client's suites alone.
+CXX          ?= g++
+QCXXFLAGS    := -std=c++17 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) -MMD -MP \
+                -Iinclude -Isrc/client -Iclients/cpp/include -Itests/support
+CPP_SRC      := $(wildcard clients/cpp/src/*.cpp)
+CPP_OBJ      := $(CPP_SRC:%.cpp=$(BUILD)/obj/%.o)
+CPP_TEST_SRC := $(wildcard clients/cpp/tests/test_*.cpp)
+CPP_TEST_BIN := $(CPP_TEST_SRC:clients/cpp/tests/%.cpp=$(BUILD)/clients/cpp/%)
+CPP_EXAMPLE  := $(BUILD)/clients/cpp/example
+HARNESS      := $(BUILD)/tests/client/conformance_harness
+
+all: $(BUILD)/libqueenclient++.a
+tests: $(HARNESS) $(CPP_TEST_BIN) $(CPP_EXAMPLE)
+
+$(BUILD)/obj/clients/cpp/%.o: clients/cpp/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(QCXXFLAGS) -c $< -o $@
+
+$(BUILD)/libqueenclient++.a: $(CPP_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/clients/cpp/test_%: $(BUILD)/obj/clients/cpp/tests/test_%.o $(BUILD)/obj/clients/cpp/tests/support.o \
+                             $(BUILD)/libqueenclient++.a $(BUILD)/libqueenclient.a $(BUILD)/obj/tests/support/jwtmint.o
+	@mkdir -p $(@D)
+	$(CXX) $(SANLD) -o $@ $(filter %.o %.a,$^) $(BUILD)/libqueenclient.a -lgtest -lcurl -lcrypto -lpthread
+
+$(CPP_EXAMPLE): $(BUILD)/obj/clients/cpp/example/example.o $(BUILD)/libqueenclient++.a $(BUILD)/libqueenclient.a
+	@mkdir -p $(@D)
+	$(CXX) $(SANLD) -o $@ $^ -lcurl -lpthread
+
+.PHONY: test-php test-cpp
+test-php: deps
+	$(MAKE) $(BUILD)/queen $(HARNESS)
+	BUILD=$(BUILD) bash scripts/test.sh clients/php
+
+test-cpp: deps
+	$(MAKE) $(BUILD)/queen $(HARNESS) $(CPP_TEST_BIN) $(CPP_EXAMPLE)
+	BUILD=$(BUILD) bash scripts/test.sh clients/cpp
+# ---- end of the PHP and C++ clients ----
+
 deps:
 	bash scripts/install-deps.sh
 

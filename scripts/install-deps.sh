@@ -12,6 +12,8 @@ packages=(
   clang libclang-rt-14-dev
   man-db
   python3-mypy
+  g++ nlohmann-json3-dev libgtest-dev
+  php8.2-cli php8.2-curl phpunit
 )
 
 # The Go and Rust clients (clients/go, clients/rust): Go 1.19 and the Rust

@@ -89,6 +89,13 @@ done
 for t in tests/client/*.sh; do
   [ -f "$t" ] && run_suite "client/$(basename "$t" .sh)" bash "$t"
 done
+# The PHP and C++ clients: their own tests and conformance runners, with
+# brokers from tests/client/conformance_harness.
+export QUEEN_CONFORMANCE_HARNESS=$PWD/$BUILD/tests/client/conformance_harness
+for t in "$BUILD"/clients/cpp/test_*; do
+  [ -x "$t" ] && run_suite "clients/cpp/$(basename "$t")" "$t"
+done
+run_suite "clients/php/phpunit" phpunit --configuration clients/php/phpunit.xml
 # The reliability campaign (bounded here; longer as make torture).
 for t in "$BUILD"/tests/linearizability/test_*; do
   [ -x "$t" ] && run_suite "linearizability/$(basename "$t")" "$t"

@@ -1,0 +1,313 @@
+// queen_client.hpp: the C++17 client of Queen, a layer over the C client
+// libqueenclient (include/queen_client.h). It adds no HTTP stack of its
+// own: every call is one libqueenclient call, so retries, failover, the
+// bearer token, keep-alive and timeouts behave exactly as there.
+//
+// What the layer adds: RAII (a Client closes its handle, a Transaction
+// frees its builder), exceptions that mirror the error envelope (one class
+// per kind, all deriving from queen_cpp::Error), std::optional where the broker
+// may leave a member out, and queen_cpp::Json, which holds a value's JSON text
+// exactly as the broker sent it (0.1 and 12345678901234567890 stay those
+// bytes) and parses it with nlohmann::json on request.
+//
+// Threads: one Client is shared by any number of threads.
+#ifndef QUEEN_CLIENT_HPP
+#define QUEEN_CLIENT_HPP
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+extern "C" {
+#include "queen_client.h"
+}
+
+// The namespace is queen_cpp, not queen: queen.h names its handle type `queen`.
+namespace queen_cpp {
+
+// A JSON value held as its text. Values, payloads and results travel as
+// text, never through a double or a 64-bit integer, so numbers survive a
+// round trip byte for byte; parse() gives an nlohmann::json to read
+// (whose own numbers are doubles and 64-bit integers: read exact numbers
+// from text()).
+class Json {
+public:
+    Json() : text_("null") {}
+    // An nlohmann value, serialised (what you build in code).
+    Json(const nlohmann::json &v) : text_(v.dump()) {} // NOLINT: implicit on purpose
+    // JSON text sent as it is (a value read elsewhere, "0.1", "12345678901234567890").
+    static Json raw(std::string text);
+    const std::string &text() const { return text_; }
+    nlohmann::json parse() const { return nlohmann::json::parse(text_); }
+    bool is_null() const { return text_ == "null"; }
+    bool operator==(const Json &o) const { return text_ == o.text_; }
+
+private:
+    std::string text_;
+};
+
+// Every KV write names its expiry: a ttl in seconds, or forever. none()
+// sends no expiry at all, which the broker refuses (kv_expiry_not_specified).
+class Expiry {
+public:
+    static Expiry ttl(long seconds) { return Expiry(seconds); }
+    static Expiry forever() { return Expiry(QUEEN_FOREVER); }
+    static Expiry none() { return Expiry(-1); }
+    long c_value() const { return seconds_; }
+
+private:
+    explicit Expiry(long s) : seconds_(s) {}
+    long seconds_;
+};
+
+struct Options {
+    std::vector<std::string> urls;   // tried in order for failover; at least one
+    std::optional<std::string> token; // sent as Authorization: Bearer
+    int max_attempts = 3;             // per call, the first included (1: never retry)
+    int backoff_ms = 50;              // base of the jittered exponential backoff
+    int max_backoff_ms = 5000;        // cap of one wait, Retry-After included
+    int timeout_ms = 30000;           // one attempt (a long poll adds its wait)
+    int connect_timeout_ms = 3000;
+};
+
+// ---- errors: the envelope {error, code, reason, detail}, as thrown -------------
+class Error : public std::runtime_error {
+public:
+    explicit Error(const queen_client_error &e);
+    int status() const { return status_; }                // 0: no HTTP answer; 200: a KV verdict
+    const std::string &code() const { return code_; }     // envelope code, or unreachable/timeout/transport/bad_response
+    const std::string &reason() const { return reason_; } // envelope reason
+    const std::string &detail() const { return detail_; }
+    int retry_after() const { return retry_after_; }      // seconds; 0: none
+    int attempts() const { return attempts_; }            // HTTP attempts made
+    queen_error_category category() const { return category_; }
+
+private:
+    int status_, retry_after_, attempts_;
+    std::string code_, reason_, detail_;
+    queen_error_category category_;
+};
+// 400 and 413: the input was refused; nothing was written.
+struct BadRequest : Error { using Error::Error; };
+// 401 / 403: the token is missing or bad, or may not make this call.
+struct AuthError : Error { using Error::Error; };
+// 404: no such queue, lease or route.
+struct NotFound : Error { using Error::Error; };
+// 409: a transaction id seen before, a lease not held.
+struct Conflict : Error { using Error::Error; };
+// 429: the tenant's rate or quota; Retry-After tells when.
+struct RateLimited : Error { using Error::Error; };
+// 503 and other retryable server states: try again later.
+struct Unavailable : Error { using Error::Error; };
+// Another 5xx.
+struct ServerError : Error { using Error::Error; };
+// No whole HTTP answer: unreachable, timeout, transport, bad_response.
+struct TransportError : Error { using Error::Error; };
+
+// A required KV op lost (status 200, code kv_precondition): which op, why,
+// and the key's live version and value.
+class PreconditionFailed : public Error {
+public:
+    explicit PreconditionFailed(const queen_client_error &e);
+    int failed_index() const { return failed_index_; }
+    const std::string &kv_reason() const { return kv_reason_; } // exists | absent | version | limit | type
+    long long version() const { return version_; }              // 0: no live row
+    // The live value; nullopt when the broker left it out for size (value_bytes says how big).
+    const std::optional<Json> &value() const { return value_; }
+    std::size_t value_bytes() const { return value_bytes_; }
+
+private:
+    int failed_index_;
+    std::string kv_reason_;
+    long long version_;
+    std::optional<Json> value_;
+    std::size_t value_bytes_;
+};
+
+// Throws the class that fits e (used by every call; public for wrappers).
+[[noreturn]] void throw_error(const queen_client_error &e);
+
+// ---- results ------------------------------------------------------------------------
+// KV results keep the whole element (raw) and the members most code reads.
+struct KvEntry {
+    bool found = false;
+    std::optional<Json> value;             // absent when not found
+    std::optional<long long> version;
+    std::optional<std::string> expires_at; // nullopt: forever or not found
+    Json raw;
+};
+struct KvWrite {
+    bool applied = false;
+    std::optional<std::string> reason; // why not applied: exists, absent, version, limit
+    std::optional<long long> version;
+    std::optional<Json> value;         // incr: the value; a lost write: the live value
+    Json raw;
+};
+struct KvPage {
+    std::vector<Json> rows;               // {key, value?, version, expiresAt}
+    bool truncated = false;
+    std::optional<std::string> next_after;
+    Json raw;
+};
+
+struct Message {
+    std::string queue, partition, partition_id, lease_id, transaction_id;
+    std::optional<std::string> consumer_group;
+    Json data;
+    int delivery_attempt = 0;
+    Json raw; // the whole message object
+};
+struct PopResult {
+    std::vector<Message> messages;
+    std::optional<std::string> lease_id, partition_id; // a single-partition pop's
+    Json raw;
+};
+
+struct PopOptions {
+    std::optional<std::string> partition, consumer_group;
+    int batch = 0;         // 0: the broker's default
+    int lease_seconds = 0; // 0: the queue's leaseTime
+    bool auto_ack = false;
+    bool wait = false;     // long poll until a message or timeout_ms
+    int timeout_ms = 0;
+};
+
+class Client;
+
+// The transaction builder: acks, pushes and kv ops that commit together or
+// not at all. Operations keep their order; kv ops follow.
+class Transaction {
+public:
+    Transaction();
+    Transaction(Transaction &&) noexcept = default;
+    Transaction &operator=(Transaction &&) noexcept = default;
+    Transaction &ack(const std::string &transaction_id, const std::string &partition_id, const std::string &lease_id,
+                     const std::optional<std::string> &status = std::nullopt,
+                     const std::optional<std::string> &consumer_group = std::nullopt);
+    Transaction &push(const std::string &queue, const Json &payload,
+                      const std::optional<std::string> &partition = std::nullopt,
+                      const std::optional<std::string> &transaction_id = std::nullopt);
+    Transaction &kv(const Json &op);
+    Transaction &require_lease(const std::string &lease_id);
+    std::string json() const; // the bundle's text
+    queen_client_tx *c_handle() const { return tx_.get(); }
+
+private:
+    explicit Transaction(queen_client_tx *borrowed); // the consume loop's
+    struct Free { bool owned; void operator()(queen_client_tx *t) const { if (owned) queen_client_tx_free(t); } };
+    std::unique_ptr<queen_client_tx, Free> tx_;
+    friend class Client;
+};
+
+// A committed or rolled-back transaction. success false is not an
+// exception: the bundle rolled back whole (reason, failedIndex in raw).
+struct TxResult {
+    bool success = false;
+    std::optional<std::string> reason;
+    std::optional<int> failed_index;
+    Json raw;
+};
+
+struct ConsumeOptions {
+    std::string queue;
+    std::optional<std::string> tenant, partition, consumer_group;
+    int concurrency = 1;   // handler threads
+    int batch = 1;         // messages per pop
+    int lease_seconds = 30;// per pop and per renewal (renewed every third of it)
+    int poll_ms = 1000;    // a worker's long poll: the longest a stop waits
+};
+
+// Asks a consume loop to stop cleanly; request() from any thread, a
+// handler included. (A plain int under atomic builtins because the C loop
+// reads it as one.)
+class StopToken {
+public:
+    void request() { __atomic_store_n(&flag_, 1, __ATOMIC_RELEASE); }
+    bool requested() const { return __atomic_load_n(&flag_, __ATOMIC_ACQUIRE) != 0; }
+    volatile int *c_flag() { return &flag_; }
+
+private:
+    volatile int flag_ = 0;
+};
+
+// Return true when handled (the ack commits with whatever the handler added
+// to tx); false, or an exception, fails the message (the broker redelivers it).
+using Handler = std::function<bool(const Message &, Transaction &)>;
+
+class Client {
+public:
+    explicit Client(const Options &o);
+    ~Client();
+    Client(const Client &) = delete;
+    Client &operator=(const Client &) = delete;
+    Client(Client &&o) noexcept : c_(o.c_) { o.c_ = nullptr; }
+    Client &operator=(Client &&o) noexcept;
+
+    // Attempts beyond the first made by every call so far.
+    long long retries() const;
+    // GET /health: the broker's version.
+    std::string health();
+
+    // ---- KV (tenant: the x-queen-tenant header; nullopt: the default tenant)
+    KvEntry kv_get(const std::string &ns, const std::string &key, const std::optional<std::string> &tenant = {});
+    // expect: the version the key must hold (0: absent); required: a lost
+    // condition throws PreconditionFailed instead of answering applied=false.
+    KvWrite kv_put(const std::string &ns, const std::string &key, const Json &value, Expiry expiry,
+                   std::optional<long long> expect = std::nullopt, bool required = false,
+                   const std::optional<std::string> &tenant = {});
+    KvWrite kv_put_if_absent(const std::string &ns, const std::string &key, const Json &value, Expiry expiry,
+                             bool required = false, const std::optional<std::string> &tenant = {});
+    KvWrite kv_delete(const std::string &ns, const std::string &key, std::optional<long long> expect = std::nullopt,
+                      bool required = false, const std::optional<std::string> &tenant = {});
+    KvWrite kv_incr(const std::string &ns, const std::string &key, double delta, Expiry expiry,
+                    std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt,
+                    bool required = false, const std::optional<std::string> &tenant = {});
+    // The getMany element: {rows:[...], missing:[...]}.
+    Json kv_get_many(const std::string &ns, const std::vector<std::string> &keys,
+                     const std::optional<std::string> &tenant = {});
+    KvPage kv_get_prefix(const std::string &ns, const std::string &prefix,
+                         const std::optional<std::string> &after = std::nullopt, int limit = 0, bool keys_only = false,
+                         const std::optional<std::string> &tenant = {});
+    // Every row under prefix, following nextAfter to the end; returns the pages read.
+    int kv_scan(const std::string &ns, const std::string &prefix, const std::function<void(const Json &row)> &row,
+                int page_limit = 0, bool keys_only = false, const std::optional<std::string> &tenant = {});
+    // A batch in one transaction: the results array, aligned with ops.
+    Json kv_apply(const Json &ops, const std::optional<std::string> &tenant = {});
+    Json kv_namespaces(const std::optional<std::string> &tenant = {});
+
+    // ---- messages
+    Json push(const Json &items, const std::optional<std::string> &tenant = {});
+    // nullopt: nothing to give (204).
+    std::optional<PopResult> pop(const std::string &queue, const PopOptions &o = {},
+                                 const std::optional<std::string> &tenant = {});
+    Json ack(const Json &acks, const std::optional<std::string> &consumer_group = std::nullopt,
+             const std::optional<std::string> &tenant = {});
+    Json lease_extend(const std::string &lease_id, int seconds, const std::optional<std::string> &tenant = {});
+    Json configure(const std::string &queue, const std::optional<Json> &options = std::nullopt,
+                   const std::optional<std::string> &ns_label = std::nullopt,
+                   const std::optional<std::string> &task_label = std::nullopt,
+                   const std::optional<std::string> &tenant = {});
+    Json queues(const std::optional<std::string> &tenant = {});
+    Json queue_delete(const std::string &queue, const std::optional<std::string> &tenant = {});
+
+    // ---- transactions and the consume loop
+    TxResult commit(const Transaction &tx, const std::optional<std::string> &tenant = {});
+    // Runs until stop.request(): in-flight handlers finish and settle, then
+    // it returns. Throws when the broker refuses the pop itself (a 4xx).
+    void consume(const ConsumeOptions &o, const Handler &handler, StopToken &stop);
+
+    queen_client *c_handle() const { return c_; }
+
+private:
+    queen_client *c_;
+};
+
+} // namespace queen_cpp
+
+#endif

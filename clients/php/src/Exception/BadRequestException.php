@@ -1,0 +1,10 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Queen\Exception;
+
+/** 400 and 413: the input was refused; nothing was written. */
+class BadRequestException extends QueenException
+{
+}

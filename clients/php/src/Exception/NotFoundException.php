@@ -1,0 +1,10 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Queen\Exception;
+
+/** 404: no such queue, lease or route. */
+class NotFoundException extends QueenException
+{
+}

@@ -1,0 +1,10 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Queen\Exception;
+
+/** 429: the tenant's rate or quota; retryAfter says when to come back. */
+class RateLimitedException extends QueenException
+{
+}

@@ -1,0 +1,10 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Queen\Exception;
+
+/** Another 5xx. */
+class ServerException extends QueenException
+{
+}
