@@ -1101,6 +1101,12 @@ BEGIN
             WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
               AND queen.kv_live_v1(k.expires_at, v_now)
             FOR UPDATE;
+            -- No live row now: that is the verdict's state. Read again below,
+            -- a newer snapshot could show a row committed since, with the very
+            -- version expected, beside "not applied".
+            IF NOT FOUND THEN
+                v_cur_ver := 0; v_cur_val := NULL;
+            END IF;
             IF v_cur_ver = v_expect THEN
                 IF v_kind = 'delete' THEN
                     DELETE FROM queen.kv AS k
