@@ -896,6 +896,21 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         const char *fault = framing_fault(connection, version);
         if (fault != NULL)
             return refuse_framing(srv, connection, method, st, fault);
+        long long declared = declared_length(connection);
+        if (declared > 0 && !declared_over_cap(srv, connection) && !budget_take(srv, (size_t)declared + 1)) {
+            /* The declared body is charged to the budget at its headers, not
+             * when its first bytes reach us: a body that could not be held
+             * is refused at once (503), whenever its bytes arrive. */
+            st->over_budget = true;
+        } else if (declared > 0 && !declared_over_cap(srv, connection)) {
+            st->body = malloc((size_t)declared + 1);
+            if (st->body == NULL) {
+                atomic_fetch_sub(&srv->body_bytes, declared + 1);
+                return MHD_NO;
+            }
+            st->cap = (size_t)declared + 1;
+            st->body[0] = '\0';
+        }
         if (declared_over_cap(srv, connection)) {
             /* Answered in this first call, before MHD sends "100 Continue"
              * or reads a byte of the body; MHD then discards the rest of

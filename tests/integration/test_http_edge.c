@@ -216,6 +216,9 @@ static void over_budget_is_503_and_the_budget_returns(void **state)
     static const char head[] = "POST /api/v1/push HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                                "Content-Length: 60000\r\n\r\n{\"items\":[";
     raw_send_must(hog, head, sizeof head - 1);
+    /* Its headers are in (it is in flight beside this metrics call): its
+     * declared body is charged from now on. */
+    WAIT_UNTIL(http_metric(&b, "http", NULL, "inFlight") >= 2, 10000, "the hog's headers never arrived");
     hog_fd = hog;
     probe_until(&b, small, 503);
     hog_fd = -1;
