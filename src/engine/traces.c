@@ -13,15 +13,10 @@
  * (a generic 400 with its prose): refused here by the same name SQL uses. */
 static bool uuid_ok(const char *s, queen_error *err)
 {
-    static const char shape[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
-    for (size_t i = 0; s != NULL && i <= sizeof shape - 1; i++) {
-        if (i == sizeof shape - 1)
-            return s[i] == '\0';
-        char c = s[i];
-        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-        if (shape[i] == '-' ? c != '-' : !hex)
-            break;
-    }
+    char canon[QUEEN_TENANT_LEN + 1];
+    /* queen_tenant_canonical is the project's one uuid judge; "" would be its default tenant */
+    if (s != NULL && s[0] != '\0' && queen_tenant_canonical(s, canon) == 0)
+        return true;
     queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_partition_id", "partitionId must be a uuid");
     return false;
 }
