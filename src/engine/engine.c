@@ -158,6 +158,30 @@ int engine_call_body(queen *q, const char *tenant, const char *name, const char 
     return rc;
 }
 
+/* Its own transaction, after the push's: synchronous_commit off for it
+ * alone, because the NOTIFY lock is held until the commit is flushed and a
+ * notification is never durable anyway; the push itself stays durable. */
+#define SQL_NOTIFY_PUSHED                                                                                              \
+    "SELECT queen.log_notify_pushed_v1($1::uuid, $2::jsonb) "                                                          \
+    "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+
+void engine_notify_pushed(queen *q, const char *tenant, const char *results)
+{
+    /* Nothing queued (all duplicates, or no push at all): nothing to wake. */
+    if (results == NULL || strstr(results, "\"queued\"") == NULL)
+        return;
+    queen_error err;
+    if (!engine_enter(q, &err))
+        return;
+    const char *params[] = {tenant, results};
+    char *out = NULL;
+    if (queen_call_text(q, "queen_notify_pushed", SQL_NOTIFY_PUSHED, 2, params, &out, &err) != 0)
+        log_warn("push notification not sent (waiters re-check within %d ms): %s", NOTIFY_RECHECK_MS,
+                 err.reason);
+    free(out);
+    engine_leave(q);
+}
+
 const char *engine_int_or_null(char *buf, size_t len, long long v)
 {
     if (v == 0)

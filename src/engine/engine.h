@@ -78,6 +78,18 @@ const char *engine_enter_tenant(queen *q, const char *tenant, char out[QUEEN_TEN
 int engine_call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
                      const char **params, char **out, queen_error *err);
 
+/* A push's NOTIFY is deferred past its commit (sql/003 says why): the push
+ * or transaction statement sets this first, in a materialized CTE that runs
+ * before the call it feeds, and engine_notify_pushed sends it afterwards. */
+#define ENGINE_SQL_DEFER_NOTIFY "set_config('queen.notify', 'after_commit', true)"
+
+/* The deferred NOTIFY of a committed push or transaction: results is what
+ * log_push_v1 or log_transaction_wire_v1 returned, tenant canonical. Enters
+ * and leaves on its own. A failure costs only a wake-up, which every waiter
+ * also gets from its re-check (NOTIFY_RECHECK_MS), so it is logged, not
+ * returned. */
+void engine_notify_pushed(queen *q, const char *tenant, const char *results);
+
 /* 0 means "the SQL default" (NULL); any other value as decimal text in buf:
  * SQL refuses what is out of range rather than C guessing. */
 const char *engine_int_or_null(char *buf, size_t len, long long v);

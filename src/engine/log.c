@@ -17,12 +17,16 @@
 #include "engine.h"
 #include "notify.h"
 
-#define SQL_PUSH "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text"
 /* The producer is a transaction-local setting that the log's producer
  * column defaults to (sql/028): set in a materialized CTE, which runs before
- * the push it feeds, within the same statement's transaction. */
-#define SQL_WITH_PRODUCER "WITH producer AS MATERIALIZED (SELECT set_config('queen.producer', $3, true)) "
-#define SQL_PUSH_AS SQL_WITH_PRODUCER SQL_PUSH " FROM producer"
+ * the push it feeds, within the same statement's transaction; so is the
+ * deferral of the push's NOTIFY (engine.h). */
+#define SQL_PUSH                                                                                                       \
+    "WITH settings AS MATERIALIZED (SELECT " ENGINE_SQL_DEFER_NOTIFY ") "                                              \
+    "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text FROM settings"
+#define SQL_PUSH_AS                                                                                                    \
+    "WITH settings AS MATERIALIZED (SELECT set_config('queen.producer', $3, true), " ENGINE_SQL_DEFER_NOTIFY ") "      \
+    "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text FROM settings"
 #define SQL_POP                                                                                                        \
     "SELECT queen.log_pop_v1($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::boolean, $8, $9, $10::integer)::text"
 #define SQL_POP_LABELS                                                                                                 \
@@ -71,6 +75,8 @@ int queen_push_as(queen *q, const char *tenant, const char *producer, const char
     else
         rc = call_body(q, tenant, "queen_push", SQL_PUSH, 2, params, results_json, err);
     free(sealed);
+    if (rc == 0)
+        engine_notify_pushed(q, t, *results_json);
     return rc;
 }
 

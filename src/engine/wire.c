@@ -24,11 +24,14 @@
 
 /* The bundle goes in as the caller's text with the tenant added by
  * PostgreSQL, so nothing in it is re-encoded on the way. */
-#define SQL_WIRE "SELECT queen.log_transaction_wire_v1($1::jsonb || jsonb_build_object('tenant', $2::text))::text"
-/* The bundle's pushes stamped with the producer (sql/028): a transaction-
- * local setting made in a materialized CTE, which runs before the wire. */
+#define SQL_WIRE_CALL "SELECT queen.log_transaction_wire_v1($1::jsonb || jsonb_build_object('tenant', $2::text))::text"
+/* Transaction-local settings made in a materialized CTE, which runs before
+ * the wire: its pushes' NOTIFY deferred past the commit (engine.h) and, with
+ * a verified token, the pushes stamped with the producer (sql/028). */
+#define SQL_WIRE "WITH settings AS MATERIALIZED (SELECT " ENGINE_SQL_DEFER_NOTIFY ") " SQL_WIRE_CALL " FROM settings"
 #define SQL_WIRE_AS                                                                                                    \
-    "WITH producer AS MATERIALIZED (SELECT set_config('queen.producer', $3, true)) " SQL_WIRE " FROM producer"
+    "WITH settings AS MATERIALIZED (SELECT set_config('queen.producer', $3, true), " ENGINE_SQL_DEFER_NOTIFY ") "      \
+    SQL_WIRE_CALL " FROM settings"
 
 /* A kv-only bundle: one kv_apply_v1(..., true) call, its elements given the
  * wire's shape (type "kv", flat index = opIndex since nothing precedes). */
@@ -303,6 +306,8 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
         if (*result_json != NULL) {
             rc = 0;
             count(q, TXN_SUCCESS);
+            if (plan.has_push)
+                engine_notify_pushed(q, tenant, *result_json);
         } else {
             queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
         }

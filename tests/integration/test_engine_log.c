@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,6 +47,23 @@ static void push_one(queen *q, const char *tenant, const char *queue, const char
     must(queen_push(q, tenant, text, &out, &e), &e);
     json_t *r = take_json(out);
     assert_string_equal(jstr(json_array_get(r, 0), "status"), "queued");
+    json_decref(r);
+    free(text);
+}
+
+/* The same message pushed by a transaction bundle (the wire), whose NOTIFY
+ * is deferred past its commit like a push's. */
+static void push_one_in_transaction(queen *q, const char *tenant, const char *queue, const char *txid)
+{
+    json_t *bundle = json_pack("{s:[{s:s, s:[{s:s, s:{s:s}, s:s}]}]}", "operations", "type", "push", "items", "queue",
+                               queue, "payload", "txid", txid, "transactionId", txid);
+    char *text = json_dumps(bundle, JSON_COMPACT);
+    json_decref(bundle);
+    char *out;
+    queen_error e = {0};
+    must(queen_transaction(q, tenant, text, &out, &e), &e);
+    json_t *r = take_json(out);
+    assert_true(json_is_true(json_object_get(r, "success")));
     json_decref(r);
     free(text);
 }
@@ -264,7 +282,10 @@ static void long_poll_is_woken_by_a_push(void **state)
         long long pushed_at = now_ms();
         char txid[16];
         snprintf(txid, sizeof txid, "r%d", round);
-        push_one(q, tenant, queue, txid);
+        if (round == 2)
+            push_one_in_transaction(q, tenant, queue, txid);
+        else
+            push_one(q, tenant, queue, txid);
         pthread_join(th, NULL);
         assert_int_equal(a.rc, 0);
         assert_non_null(a.body);
@@ -293,6 +314,78 @@ static void long_poll_is_woken_by_a_push(void **state)
     assert_true(a.took_ms >= 590 && a.took_ms < 2500);
     free(queue);
     queen_close(q);
+}
+
+/* Waits for the next notification on a LISTENing connection. */
+static PGnotify *next_notification(PGconn *listener, int within_ms)
+{
+    long long until = now_ms() + within_ms;
+    for (;;) {
+        PGnotify *n = PQnotifies(listener);
+        if (n != NULL)
+            return n;
+        long long left = until - now_ms();
+        if (left <= 0)
+            return NULL;
+        struct pollfd pfd = {.fd = PQsocket(listener), .events = POLLIN};
+        poll(&pfd, 1, (int)left);
+        PQconsumeInput(listener);
+    }
+}
+
+/* A transaction that set queen.notify = 'after_commit' (what the engine's
+ * push and transaction statements do) sends no NOTIFY at its commit: holding
+ * PostgreSQL's notify lock through the commit flush serialised every push
+ * (sql/003). Notifications arrive in commit order, so if the deferred push had
+ * notified, its notification would come before the plain push's. */
+static void a_deferred_push_sends_no_notify_at_commit(void **state)
+{
+    (void)state;
+    queen_close(engine_open(1)); /* the schema, whichever test runs first */
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *deferred = pgtest_unique("q-deferred-");
+    char *plain = pgtest_unique("q-plain-");
+    PGconn *listener = PQconnectdb(pgtest_url());
+    PGconn *pusher = PQconnectdb(pgtest_url());
+    assert_int_equal(PQstatus(listener), CONNECTION_OK);
+    assert_int_equal(PQstatus(pusher), CONNECTION_OK);
+    PQclear(PQexec(listener, "LISTEN queen_push"));
+    char items[256];
+    snprintf(items, sizeof items, "[{\"queue\":\"%s\",\"payload\":1}]", deferred);
+    const char *p1[] = {tenant, items};
+    PGresult *r = PQexecParams(pusher,
+                               "WITH s AS MATERIALIZED (SELECT set_config('queen.notify', 'after_commit', true)) "
+                               "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text FROM s",
+                               2, NULL, p1, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    char *deferred_result = strdup(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    snprintf(items, sizeof items, "[{\"queue\":\"%s\",\"payload\":2}]", plain);
+    r = PQexecParams(pusher, "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text", 2, NULL, p1, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    PQclear(r);
+    char want[128];
+    snprintf(want, sizeof want, "%s:%s", tenant, plain);
+    PGnotify *n = next_notification(listener, 5000);
+    assert_non_null(n);
+    assert_string_equal(n->relname, "queen_push");
+    assert_string_equal(n->extra, want); /* not the deferred push's */
+    PQfreemem(n);
+
+    /* Its deferred half sends exactly the one notification it owes. */
+    const char *p2[] = {tenant, deferred_result};
+    assert_int_equal(pgtest_int(pusher, "SELECT queen.log_notify_pushed_v1($1::uuid, $2::jsonb)", 2, p2), 1);
+    snprintf(want, sizeof want, "%s:%s", tenant, deferred);
+    n = next_notification(listener, 5000);
+    assert_non_null(n);
+    assert_string_equal(n->extra, want);
+    PQfreemem(n);
+    free(deferred_result);
+    PQfinish(listener);
+    PQfinish(pusher);
+    free(deferred);
+    free(plain);
 }
 
 static void lease_extend(void **state)
@@ -487,6 +580,7 @@ int main(void)
         cmocka_unit_test(configure_labels_and_mode),
         cmocka_unit_test(configure_does_not_hold_up_a_push),
         cmocka_unit_test(long_poll_is_woken_by_a_push),
+        cmocka_unit_test(a_deferred_push_sends_no_notify_at_commit),
         cmocka_unit_test(lease_extend),
         cmocka_unit_test(wait_for_push_fires_exactly_once),
         cmocka_unit_test(notifier_survives_losing_its_connection),
