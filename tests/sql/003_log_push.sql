@@ -2,7 +2,7 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(51);
+SELECT plan(55);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
@@ -139,6 +139,17 @@ SELECT is((SELECT array_agg(m.payload::text || '@' || m.msg_offset) FROM queen.l
            WHERE q.tenant_id = :'t' AND q.name = 't003_v'),
           ARRAY['2@2'], '... and stored, at the next offset');
 DROP TRIGGER t003_vanish ON queen.log_messages;
+
+-- The deferred NOTIFY (log_notify_pushed_v1): one per queue that received a
+-- message, from a push's result array or a transaction's result object.
+SELECT is(queen.log_notify_pushed_v1(:'t', '[{"queueName":"a","status":"queued"},{"queueName":"a","status":"queued"},
+          {"queueName":"b","status":"queued"},{"queueName":"c","status":"duplicate"}]'), 2,
+          'log_notify_pushed_v1: one notification per queue with a queued message, none for a duplicate');
+SELECT is(queen.log_notify_pushed_v1(:'t', '{"success":true,"results":[{"type":"push","queueName":"a","status":"queued"},
+          {"type":"ack","queueName":"b","success":true},{"type":"kv","status":"queued"}]}'), 1,
+          '... from a transaction result only its pushes count');
+SELECT is(queen.log_notify_pushed_v1(:'t', '{"success":false,"error":"x"}'), 0, '... a failed transaction notifies nothing');
+SELECT is(queen.log_notify_pushed_v1(NULL, '[{"queueName":"a","status":"queued"}]'), 0, '... nor a NULL tenant');
 
 SELECT * FROM finish();
 ROLLBACK;
