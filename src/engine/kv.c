@@ -22,6 +22,39 @@
  * passed through as PostgreSQL rendered it. */
 #define SQL_KV_APPLY "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), $3::boolean)::text"
 
+/* A call of reads only (get, getMany, getPrefix) outside a transaction
+ * bundle: the same function, and calls made together may share one
+ * statement, each still its own kv_apply_v1 call with its own result and
+ * checks (sqlcall.h, sql_coalesce). A read takes no lock and writes
+ * nothing, so sharing a transaction changes no verdict; each call's
+ * statements take their own snapshot (READ COMMITTED, a volatile function),
+ * all within every coalesced request's lifetime. What it saves is the per
+ * statement cost: a round trip, parse/bind/execute, a transaction. */
+#define SQL_KV_READ "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false)::text"
+static const sql_coalesce kv_reads_coalesce = {
+    .name = "queen_kv_reads",
+    .sql = "SELECT queen.kv_apply_v1(o.ops, t.tenant::uuid, now(), false)::text "
+           "FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS o(ops, n) "
+           "JOIN jsonb_array_elements_text($2::jsonb) WITH ORDINALITY AS t(tenant, n) USING (n) ORDER BY n",
+    .param_kinds = "js",
+    .max_calls = 32,
+};
+
+/* A typed get: SQL_KV_ONE without the value, coalesced like the reads
+ * above. */
+#define SQL_KV_GET_ONE                                                                                                 \
+    "SELECT r::text, r->>'applied', r->>'found' FROM (SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false) " \
+    "-> 0 AS r) AS s"
+static const sql_coalesce kv_get_one_coalesce = {
+    .name = "queen_kv_get_ones",
+    .sql = "SELECT s.r::text, s.r->>'applied', s.r->>'found' FROM (SELECT o.n, "
+           "queen.kv_apply_v1(o.ops, t.tenant::uuid, now(), false) -> 0 AS r "
+           "FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS o(ops, n) "
+           "JOIN jsonb_array_elements_text($2::jsonb) WITH ORDINALITY AS t(tenant, n) USING (n)) AS s ORDER BY s.n",
+    .param_kinds = "js",
+    .max_calls = 32,
+};
+
 /* The typed conveniences: the same function, returning only element 0 and
  * its two flags (so counting outcomes needs no JSON parse). The value goes
  * in as its own parameter and PostgreSQL places it into the op: jansson
@@ -70,7 +103,11 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
             queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
     } else if (rc == 0 && (rc = engine_kv_admit(q, tenant, d, err)) == 0) {
         const char *params[] = {ops_json, tenant, in_wire ? "true" : "false"};
-        rc = queen_call_text(q, "queen_kv_apply", SQL_KV_APPLY, 3, params, results_json, err);
+        if (!in_wire && d.reads == d.ops && d.writes == 0)
+            rc = sql_call_text_coalesced(q->pool, "queen_kv_read", SQL_KV_READ, 2, params, &kv_reads_coalesce,
+                                         results_json, err);
+        else
+            rc = queen_call_text(q, "queen_kv_apply", SQL_KV_APPLY, 3, params, results_json, err);
         if (rc == 0 && *results_json == NULL) {
             queen_error_set(err, QUEEN_ERR_INTERNAL, "kv_result_misaligned", "kv_apply_v1 returned NULL");
             rc = -1;
@@ -189,7 +226,9 @@ static int kv_one(queen *q, const char *tenant, int kind, json_t *op, const char
     }
     int rc = -1, outcome = KV_OUT_ERROR;
     const char *params[] = {ops_text, tenant, value_json};
-    PGresult *res = sql_exec(q->pool, "queen_kv_one", SQL_KV_ONE, 3, params, NULL, err);
+    PGresult *res = kind == KV_OP_GET ? sql_exec_coalesced(q->pool, "queen_kv_get_one", SQL_KV_GET_ONE, 2, params,
+                                                           &kv_get_one_coalesce, NULL, err)
+                                      : sql_exec(q->pool, "queen_kv_one", SQL_KV_ONE, 3, params, NULL, err);
     if (res != NULL) {
         if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
             *result_json = strdup(PQgetvalue(res, 0, 0));

@@ -69,7 +69,8 @@ struct pipeline_set {
     int nconns;
     pipe_conn *conns;
     call_queue waiting_calls;
-    int waiting, in_flight;
+    call_queue held; /* coalescable calls made this turn, in arrival order */
+    int waiting, in_flight, nheld;
     pipeline_figures *fig;
     int connect_timeout_ms;
 };
@@ -293,6 +294,8 @@ static pipe_conn *roomiest(pipeline_set *s)
     return best;
 }
 
+static void send_held(pipeline_set *s);
+
 static void pump(pipeline_set *s)
 {
     while (s->waiting_calls.head != NULL) {
@@ -304,6 +307,38 @@ static void pump(pipeline_set *s)
         atomic_fetch_sub(&s->fig->waiting, 1);
         send_call(c, call);
     }
+    send_held(s);
+}
+
+/* Sends now, or waits behind anyone already waiting: arrival order. */
+static void submit_now(pipeline_set *s, pipeline_call *call)
+{
+    pipe_conn *c = s->waiting_calls.head == NULL ? roomiest(s) : NULL;
+    if (c != NULL) {
+        send_call(c, call);
+        return;
+    }
+    queue_push(&s->waiting_calls, call);
+    s->waiting++;
+    atomic_fetch_add(&s->fig->waiting, 1);
+}
+
+/* Held calls count as waiting: they wait for a turn's end or for room. */
+static void hold(pipeline_set *s, pipeline_call *call)
+{
+    queue_push(&s->held, call);
+    s->nheld++;
+    atomic_fetch_add(&s->fig->waiting, 1);
+}
+
+static pipeline_call *unhold(pipeline_set *s)
+{
+    pipeline_call *call = queue_pop(&s->held);
+    if (call != NULL) {
+        s->nheld--;
+        atomic_fetch_sub(&s->fig->waiting, 1);
+    }
+    return call;
 }
 
 void pipeline_submit(pipeline_set *s, pipeline_call *call)
@@ -313,15 +348,223 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call)
     call->next = NULL;
     memset(&call->err, 0, sizeof call->err);
     call->queued_ms = engine_now_ms();
-    /* Behind anyone already waiting: arrival order. */
-    pipe_conn *c = s->waiting_calls.head == NULL ? roomiest(s) : NULL;
-    if (c != NULL) {
-        send_call(c, call);
+    if (call->coalesce != NULL) {
+        hold(s, call);
         return;
     }
-    queue_push(&s->waiting_calls, call);
-    s->waiting++;
-    atomic_fetch_add(&s->fig->waiting, 1);
+    submit_now(s, call);
+}
+
+/* ---- coalescing: held calls of one statement sent as one --------------------- */
+
+/* The shared statement standing for n held calls. */
+typedef struct coalesced {
+    pipeline_call call; /* first: the pipeline hands this pointer back */
+    pipeline_set *set;
+    int n;
+    pipeline_call **members;
+    char **texts;        /* per parameter: the JSON array of the members' values */
+} coalesced;
+
+static bool append(char **buf, size_t *used, size_t *cap, const char *p, size_t len)
+{
+    if (*used + len + 1 > *cap) {
+        size_t want = (*used + len + 1) * 2;
+        char *grown = realloc(*buf, want);
+        if (grown == NULL)
+            return false;
+        *buf = grown;
+        *cap = want;
+    }
+    memcpy(*buf + *used, p, len);
+    *used += len;
+    (*buf)[*used] = '\0';
+    return true;
+}
+
+/* text as a JSON string. */
+static bool append_json_string(char **buf, size_t *used, size_t *cap, const char *text)
+{
+    bool ok = append(buf, used, cap, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)text; ok && *p != '\0'; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            ok = append(buf, used, cap, esc, 2);
+        } else if (*p < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            ok = append(buf, used, cap, esc, 6);
+        } else {
+            ok = append(buf, used, cap, (const char *)p, 1);
+        }
+    }
+    return ok && append(buf, used, cap, "\"", 1);
+}
+
+/* Parameter i of every member, as one JSON array; NULL when out of memory. */
+static char *gather_param(pipeline_call **members, int n, int i, char kind)
+{
+    char *buf = NULL;
+    size_t used = 0, cap = 0;
+    bool ok = append(&buf, &used, &cap, "[", 1);
+    for (int m = 0; ok && m < n; m++) {
+        const char *v = members[m]->params[i];
+        ok = (m == 0 || append(&buf, &used, &cap, ",", 1)) &&
+             (v == NULL       ? append(&buf, &used, &cap, "null", 4)
+              : kind == 'j' ? append(&buf, &used, &cap, v, strlen(v))
+                            : append_json_string(&buf, &used, &cap, v));
+    }
+    if (!ok || !append(&buf, &used, &cap, "]", 1)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Row `row` of the shared result as a member's own one-row result. */
+static PGresult *member_result(const PGresult *shared, int row)
+{
+    int nf = PQnfields(shared);
+    PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+    PGresAttDesc cols[8];
+    if (r == NULL || nf > (int)(sizeof cols / sizeof cols[0])) {
+        PQclear(r);
+        return NULL;
+    }
+    for (int f = 0; f < nf; f++)
+        cols[f] = (PGresAttDesc){.name = PQfname(shared, f), .typid = PQftype(shared, f), .typlen = -1, .atttypmod = -1};
+    bool ok = PQsetResultAttrs(r, nf, cols) == 1;
+    for (int f = 0; ok && f < nf; f++) {
+        bool null = PQgetisnull(shared, row, f);
+        ok = PQsetvalue(r, 0, f, null ? NULL : PQgetvalue(shared, row, f), null ? -1 : PQgetlength(shared, row, f)) == 1;
+    }
+    if (!ok) {
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void coalesced_free(coalesced *b)
+{
+    for (int i = 0; b->texts != NULL && i < b->call.nparams; i++)
+        free(b->texts[i]);
+    free(b->texts);
+    free((void *)b->call.params);
+    free(b->members);
+    free(b);
+}
+
+static void coalesced_done(pipeline_call *call)
+{
+    coalesced *b = (coalesced *)call;
+    pipeline_set *s = b->set;
+    PGresult *r = call->res;
+    if (r == NULL) {
+        /* Unavailable, or lost with its connection: the members' outcome too. */
+        for (int m = 0; m < b->n; m++) {
+            pipeline_call *member = b->members[m];
+            member->lost = call->lost;
+            member->err = call->err;
+            finish(member);
+        }
+    } else if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == b->n && PQnfields(r) >= 1) {
+        atomic_fetch_add(&s->fig->coalesced_statements_total, 1);
+        atomic_fetch_add(&s->fig->coalesced_calls_total, (unsigned long)b->n);
+        for (int m = 0; m < b->n; m++) {
+            pipeline_call *member = b->members[m];
+            member->res = member_result(r, m);
+            if (member->res == NULL)
+                queen_error_set(&member->err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
+            finish(member);
+        }
+    } else {
+        /* One member's own error (a name SQL refuses) fails the shared
+         * statement: each runs alone, next turn, and gets its own verdict. */
+        atomic_fetch_add(&s->fig->coalesced_retries_total, (unsigned long)b->n);
+        for (int m = 0; m < b->n; m++) {
+            pipeline_call *member = b->members[m];
+            member->coalesce = NULL;
+            hold(s, member);
+        }
+    }
+    PQclear(r);
+    coalesced_free(b);
+}
+
+/* The held calls that share `first`'s coalescing, first included, taken out
+ * of the held list (up to its max_calls); the rest keep their order. */
+static int take_group(pipeline_set *s, pipeline_call *first, pipeline_call **members, int max)
+{
+    int n = 0;
+    members[n++] = first;
+    call_queue rest = {NULL, NULL};
+    pipeline_call *call;
+    while ((call = queue_pop(&s->held)) != NULL) {
+        if (n < max && call->coalesce == first->coalesce && call->nparams == first->nparams) {
+            members[n++] = call;
+            s->nheld--;
+            atomic_fetch_sub(&s->fig->waiting, 1);
+        } else {
+            queue_push(&rest, call);
+        }
+    }
+    s->held = rest;
+    return n;
+}
+
+static bool send_coalesced(pipeline_set *s, pipeline_call **members, int n)
+{
+    const sql_coalesce *how = members[0]->coalesce;
+    int np = members[0]->nparams;
+    coalesced *b = calloc(1, sizeof *b);
+    const char **params = calloc((size_t)np, sizeof *params);
+    if (b == NULL || params == NULL || (b->texts = calloc((size_t)np, sizeof *b->texts)) == NULL) {
+        free(params);
+        free(b);
+        return false;
+    }
+    b->set = s;
+    b->n = n;
+    b->members = members;
+    b->call = (pipeline_call){
+        .name = how->name, .sql = how->sql, .nparams = np, .params = params, .done = coalesced_done};
+    for (int i = 0; i < np; i++) {
+        char kind = how->param_kinds != NULL && (int)strlen(how->param_kinds) > i ? how->param_kinds[i] : 's';
+        if ((b->texts[i] = gather_param(members, n, i, kind)) == NULL) {
+            b->members = NULL; /* the caller still owns them */
+            coalesced_free(b);
+            return false;
+        }
+        params[i] = b->texts[i];
+    }
+    b->call.queued_ms = members[0]->queued_ms;
+    submit_now(s, &b->call);
+    return true;
+}
+
+/* Sends the held calls while a connection has room: a call alone when no
+ * other held one shares its statement, else one shared statement for up to
+ * max_calls of them. Without room they stay held, so the reads that queue
+ * behind busy connections leave together when one frees. */
+static void send_held(pipeline_set *s)
+{
+    while (s->held.head != NULL && roomiest(s) != NULL) {
+        pipeline_call *call = unhold(s);
+        int max = call->coalesce != NULL ? call->coalesce->max_calls : 1;
+        pipeline_call **members = max > 1 ? calloc((size_t)max, sizeof *members) : NULL;
+        int n = members != NULL ? take_group(s, call, members, max) : 1;
+        if (n > 1 && send_coalesced(s, members, n))
+            continue; /* members now belong to the shared statement */
+        /* Alone (or no memory to share): each as its own statement. */
+        for (int m = 0; m < n; m++) {
+            pipeline_call *one = members != NULL ? members[m] : call;
+            one->coalesce = NULL;
+            submit_now(s, one);
+        }
+        free(members);
+    }
 }
 
 /* One result of the head call. A call sends [prepare,] statement, sync; its
@@ -460,6 +703,7 @@ pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int sta
 
 long long pipeline_tick(pipeline_set *s, long long now)
 {
+    send_held(s);
     long long next = -1;
 #define SOONER(t) (next < 0 || (t) < next ? (t) : next)
     for (int i = 0; i < s->nconns; i++) {
@@ -483,13 +727,21 @@ long long pipeline_tick(pipeline_set *s, long long now)
     }
     if (s->waiting_calls.head != NULL)
         next = SOONER(s->waiting_calls.head->queued_ms + s->acquire_timeout_ms);
+    /* Held calls that found no room as long. */
+    while (s->held.head != NULL && now - s->held.head->queued_ms >= s->acquire_timeout_ms) {
+        pipeline_call *call = unhold(s);
+        atomic_fetch_add(&s->fig->timeouts_total, 1);
+        fail(call, false, "the database is unavailable; retry");
+    }
+    if (s->held.head != NULL)
+        next = SOONER(s->held.head->queued_ms + s->acquire_timeout_ms);
 #undef SOONER
     return next;
 }
 
 int pipeline_pending(const pipeline_set *s)
 {
-    return s->in_flight + s->waiting;
+    return s->in_flight + s->waiting + s->nheld;
 }
 
 void pipeline_close(pipeline_set *s)
@@ -508,6 +760,9 @@ void pipeline_close(pipeline_set *s)
             conn_down(c, NULL, 0);
         free(c->prepared);
     }
+    /* Held calls, and the members of a shared statement that failed above. */
+    while ((call = unhold(s)) != NULL)
+        fail(call, false, "the broker is stopping; retry");
     free(s->conns);
     free(s);
 }

@@ -25,6 +25,7 @@
 #include <libpq-fe.h>
 
 #include "error.h"
+#include "sqlcall.h"
 
 /* What the loop's epoll carries in data.ptr for every descriptor: the
  * handler of that descriptor's readiness. */
@@ -40,6 +41,9 @@ typedef struct pipeline_call {
     const char *sql;
     int nparams;
     const char *const *params;
+    /* Non-NULL: held until pipeline_tick and sent as one statement with the
+     * other calls held with the same one (sqlcall.h, sql_coalesce). */
+    const sql_coalesce *coalesce;
     void (*done)(struct pipeline_call *call); /* on the loop thread, once */
     void *ctx;
     /* Filled before done: res (caller PQclear()s), or NULL with err. */
@@ -59,6 +63,9 @@ typedef struct pipeline_figures {
     atomic_ulong sent_total;
     atomic_ulong timeouts_total;
     atomic_ulong reconnects_total;
+    atomic_ulong coalesced_statements_total; /* shared statements that answered their calls */
+    atomic_ulong coalesced_calls_total;      /* calls answered by one */
+    atomic_ulong coalesced_retries_total;    /* calls run alone after their shared statement failed */
 } pipeline_figures;
 
 /* Connects nconns connections (conninfo and statement timeout as the pool's)
@@ -68,11 +75,14 @@ typedef struct pipeline_figures {
 pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int statement_timeout_ms,
                             int acquire_timeout_ms, int epfd, pipeline_figures *figures, char *err, size_t errlen);
 
-/* Sends the call now or queues it; done() runs later, never inside. */
+/* Sends the call now or queues it (a coalescable call: holds it for the
+ * next pipeline_tick); done() runs later, never inside. */
 void pipeline_submit(pipeline_set *s, pipeline_call *call);
 
-/* Timeouts and reconnects due at now_ms; the next time it wants to run
- * (ms, monotonic), or -1 when nothing is pending. */
+/* Sends the held coalescable calls (the loop calls it once a turn, after
+ * the turn's requests have made their calls), then handles the timeouts and
+ * reconnects due at now_ms; the next time it wants to run (ms, monotonic),
+ * or -1 when nothing is pending. */
 long long pipeline_tick(pipeline_set *s, long long now_ms);
 
 /* Statements sent and not answered, and calls waiting. */

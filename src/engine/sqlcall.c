@@ -38,13 +38,19 @@ void sql_executor_set(const sql_executor *ex)
 PGresult *sql_exec(queen_pool *pool, const char *name, const char *sql, int nparams, const char *const *params,
                    bool *lost, queen_error *err)
 {
+    return sql_exec_coalesced(pool, name, sql, nparams, params, NULL, lost, err);
+}
+
+PGresult *sql_exec_coalesced(queen_pool *pool, const char *name, const char *sql, int nparams,
+                             const char *const *params, const sql_coalesce *how, bool *lost, queen_error *err)
+{
     bool lost_here = false;
     if (lost == NULL)
         lost = &lost_here;
     *lost = false;
     const sql_executor *ex = thread_executor;
     PGresult *res = NULL;
-    if (ex != NULL && ex->exec(ex->ctx, name, sql, nparams, params, &res, lost, err))
+    if (ex != NULL && ex->exec(ex->ctx, name, sql, nparams, params, how, &res, lost, err))
         return res;
     char msg[512];
     queen_pool_conn *c = queen_pool_acquire(pool, msg, sizeof msg);
@@ -62,8 +68,14 @@ PGresult *sql_exec(queen_pool *pool, const char *name, const char *sql, int npar
 int sql_call_text(queen_pool *pool, const char *name, const char *sql, int nparams, const char *const *params,
                   char **out, queen_error *err)
 {
+    return sql_call_text_coalesced(pool, name, sql, nparams, params, NULL, out, err);
+}
+
+int sql_call_text_coalesced(queen_pool *pool, const char *name, const char *sql, int nparams,
+                            const char *const *params, const sql_coalesce *how, char **out, queen_error *err)
+{
     *out = NULL;
-    PGresult *res = sql_exec(pool, name, sql, nparams, params, NULL, err);
+    PGresult *res = sql_exec_coalesced(pool, name, sql, nparams, params, how, NULL, err);
     if (res == NULL)
         return -1;
     int rc = 0;

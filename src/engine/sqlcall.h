@@ -19,9 +19,23 @@
  * then runs it. Otherwise it fills *res (the caller PQclear()s it) or
  * returns with *res NULL and err filled; *lost says the connection died
  * under the statement, so whether it took effect is unknown. */
+/* How calls of one read-only statement may share a round trip: an executor
+ * that holds several such calls at once may send them as this one statement
+ * instead. Its parameter i is the JSON array of the calls' parameters i, and
+ * it returns one row per call, in call order, holding the columns (at most
+ * 8) that call's own statement would have returned. When the shared statement
+ * fails, each call is run on its own, so every call keeps its own verdict;
+ * only statements whose calls may share a transaction qualify (reads). */
+typedef struct sql_coalesce {
+    const char *name;        /* the shared statement's name (a string literal) */
+    const char *sql;         /* the shared statement */
+    const char *param_kinds; /* per parameter: 'j' JSON text placed as is, 's' text placed as a JSON string */
+    int max_calls;           /* at most this many calls in one */
+} sql_coalesce;
+
 typedef struct sql_executor {
     bool (*exec)(void *ctx, const char *name, const char *sql, int nparams, const char *const *params,
-                 PGresult **res, bool *lost, queen_error *err);
+                 const sql_coalesce *coalesce, PGresult **res, bool *lost, queen_error *err);
     void *ctx;
 } sql_executor;
 
@@ -41,6 +55,15 @@ void sql_log_unavailable(const char *why);
  * be a string literal (connections keep the pointer). */
 PGresult *sql_exec(queen_pool *pool, const char *name, const char *sql, int nparams, const char *const *params,
                    bool *lost, queen_error *err);
+
+/* sql_exec for a statement whose calls may be coalesced as `how` says (see
+ * sql_coalesce); the pool, which holds one call at a time, runs it alone. */
+PGresult *sql_exec_coalesced(queen_pool *pool, const char *name, const char *sql, int nparams,
+                             const char *const *params, const sql_coalesce *how, bool *lost, queen_error *err);
+
+/* sql_call_text with sql_exec_coalesced underneath. */
+int sql_call_text_coalesced(queen_pool *pool, const char *name, const char *sql, int nparams,
+                            const char *const *params, const sql_coalesce *how, char **out, queen_error *err);
 
 /* Runs one named prepared statement that returns one row of one column and
  * copies that column: *out is malloc'd text (caller frees) or NULL for SQL

@@ -76,14 +76,19 @@ static void call_done(pipeline_call *call)
 }
 
 static bool loop_exec(void *ctx, const char *name, const char *sql, int nparams, const char *const *params,
-                      PGresult **res, bool *lost, queen_error *err)
+                      const sql_coalesce *coalesce, PGresult **res, bool *lost, queen_error *err)
 {
     edge_loop *L = ctx;
     fiber *f = fiber_current();
     if (f == NULL)
         return false; /* on the loop's own stack: the pool serves it */
     fiber_call fc = {
-        .call = {.name = name, .sql = sql, .nparams = nparams, .params = params, .done = call_done},
+        .call = {.name = name,
+                 .sql = sql,
+                 .nparams = nparams,
+                 .params = params,
+                 .coalesce = coalesce,
+                 .done = call_done},
         .loop = L,
         .f = f,
     };

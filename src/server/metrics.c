@@ -119,11 +119,14 @@ static json_t *connections_json(const server *srv)
 static json_t *database_json(server *srv)
 {
     pipeline_figures *d = &srv->db_figures;
-    return json_pack("{s:i, s:i, s:i, s:I, s:I, s:I}", "connections", atomic_load(&d->connections), "inFlight",
-                     atomic_load(&d->in_flight), "waiting", atomic_load(&d->waiting), "statementsTotal",
+    return json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I}", "connections", atomic_load(&d->connections),
+                     "inFlight", atomic_load(&d->in_flight), "waiting", atomic_load(&d->waiting), "statementsTotal",
                      (json_int_t)atomic_load(&d->sent_total), "acquireTimeoutsTotal",
                      (json_int_t)atomic_load(&d->timeouts_total), "reconnectsTotal",
-                     (json_int_t)atomic_load(&d->reconnects_total));
+                     (json_int_t)atomic_load(&d->reconnects_total), "coalescedStatementsTotal",
+                     (json_int_t)atomic_load(&d->coalesced_statements_total), "coalescedCallsTotal",
+                     (json_int_t)atomic_load(&d->coalesced_calls_total), "coalescedRetriesTotal",
+                     (json_int_t)atomic_load(&d->coalesced_retries_total));
 }
 
 char *metrics_json(server *srv)
@@ -227,6 +230,14 @@ static void database_families(FILE *out, server *srv)
     fprintf(out, "queen_http_db_acquire_timeouts_total %lu\n", atomic_load(&d->timeouts_total));
     family(out, "queen_http_db_reconnects_total", "counter", "Event-loop database connections re-established.");
     fprintf(out, "queen_http_db_reconnects_total %lu\n", atomic_load(&d->reconnects_total));
+    family(out, "queen_http_db_coalesced_statements_total", "counter",
+           "Shared statements that answered several read calls made in one event-loop turn.");
+    fprintf(out, "queen_http_db_coalesced_statements_total %lu\n", atomic_load(&d->coalesced_statements_total));
+    family(out, "queen_http_db_coalesced_calls_total", "counter", "Read calls answered by a shared statement.");
+    fprintf(out, "queen_http_db_coalesced_calls_total %lu\n", atomic_load(&d->coalesced_calls_total));
+    family(out, "queen_http_db_coalesced_retries_total", "counter",
+           "Read calls run alone after their shared statement failed (one of them was refused).");
+    fprintf(out, "queen_http_db_coalesced_retries_total %lu\n", atomic_load(&d->coalesced_retries_total));
 }
 
 static void http_families(FILE *out, server *srv)

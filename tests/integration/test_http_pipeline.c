@@ -137,6 +137,94 @@ static void neighbours_on_one_connection_keep_their_own_outcome(void **state)
     assert_int_equal(broker_stop(&b), 0);
 }
 
+static long long db_figure(const test_broker *b, const char *name)
+{
+    return http_metric(b, "http", "database", name);
+}
+
+/* Reads that queue behind a busy connection leave together as one shared
+ * statement (sql_coalesce): each answered with its own key's value, by the
+ * batch and the typed routes alike. One of them refused by SQL (a namespace
+ * the C guards let through) fails the shared statement; then each runs alone
+ * and gets its own verdict: the refused one 400, the others their values. */
+static void queued_reads_share_a_statement_and_keep_their_own_answers(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=1", "QUEEN_HTTP_THREADS=1", "QUEEN_SWEEPER=0", NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    char *ns = pgtest_unique("coal");
+    enum { READS = 6 };
+    for (int i = 0; i < READS; i++) {
+        char *path = fmt("/api/v1/kv/%s/k%d", ns, i);
+        char *body = fmt("{\"value\":%d,\"forever\":true}", 100 + i);
+        json_decref(http_ok(&b, "PUT", path, body, 200));
+        free(path);
+        free(body);
+    }
+    PGconn *lock = pgtest_connect();
+    for (int round = 0; round < 2; round++) {
+        bool with_refused = round == 1;
+        long long calls = db_figure(&b, "coalescedCallsTotal"), retries = db_figure(&b, "coalescedRetriesTotal");
+        /* The one connection busy with a write waiting on a row lock. */
+        hold_row(lock, ns, "held");
+        request held = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns),
+                        .body = "{\"value\":1,\"forever\":true}"};
+        start_request(&held);
+        WAIT_UNTIL(in_flight(&b) == 1, 10000, "the held write never reached the database");
+        request reads[READS + 1];
+        int n = 0;
+        for (int i = 0; i < READS; i++, n++) {
+            /* even: the batch route; odd: the typed GET */
+            reads[n] = (request){.b = &b, .method = i % 2 ? "GET" : "POST"};
+            reads[n].path = i % 2 ? fmt("/api/v1/kv/%s/k%d", ns, i) : strdup("/api/v1/kv");
+            reads[n].body = i % 2 ? NULL : fmt("[{\"op\":\"get\",\"ns\":\"%s\",\"key\":\"k%d\"}]", ns, i);
+        }
+        if (with_refused)
+            reads[n++] = (request){.b = &b, .method = "POST", .path = strdup("/api/v1/kv"),
+                                   .body = strdup("[{\"op\":\"get\",\"ns\":\"Not A Namespace\",\"key\":\"k\"}]")};
+        for (int i = 0; i < n; i++)
+            start_request(&reads[i]);
+        WAIT_UNTIL(db_figure(&b, "waiting") == n, 10000, "the reads did not all queue behind the held write");
+        PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
+        finish_request(&held);
+        assert_int_equal(held.status, 200);
+        for (int i = 0; i < n; i++) {
+            finish_request(&reads[i]);
+            if (i == READS) {
+                assert_int_equal(reads[i].status, 400);
+                assert_non_null(strstr(reads[i].reply, "kv_bad_namespace"));
+                continue;
+            }
+            assert_int_equal(reads[i].status, 200);
+            char *want = fmt("\"value\": %d", 100 + i);
+            if (strstr(reads[i].reply, want) == NULL)
+                fail_msg("read %d answered %s, not its own key's value", i, reads[i].reply);
+            free(want);
+        }
+        if (with_refused) {
+            /* The typed GETs' shared statement answered them; the batch
+             * route's (its three reads and the refused one) ran each alone. */
+            assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, READS / 2);
+            assert_int_equal(db_figure(&b, "coalescedRetriesTotal") - retries, READS / 2 + 1);
+        } else {
+            /* Two shared statements (one per statement shape), all six reads. */
+            assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, n);
+            assert_int_equal(db_figure(&b, "coalescedRetriesTotal"), retries);
+        }
+        for (int i = 0; i < n; i++) {
+            free((char *)reads[i].path);
+            free((char *)reads[i].body);
+            free(reads[i].reply);
+        }
+        free((char *)held.path);
+        free(held.reply);
+    }
+    PQfinish(lock);
+    free(ns);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
 /* Every backend of the broker's application name terminated: the loops
  * replace their connections and serve again, no restart. */
 static void dropped_connections_come_back(void **state)
@@ -169,6 +257,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(neighbours_on_one_connection_keep_their_own_outcome),
         cmocka_unit_test(dropped_connections_come_back),
+        cmocka_unit_test(queued_reads_share_a_statement_and_keep_their_own_answers),
     };
     return cmocka_run_group_tests_name("http_pipeline", tests, NULL, NULL);
 }
