@@ -262,29 +262,6 @@ static const char *fault_detail(jwt_fault f)
     }
 }
 
-typedef struct auth_headers {
-    unsigned count;
-    const char *value;
-    size_t len;
-    bool tenant_header;
-} auth_headers;
-
-static enum MHD_Result collect_auth(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
-                                    const char *value, size_t value_len)
-{
-    (void)kind;
-    auth_headers *h = cls;
-    if (key_len == 13 && strncasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION, key_len) == 0) {
-        if (h->count++ == 0) {
-            h->value = value ? value : "";
-            h->len = value ? value_len : 0;
-        }
-    } else if (key_len == sizeof TENANT_HEADER - 1 && strncasecmp(key, TENANT_HEADER, key_len) == 0) {
-        h->tenant_header = true;
-    }
-    return MHD_YES;
-}
-
 /* ---- roles and scopes --------------------------------------------------------------- */
 
 static auth_role role_named(const char *s)
@@ -655,15 +632,16 @@ bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *c
         return false;
     if (p == NULL) /* a route the table lacks is closed, never open */
         return refuse(res, r, F_ROLE, "this route has no authorisation policy");
-    auth_headers h = {0};
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_auth, &h);
-    if (h.count == 0)
+    const char *value;
+    size_t len;
+    unsigned count = http_header_first(c, MHD_HTTP_HEADER_AUTHORIZATION, &value, &len);
+    if (count == 0)
         return refuse(res, r, F_MISSING, "this route needs Authorization: Bearer <token>");
-    if (h.count > 1 || h.len < 7 || strncasecmp(h.value, "Bearer ", 7) != 0)
+    if (count > 1 || len < 7 || strncasecmp(value, "Bearer ", 7) != 0)
         return refuse(res, r, F_TOKEN + JWT_MALFORMED,
                       "send exactly one Authorization header of the form: Bearer <token>");
-    const char *token = h.value + 7;
-    size_t token_len = h.len - 7;
+    const char *token = value + 7;
+    size_t token_len = len - 7;
     while (token_len > 0 && *token == ' ') {
         token++;
         token_len--;
@@ -682,7 +660,7 @@ bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *c
         refused = refuse(res, r, F_NO_ROLE, "the token names no role (role: read, write or admin)");
     } else {
         failure why = F_COUNT;
-        if (r->family != FAMILY_OPS && !resolve_tenant(srv, claims, h.tenant_header, tenant, &why)) {
+        if (r->family != FAMILY_OPS && !resolve_tenant(srv, claims, http_header_first(c, TENANT_HEADER, NULL, NULL) > 0, tenant, &why)) {
             refused = refuse(res, r, why,
                              why == F_NO_TENANT       ? "the token has no tenant claim (QUEEN_JWT_TENANT_CLAIM)"
                              : why == F_BAD_TENANT    ? "the token's tenant claim is not a canonical uuid"

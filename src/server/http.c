@@ -579,24 +579,35 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
 
 /* ---- The tenant header ---------------------------------------------------- */
 
-typedef struct tenant_headers {
+typedef struct header_count {
+    const char *name;
+    size_t name_len;
     unsigned count;
     const char *value;
     size_t len;
-} tenant_headers;
+} header_count;
 
-static enum MHD_Result collect_tenant(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
-                                      const char *value, size_t value_len)
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                    const char *value, size_t value_len)
 {
     (void)kind;
-    tenant_headers *t = cls;
-    if (key_len == sizeof TENANT_HEADER - 1 && strncasecmp(key, TENANT_HEADER, key_len) == 0) {
-        if (t->count++ == 0) {
-            t->value = value ? value : "";
-            t->len = value ? value_len : 0;
-        }
+    header_count *h = cls;
+    if (key_len == h->name_len && strncasecmp(key, h->name, key_len) == 0 && h->count++ == 0) {
+        h->value = value ? value : "";
+        h->len = value ? value_len : 0;
     }
     return MHD_YES;
+}
+
+unsigned http_header_first(struct MHD_Connection *c, const char *name, const char **value, size_t *len)
+{
+    header_count h = {.name = name, .name_len = strlen(name), .value = ""};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_header, &h);
+    if (value != NULL)
+        *value = h.value;
+    if (len != NULL)
+        *len = h.len;
+    return h.count;
 }
 
 /* The tenant the proxy named, canonical in out; NULL, or why it is refused.
@@ -607,17 +618,18 @@ static enum MHD_Result collect_tenant(void *cls, enum MHD_ValueKind kind, const 
  * and a NUL inside (a C string would stop at it and read a valid prefix). */
 static const char *request_tenant(struct MHD_Connection *c, char out[QUEEN_TENANT_LEN + 1])
 {
-    tenant_headers t = {0};
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_tenant, &t);
-    if (t.count == 0) {
+    const char *value;
+    size_t len;
+    unsigned count = http_header_first(c, TENANT_HEADER, &value, &len);
+    if (count == 0) {
         memcpy(out, QUEEN_DEFAULT_TENANT, QUEEN_TENANT_LEN + 1);
         return NULL;
     }
-    if (t.count > 1)
+    if (count > 1)
         return "x-queen-tenant must appear once";
-    if (t.len == 0)
+    if (len == 0)
         return "x-queen-tenant is present but empty";
-    if (memchr(t.value, '\0', t.len) != NULL || queen_tenant_canonical(t.value, out) != 0)
+    if (memchr(value, '\0', len) != NULL || queen_tenant_canonical(value, out) != 0)
         return "x-queen-tenant must be a canonical uuid (8-4-4-4-12 hex)";
     return NULL;
 }

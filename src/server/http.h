@@ -22,6 +22,11 @@
  * judges it): set by a trusted proxy, never read from a body. */
 #define TENANT_HEADER "x-queen-tenant"
 
+/* How many times the request carries header `name` (case-insensitive), and
+ * the first one's value and length ("" and 0 when there is none); value and
+ * len may be NULL. A header that must appear once is judged by the count. */
+unsigned http_header_first(struct MHD_Connection *c, const char *name, const char **value, size_t *len);
+
 typedef struct server server;
 typedef struct http_poll http_poll;
 typedef struct edge_loop edge_loop;
