@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "broker.h"
@@ -41,10 +42,29 @@
 #define NB 3 /* brokers */
 #define DEFAULT_TENANT "00000000-0000-0000-0000-000000000001"
 
+/* The brokers of the running test, killed by its teardown when the test
+ * failed before stopping them. */
+static test_broker *running;
+
+static int kill_leftovers(void **state)
+{
+    (void)state;
+    for (int i = 0; running != NULL && i < NB; i++) {
+        if (running[i].pid > 0) {
+            kill(running[i].pid, SIGKILL);
+            waitpid(running[i].pid, NULL, 0);
+            running[i].pid = 0;
+        }
+    }
+    running = NULL;
+    return 0;
+}
+
 /* Starts NB brokers on url at once (no waiting between the spawns) and waits
  * until every one answers /health. */
 static void start_brokers(test_broker b[NB], const char *url, const char *const *env)
 {
+    running = b;
     for (int i = 0; i < NB; i++)
         broker_spawn(&b[i], url, env);
     for (int i = 0; i < NB; i++)
@@ -661,11 +681,11 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(three_brokers_boot_the_schema_at_once),
-        cmocka_unit_test(long_poll_on_a_is_woken_by_a_push_through_b),
-        cmocka_unit_test(sweepers_on_three_brokers_delete_each_row_once_and_never_block_writers),
-        cmocka_unit_test(rolling_restart_under_write_load_loses_no_acknowledged_write),
-        cmocka_unit_test(quota_overshoot_stays_within_n_minus_one_headrooms),
+        cmocka_unit_test_teardown(three_brokers_boot_the_schema_at_once, kill_leftovers),
+        cmocka_unit_test_teardown(long_poll_on_a_is_woken_by_a_push_through_b, kill_leftovers),
+        cmocka_unit_test_teardown(sweepers_on_three_brokers_delete_each_row_once_and_never_block_writers, kill_leftovers),
+        cmocka_unit_test_teardown(rolling_restart_under_write_load_loses_no_acknowledged_write, kill_leftovers),
+        cmocka_unit_test_teardown(quota_overshoot_stays_within_n_minus_one_headrooms, kill_leftovers),
     };
     int rc = cmocka_run_group_tests_name("many_brokers", tests, NULL, NULL);
     curl_global_cleanup();
