@@ -53,7 +53,7 @@ FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
 FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o
 
-.PHONY: all tests test test-san run bench clean deps fuzz torture ha-test
+.PHONY: all tests test test-san run bench clean deps fuzz torture ha-test pgbouncer-test
 # Keep objects of the test and example programs between builds.
 .SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
@@ -285,6 +285,12 @@ torture: deps
 ha-test: deps
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/ha-test.sh
+
+# Which PgBouncer pool mode a broker works behind (scripts/pgbouncer-test.sh):
+# session must work, transaction is expected not to (docs/deploy.md).
+pgbouncer-test: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/pgbouncer-test.sh
 
 clean:
 	rm -rf build

@@ -20,6 +20,8 @@ packages=(
 # it) and a one-member etcd; the test starts its own on free loopback ports
 # and leaves any service the packages start alone.
 packages+=(patroni etcd-server etcd-client)
+# make pgbouncer-test: PgBouncer in front of a private cluster, started by the test.
+packages+=(pgbouncer)
 
 # The Go and Rust clients (clients/go, clients/rust): Go 1.19 and the Rust
 # crates, both from Debian. Debian's rustc and cargo (1.63) only when no
