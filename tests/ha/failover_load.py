@@ -45,6 +45,7 @@ class Writer(threading.Thread):
         self.missing_retry_after = 0
         self.kill_at = None  # set by main when the primary is killed
         self.first_ack_after_kill = None
+        self.acks_after_kill = []  # when each acknowledgement after the kill came back
         self.max_call_s = 0.0
 
     def call(self, body):
@@ -102,8 +103,10 @@ class Writer(threading.Thread):
             if acked:
                 self.acked += 1
                 now = time.monotonic()
-                if self.kill_at is not None and self.first_ack_after_kill is None and t0 > self.kill_at:
-                    self.first_ack_after_kill = now
+                if self.kill_at is not None and t0 > self.kill_at:
+                    self.acks_after_kill.append(now)
+                    if self.first_ack_after_kill is None:
+                        self.first_ack_after_kill = now
             elif status == 503:
                 try:
                     wait = float(headers.get("retry-after", "1"))
@@ -165,8 +168,6 @@ def main():
 
     # a call counts as after the kill when it was sent after it
     wait_for(lambda: all(w.first_ack_after_kill for w in writers), 90, "every writer acknowledged after the kill")
-    first_ack = min(w.first_ack_after_kill for w in writers)
-    all_back = max(w.first_ack_after_kill for w in writers)
     wait_for(lambda: patroni_role(a.patroni) in ("master", "primary"), 30, "Patroni reporting the standby promoted")
     after = total_acked(writers)
     time.sleep(a.seconds)
@@ -212,9 +213,17 @@ def main():
     hangs = sum(w.hangs for w in writers)
     no_answer = sum(w.no_answer for w in writers)
     missing_ra = sum(w.missing_retry_after for w in writers)
+    # The outage as clients saw it: the longest stretch after the kill with
+    # no write acknowledged. (The killed primary's backends live on for a
+    # moment after their postmaster, so a write may still be acknowledged,
+    # replicated, just after the kill: the first acknowledgement after the
+    # kill is not the recovery.)
+    acks = sorted([kill_at] + [t for w in writers for t in w.acks_after_kill])
+    gap, gap_end = max((acks[i + 1] - acks[i], acks[i + 1]) for i in range(len(acks) - 1))
+    recovery_ms = round((gap_end - kill_at) * 1000)
     figures = [
-        ("ha.recovery_first_write_ms", round((first_ack - kill_at) * 1000)),
-        ("ha.recovery_all_writers_ms", round((all_back - kill_at) * 1000)),
+        ("ha.recovery_ms", recovery_ms),
+        ("ha.no_write_acknowledged_ms", round(gap * 1000)),
         ("ha.writes_acknowledged", acked),
         ("ha.writes_unknown", unknown),
         ("ha.writes_lost", lost),
@@ -247,7 +256,8 @@ def main():
     if problems:
         print("FAIL: " + "; ".join(problems))
         sys.exit(1)
-    print("ok: failover survived; first write acknowledged %d ms after the kill" % round((first_ack - kill_at) * 1000))
+    print("ok: failover survived; writes acknowledged again %d ms after the kill (none for %d ms)"
+          % (recovery_ms, round(gap * 1000)))
 
 
 if __name__ == "__main__":
