@@ -53,7 +53,7 @@ FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
 FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o
 
-.PHONY: all tests test test-san run bench clean deps fuzz torture
+.PHONY: all tests test test-san run bench clean deps fuzz torture ha-test pgbouncer-test
 # Keep objects of the test and example programs between builds.
 .SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
@@ -278,6 +278,19 @@ bench: deps
 torture: deps
 	$(MAKE) tests
 	BUILD=$(BUILD) TORTURE_SECONDS=$(or $(TORTURE_SECONDS),120) bash scripts/torture.sh
+
+# Failover on Patroni + etcd (Debian packages): a primary and a synchronous
+# standby on loopback, a broker on a multi-host URL, the primary killed under
+# write load (scripts/ha-test.sh). Bounded; removes everything it started.
+ha-test: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/ha-test.sh
+
+# Which PgBouncer pool mode a broker works behind (scripts/pgbouncer-test.sh):
+# session must work, transaction is expected not to (docs/deploy.md).
+pgbouncer-test: deps
+	$(MAKE) all
+	BUILD=$(BUILD) bash scripts/pgbouncer-test.sh
 
 clean:
 	rm -rf build

@@ -16,6 +16,13 @@ packages=(
   php8.2-cli php8.2-curl phpunit
 )
 
+# make ha-test: Patroni (its Python modules, psycopg2 among them, come with
+# it) and a one-member etcd; the test starts its own on free loopback ports
+# and leaves any service the packages start alone.
+packages+=(patroni etcd-server etcd-client)
+# make pgbouncer-test: PgBouncer in front of a private cluster, started by the test.
+packages+=(pgbouncer)
+
 # The Go and Rust clients (clients/go, clients/rust): Go 1.19 and the Rust
 # crates, both from Debian. Debian's rustc and cargo (1.63) only when no
 # rustup toolchain is there; the crate builds with either.
