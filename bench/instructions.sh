@@ -11,6 +11,9 @@
 #
 #   BUILD=build N=2000 bash bench/instructions.sh [scenario...]
 #   scenarios: get put batch txn wire (default: all)
+# INSTR_BY_OBJECT=1 adds, per scenario, where the instructions go: per
+# request, by shared object (the broker, libmicrohttpd, libpq, jansson,
+# libc, ...), baseline subtracted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -50,7 +53,17 @@ measure() {
   fi
   kill -TERM "$pid"
   wait "$pid" || true
+  [ "${INSTR_BY_OBJECT:-0}" = 1 ] && by_object "$out" >"$work/objects.$#"
   awk '/^summary:|^totals:/ {print $2; exit}' "$out"
+}
+
+# Self instructions per function: "object function count" lines.
+by_object() {
+  callgrind_annotate --threshold=100 "$1" 2>/dev/null | awk '
+    /^ *[0-9,]+ .*\[.*\]$/ { n = $1; gsub(",", "", n); o = $NF; gsub(/[\[\]]/, "", o);
+                             sub(".*/", "", o); sub(/\.so.*/, "", o);
+                             f = $0; sub(/^ *[0-9,]+ *(\([^)]*\))? */, "", f); sub(/ \[.*/, "", f); sub(/^.*:/, "", f);
+                             print o, f, n }'
 }
 
 base=$(measure)
@@ -64,4 +77,16 @@ for s in $SCENARIOS; do
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
   echo "$s: $(( (total - base) / N )) instructions per request (total $total, baseline $base, N $N)"
+  if [ "${INSTR_BY_OBJECT:-0}" = 1 ]; then
+    # measure ran with curl arguments, so its table is objects.<argc>; the
+    # baseline's is objects.0
+    cur=$(ls -t "$work"/objects.* | head -1)
+    # per request, baseline subtracted: by object, then the top functions
+    awk -v n="$N" 'NR == FNR { b[$1 " " $2] = $3; next }
+                   { d = ($3 - b[$1 " " $2]) / n; o[$1] += d; f[$1 ":" $2] += d }
+                   END { for (k in o) if (o[k] > 50) printf "  %-24s %8.0f\n", k, o[k] | "sort -k2 -nr";
+                         close("sort -k2 -nr"); print "  top functions:";
+                         for (k in f) if (f[k] > 300) printf "    %-48s %7.0f\n", k, f[k] | "sort -k2 -nr | head -30" }' \
+      "$work/objects.0" "$cur"
+  fi
 done
