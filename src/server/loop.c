@@ -174,8 +174,16 @@ static void *loop_main(void *arg)
     long long next_db = -1;
     while (!atomic_load(&L->finish)) {
         if (!L->quiesced && atomic_load(&srv->stopping)) {
-            /* No new connections here; keep-alive ones get "close". */
+            /* No new connections here; keep-alive ones get "close". What
+             * already waits in the backlog is taken first, and the socket
+             * closes now, not when the loop ends: a client that connects
+             * during the drain is refused at once (and tries again
+             * elsewhere) instead of sitting in a backlog nobody accepts
+             * from, to be reset when the drain ends. */
+            MHD_run(L->daemon);
             MHD_quiesce_daemon(L->daemon);
+            close(L->listen_fd);
+            L->listen_fd = -1;
             L->quiesced = true;
         }
         int n = epoll_wait(L->epfd, evs, LOOP_EVENTS, wait_timeout_ms(L, next_db, http_now_ms()));
