@@ -10,7 +10,9 @@
 # Environment:
 #   SOAK_MINUTES (30) or SOAK_SECONDS (wins when set), SOAK_SAMPLE (5 s)
 #   SOAK_KV_THREADS (4), SOAK_MSG_CONSUMERS (2), SOAK_SHORT_TTL (20 s),
-#   SOAK_LONG_KEYS (100000: the prefilled long-TTL keys puts and gets hit)
+#   SOAK_LONG_KEYS (100000: the prefilled long-TTL keys puts and gets hit),
+#   SOAK_KV_MIX (all; or one of put_short put_long incr get prefix: every kv
+#   call is that op, to look at it alone)
 #   SOAK_BURST_KEYS (1000000): keys that expire at one instant,
 #   SOAK_BURST_AT (60 + a third of the run, seconds after the prefill began)
 #   SOAK_PORT_BASE (PostgreSQL, +1 broker; default: two free ports)
@@ -58,7 +60,7 @@ done
 [ -x "$DRIVER" ] || die "$DRIVER not built (run: make soak)"
 
 KNOBS=()
-for v in SOAK_FILLFACTOR SOAK_AUTOVACUUM SOAK_SEQ_CACHE SOAK_EXPIRE_EVERY_MS SOAK_EXPIRE_BATCH SOAK_EXPIRE_MAX_ROWS; do
+for v in SOAK_KV_MIX SOAK_FILLFACTOR SOAK_AUTOVACUUM SOAK_SEQ_CACHE SOAK_EXPIRE_EVERY_MS SOAK_EXPIRE_BATCH SOAK_EXPIRE_MAX_ROWS; do
   [ -n "${!v:-}" ] && KNOBS+=("$v=${!v}")
 done
 if [ -z "${SOAK_REPORT:-}" ]; then
@@ -90,6 +92,7 @@ T_START=$(date +%s)
   echo "msg_consumers=${SOAK_MSG_CONSUMERS:-2}"
   echo "short_ttl=${SOAK_SHORT_TTL:-20}"
   echo "long_keys=${SOAK_LONG_KEYS:-100000}"
+  echo "kv_mix=${SOAK_KV_MIX:-all}"
   echo "burst_keys=$BURST_KEYS"
   echo "nproc=$(nproc)"
   echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
@@ -139,7 +142,7 @@ rc=0
 "$DRIVER" url="$STACK_BROKER_URL" pg="$STACK_PG_URL" out="$WORK/soak.csv" broker_pid="$STACK_BROKER_PID" \
   pm_pid="$(stack_pg_pid)" seconds="$SECS" sample="$SAMPLE" kv_threads="${SOAK_KV_THREADS:-4}" \
   msg_consumers="${SOAK_MSG_CONSUMERS:-2}" burst_keys="$BURST_KEYS" burst_at="$BURST_AT" \
-  short_ttl="${SOAK_SHORT_TTL:-20}" long_keys="${SOAK_LONG_KEYS:-100000}" >"$WORK/driver.out" 2>"$WORK/driver.err" || rc=$?
+  short_ttl="${SOAK_SHORT_TTL:-20}" long_keys="${SOAK_LONG_KEYS:-100000}" mix="${SOAK_KV_MIX:-all}" >"$WORK/driver.out" 2>"$WORK/driver.err" || rc=$?
 cat "$WORK/driver.out" >&2
 [ -s "$WORK/driver.err" ] && sed 's/^/  /' "$WORK/driver.err" >&2
 {

@@ -7,6 +7,8 @@
 # bench/SOAK.md.
 #
 #   fillfactor  queen.kv fillfactor 70 (the schema's) against 100
+#   fillfactor-ops  the same with one kv op alone and no messages: incr, then
+#               put (1-day TTL over the prefilled keys)
 #   seqcache    queen.kv_version_seq CACHE 1000 (the schema's) against 1
 #   autovacuum  queen.kv's autovacuum options (the schema's) against the
 #               server defaults (RESET)
@@ -42,6 +44,12 @@ mkdir -p "$BUILD/soak"
 for q in "$@"; do
   case $q in
     fillfactor) run_side_by_side fillfactor "ff70 SOAK_BURST_KEYS=0" "ff100 SOAK_BURST_KEYS=0 SOAK_FILLFACTOR=100" ;;
+    # one op alone, no message traffic: the HOT ratio of counters and of puts apart
+    fillfactor-ops)
+      run_side_by_side fillfactor-incr "ff70_incr SOAK_BURST_KEYS=0 SOAK_KV_MIX=incr SOAK_MSG_CONSUMERS=0" \
+        "ff100_incr SOAK_BURST_KEYS=0 SOAK_KV_MIX=incr SOAK_MSG_CONSUMERS=0 SOAK_FILLFACTOR=100"
+      run_side_by_side fillfactor-put "ff70_put SOAK_BURST_KEYS=0 SOAK_KV_MIX=put_long SOAK_MSG_CONSUMERS=0" \
+        "ff100_put SOAK_BURST_KEYS=0 SOAK_KV_MIX=put_long SOAK_MSG_CONSUMERS=0 SOAK_FILLFACTOR=100" ;;
     seqcache) run_side_by_side seqcache "cache1000 SOAK_BURST_KEYS=0" "cache1 SOAK_BURST_KEYS=0 SOAK_SEQ_CACHE=1" ;;
     autovacuum) run_side_by_side autovacuum "av_queen SOAK_BURST_KEYS=0" "av_default SOAK_BURST_KEYS=0 SOAK_AUTOVACUUM=default" ;;
     sweeper) b=${SOAK_BURST_KEYS:-1000000}

@@ -12,6 +12,7 @@
  *     incr      30%  incr delta 1, ns soak_ctr, 10k counters, forever
  *     get       36%  get, ns soak_long
  *     prefix    10%  getPrefix of a 4-character prefix of soak_long, limit 50
+ *   (mix=OP: every kv call is that op, to look at one op alone)
  *   pusher (1): POST /api/v1/push of 10 messages to soak_in (8 partitions),
  *     paced so that pushed - consumed stays under 2000 (a bounded backlog)
  *   consumers (msg_consumers): GET /api/v1/pop/queue/soak_in?batch=10, then
@@ -106,6 +107,7 @@ static const char *g_url;
 static double g_deadline;
 static int g_short_ttl = 20;
 static long g_long_keys = 100000;
+static int g_only_op = -1; /* mix=OP: every kv call is OP (-1: the weighted mix) */
 static atomic_long g_pushed, g_consumed;
 static atomic_int g_stop;
 
@@ -242,6 +244,8 @@ static void *kv_worker(void *arg)
         unsigned r = (unsigned)(rnd(&c) % 100);
         int op;
         unsigned long k = (unsigned long)(rnd(&c) >> 8);
+        if (g_only_op >= 0) /* the same thresholds below, at the chosen op's band */
+            r = (unsigned[]){0, 12, 24, 54, 90}[g_only_op];
         if (r < 12) {
             op = OP_PUT_SHORT;
             snprintf(body, sizeof body,
@@ -649,10 +653,18 @@ int main(int argc, char **argv)
     double burst_at = atof(arg(argc, argv, "burst_at", "0"));
     g_short_ttl = atoi(arg(argc, argv, "short_ttl", "20"));
     g_long_keys = atol(arg(argc, argv, "long_keys", "100000"));
+    const char *mix = arg(argc, argv, "mix", "all");
+    for (int i = 0; i <= OP_PREFIX; i++)
+        if (strcmp(mix, op_name[i]) == 0)
+            g_only_op = i;
+    if (strcmp(mix, "all") != 0 && g_only_op < 0) {
+        fprintf(stderr, "soak_driver: mix is all or one of put_short, put_long, incr, get, prefix\n");
+        return 2;
+    }
     if (g_url == NULL || pgurl == NULL || out == NULL || seconds <= 0 || sample <= 0 || kv_threads < 0 ||
         consumers < 0 || g_short_ttl < 1 || burst_keys < 0 || g_long_keys < 1) {
         fprintf(stderr, "usage: soak_driver url=BROKER pg=PGURL out=CSV [broker_pid= pm_pid= seconds=60 sample=5 "
-                        "kv_threads=4 msg_consumers=2 burst_keys=0 burst_at=S short_ttl=20 long_keys=100000]\n");
+                        "kv_threads=4 msg_consumers=2 burst_keys=0 burst_at=S short_ttl=20 long_keys=100000 mix=all]\n");
         return 2;
     }
     for (int i = 0; i < OP_COUNT; i++)
