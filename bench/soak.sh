@@ -33,6 +33,10 @@
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+# The whole body is one block, read before any of it runs: a run lasts half an
+# hour, and bash reads a script as it goes, so an edit of this file meanwhile
+# would otherwise be executed from the middle of a line.
+{
 
 BUILD=${BUILD:-build}
 QUEEN=$ROOT/$BUILD/queen
@@ -158,3 +162,5 @@ if [ "$SOAK_REPORT" != none ]; then
 fi
 [ "$rc" -eq 0 ] || die "the driver saw errors (rc $rc): $WORK/driver.err"
 say "done in $(( $(date +%s) - T_START )) s"
+exit 0
+}

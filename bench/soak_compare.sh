@@ -19,9 +19,12 @@
 # Needs `make all build/tools/soak_driver` (make soak builds both).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
+# One block, read whole before it runs (an edit meanwhile must not be executed
+# from the middle: bash reads a script as it goes).
+{
 BUILD=${BUILD:-build}
 MIN=${SOAK_MINUTES:-4}
-[ $# -gt 0 ] || { echo "usage: $0 fillfactor|seqcache|autovacuum|sweeper ..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 fillfactor|fillfactor-ops|seqcache|autovacuum|sweeper ..." >&2; exit 2; }
 
 run_side_by_side() { # QUESTION "TAG ENV..." ...
   local q=$1; shift
@@ -59,3 +62,5 @@ for q in "$@"; do
     *) echo "soak_compare: unknown question $q" >&2; exit 2 ;;
   esac
 done
+exit 0
+}
