@@ -273,6 +273,19 @@ bench: deps
 	$(MAKE) all
 	BUILD=$(BUILD) bash bench/run.sh
 
+# The soak (bench/soak.sh): SOAK_MINUTES (default 30) of the mixed workload on
+# a durable private PostgreSQL; summary to bench/SOAK.md, plots to bench/soak/.
+SOAK_DRIVER := $(BUILD)/tools/soak_driver
+$(SOAK_DRIVER): bench/soak_driver.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(SANLD) -lcurl -ljansson -lpq -lpthread
+tests: $(SOAK_DRIVER)
+
+.PHONY: soak
+soak: deps
+	$(MAKE) all $(SOAK_DRIVER)
+	BUILD=$(BUILD) bash bench/soak.sh
+
 # The campaign for longer: TORTURE_SECONDS per part (default 120);
 # figures to bench/RELIABILITY.md.
 torture: deps

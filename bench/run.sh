@@ -60,12 +60,14 @@ for tool in pgbench psql wrk redis-server redis-benchmark python3 cc curl; do
 done
 [ -x "$QUEEN" ] || die "$QUEEN not built (run: make bench)"
 
-BROKER_PID= REDIS_PID= PG_UP=
+# shellcheck source=bench/stack.sh
+. "$ROOT/bench/stack.sh"
+BROKER_PID= REDIS_PID=
 cleanup() {
   set +e
-  [ -n "$BROKER_PID" ] && kill "$BROKER_PID" 2>/dev/null && wait "$BROKER_PID" 2>/dev/null
+  STACK_BROKER_PID=$BROKER_PID
   [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
-  [ -n "$PG_UP" ] && bash "$ROOT/scripts/pg.sh" down "$WORK/pg" && rm -rf "$WORK/pg/data"
+  stack_down
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -81,13 +83,6 @@ REPORT="python3 $ROOT/bench/report.py"
 row() { local IFS=$'\t'; echo "$*" >>"$RESULTS"; }
 
 # ---------------------------------------------------------------- machine
-busy_pct() { # CPU busy % of the whole machine over $1 seconds
-  local _ u1 n1 s1 i1 w1 q1 sq1 st1 u2 n2 s2 i2 w2 q2 sq2 st2 busy idle
-  read -r _ u1 n1 s1 i1 w1 q1 sq1 st1 _ </proc/stat; sleep "$1"
-  read -r _ u2 n2 s2 i2 w2 q2 sq2 st2 _ </proc/stat
-  busy=$(( (u2+n2+s2+q2+sq2+st2) - (u1+n1+s1+q1+sq1+st1) )); idle=$(( (i2+w2) - (i1+w1) ))
-  echo $(( 100 * busy / (busy + idle + 1) ))
-}
 if [ "${BENCH_WAIT_QUIET:-0}" -gt 0 ]; then
   say "waiting up to ${BENCH_WAIT_QUIET} s for an idle machine"
   quiet=0 waited=0
@@ -118,16 +113,14 @@ fi
 
 # ---------------------------------------------------------------- PostgreSQL
 say "private PostgreSQL on 127.0.0.1:$PG_PORT (durable: fsync on)"
-bash "$ROOT/scripts/pg.sh" up "$WORK/pg" "$PG_PORT"
-PG_UP=1
-URL=$(bash "$ROOT/scripts/pg.sh" url "$WORK/pg" "$PG_PORT")
-PSQL() { psql -X -q -v ON_ERROR_STOP=1 "$URL" "$@"; }
+stack_pg_up "$WORK/pg" "$PG_PORT"
+URL=$STACK_PG_URL
+PSQL() { stack_psql "$@"; }
 # Keep checkpoints out of the measured window: a checkpoint's burst of
 # full-page writes would land in one side's point and not the other's.
 # Durability is unchanged (fsync, synchronous_commit and full_page_writes stay
 # on); both settings reload without a restart.
-PSQL -c "ALTER SYSTEM SET checkpoint_timeout = '1h'" -c "ALTER SYSTEM SET max_wal_size = '20GB'" \
-     -c "SELECT pg_reload_conf()" >/dev/null
+stack_pg_set checkpoint_timeout=1h max_wal_size=20GB
 sleep 0.5
 {
   echo "pg=$(PSQL -Atc 'SHOW server_version')"
@@ -140,17 +133,10 @@ PSQL -f bench/pgbench/seed.sql
 # ---------------------------------------------------------------- broker
 BROKER=http://127.0.0.1:$BROKER_PORT
 start_broker() {
-  local env=(QUEEN_PG_URL="$URL" QUEEN_BIND=127.0.0.1 QUEEN_PORT="$BROKER_PORT"
-             QUEEN_LOG_LEVEL=warn QUEEN_ACCESS_LOG=0)
+  local env=()
   [ -n "${BENCH_PG_POOL:-}" ] && env+=(QUEEN_PG_POOL="$BENCH_PG_POOL")
-  env "${env[@]}" "$QUEEN" serve >>"$WORK/logs/broker.log" 2>&1 &
-  BROKER_PID=$!
-  for _ in $(seq 1 150); do
-    curl -fs "$BROKER/health" >/dev/null 2>&1 && return 0
-    kill -0 "$BROKER_PID" 2>/dev/null || { tail -n 20 "$WORK/logs/broker.log" >&2; die "broker exited"; }
-    sleep 0.2
-  done
-  die "broker did not answer /health"
+  stack_broker_start "$BROKER_PORT" "$WORK/logs/broker.log" "${env[@]}"
+  BROKER_PID=$STACK_BROKER_PID
 }
 say "broker on $BROKER (access log off, log level warn)"
 start_broker

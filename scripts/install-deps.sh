@@ -9,6 +9,7 @@ packages=(
   postgresql libpq-dev postgresql-15-pgtap pgtap
   libmicrohttpd-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev libssl-dev openssl
   curl wrk python3 python3-yaml python3-jsonschema redis-server
+  gnuplot-nox
   clang libclang-rt-14-dev
   man-db
   python3-mypy

@@ -77,6 +77,8 @@ done
 for t in "$BUILD"/tests/integration/test_*; do
   [ -x "$t" ] && run_suite "integration/$(basename "$t")" "$t"
 done
+# The soak's driver and sampler, bounded (make soak runs it for real).
+run_suite "bench/soak_smoke" env BUILD="$BUILD" bash tests/bench/soak_smoke.sh
 # The document against a real broker (its own, on the private PostgreSQL).
 run_suite "api/openapi_responses" python3 tests/api/validate_openapi.py
 for t in "$BUILD"/tests/compat/test_*; do

@@ -55,21 +55,53 @@ CREATE TABLE IF NOT EXISTS queen.kv (
     PRIMARY KEY (tenant_id, namespace, key)
 );
 
--- Storage settings. NOT MEASURED: every number below was chosen by analogy
--- with the log tables, not from a soak. Each is to be replaced by a dated
--- block (date, symptom or question, observed figure, reproducing command)
--- after the first soak on a test rig, never by a figure read off a
--- production cluster.
+-- Storage settings. Each was first chosen by analogy with the log tables;
+-- each now carries the dated block of its soak measurement (bench/SOAK.md
+-- holds the tables; bench/soak_compare.sh reruns them). Test-rig figures,
+-- never figures read off a production cluster.
 --   autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500:
 --     counters and markers churn a small hot set; a scale factor would let
---     dead tuples grow with the table instead of with the churn. (analogy)
+--     dead tuples grow with the table instead of with the churn.
 --   autovacuum_vacuum_cost_delay = 0: vacuum of a hot small set should not
---     be throttled behind the writers it cleans up after. (analogy)
+--     be throttled behind the writers it cleans up after.
+--     Measured 2026-12-02 (2-core VM shared with other builds, load average
+--     about 27; durable cluster), question "what do these three do to dead
+--     tuples and bloat at steady state, against the server defaults (scale
+--     factor 0.2, threshold 50, cost delay 2 ms)?": they keep dead tuples
+--     under half and the heap smaller. The soak's mixed load, 300 s each,
+--     side by side, about 120k live rows: last-third mean 6226 dead tuples (max 10549),
+--     5 autovacuums, heap 29.35 MiB at the end with them; 15010 (max 31982),
+--     2 autovacuums, heap 33.88 MiB (15% larger) with the defaults.
+--     With them autovacuum runs at every naptime (60 s: 500 dead rows take
+--     this load under ten seconds), so dead tuples follow the churn of one
+--     minute; the defaults wait for 20% of the table, which grows with it.
+--     Their price on that starved machine: the defaults' side ran 40.4 incr/s
+--     against 29.8 and wrote 3283 WAL bytes per write against 3765 (vacuum's
+--     own WAL); a cost the 30-minute soak bounds: 30 autovacuums of queen.kv,
+--     median 1.19 s, max 7.26 s, dead tuples at most 12186 in its last third
+--     against 117386 live rows. Kept: bounded bloat is the contract, the
+--     throughput gap is CPU this machine did not have.
+--     Reproduce: SOAK_MINUTES=5 bench/soak_compare.sh autovacuum.
 --   vacuum_truncate = off: NOT a tuning number but a correctness-of-latency
 --     rule: heap truncation takes ACCESS EXCLUSIVE, which would block every
 --     reader of a table that empties (sweeper) and refills by design.
 --   fillfactor = 70: room on the page for HOT updates of counters (no index
---     covers value/version/updated_at, so an in-page update is HOT). (analogy)
+--     covers value/version/updated_at, so an in-page update is HOT).
+--     Measured 2026-12-02 (same machine, load average about 23), question
+--     "fillfactor 70 against 100: HOT ratio and throughput for counters and
+--     for puts?": it buys counters 3.4 points of HOT and nothing else. 180 s
+--     side by side, one op alone: incr over 10k counters 100% HOT at 70,
+--     96.6% at 100, 206.3 against 210.0 incr/s; a put with a TTL 0% HOT at
+--     both (201.2 against 204.5 puts/s), because every put refreshes
+--     expires_at, which idx_kv_shard_expires covers, so no TTL'd write is HOT
+--     whatever the fillfactor. Mixed load, 240 s: 0.715 against 0.663 HOT,
+--     37.2 against 32.1 incr/s. The heap of the same rows is 36-41% larger
+--     at 70 (25.27 against 18.46 and 17.88 MiB). Kept at 70: the non-HOT 3.4% of counter
+--     updates add index entries at every one, and 180 s cannot show what that
+--     index growth costs over days; 100 is the candidate the next longer
+--     soak should decide.
+--     Reproduce: SOAK_MINUTES=3 bench/soak_compare.sh fillfactor-ops, and
+--     SOAK_MINUTES=4 bench/soak_compare.sh fillfactor for the mixed load.
 -- Applied through a DO block that only issues ALTER TABLE when the options
 -- differ: an unconditional ALTER would take a lock and invalidate every
 -- cached plan on queen.kv in every backend at every broker boot.
@@ -97,9 +129,20 @@ $kv_reloptions$;
 -- rather than computed as version + 1: a key that expired, was pruned and was
 -- written again must never re-issue a version some long-lived holder still
 -- carries, or that holder's compare-and-set succeeds against a dead lineage.
--- NOT MEASURED: CACHE 1000 is by analogy; it keeps nextval on the hot path
--- from writing a WAL record per write. It makes versions non-monotonic across
--- backends (gaps and reordering are expected), which is fine for a token.
+-- CACHE 1000 makes versions non-monotonic across backends (gaps and
+-- reordering are expected), which is fine for a token.
+-- Measured 2026-12-02 (2-core VM shared with other builds, load average
+-- about 25; durable cluster), question "does CACHE 1000 save WAL or time per
+-- write against CACHE 1?": barely. The soak's mixed load, 240 s each, side by
+-- side: 2640 WAL bytes and 23.75 WAL records per write call with CACHE 1000,
+-- 2669 bytes and 24.10 records with CACHE 1 (+1.1%); incr 41.6/s against
+-- 38.8/s, put 16.5/s against 15.3/s, a gap inside this machine's noise. Why it
+-- is small: PostgreSQL logs a sequence 32 values ahead whatever its cache, so
+-- CACHE 1 costs one WAL record per 32 versions, not one per write (the reason
+-- this comment used to give). Kept at 1000: a backend then touches the
+-- sequence's shared buffer once per 1000 versions instead of at every write,
+-- and nothing measured argues for less.
+-- Reproduce: SOAK_MINUTES=4 bench/soak_compare.sh seqcache (bench/SOAK.md).
 CREATE SEQUENCE IF NOT EXISTS queen.kv_version_seq AS BIGINT CACHE 1000;
 
 -- USAGE only (nextval), never SELECT: SELECT would expose last_value as a
