@@ -6,6 +6,7 @@
 --       queen.log_consumers, queen.log_dead_letters,
 --       queen.log_name_ok_v1, queen.log_iso_v1,
 --       queen._log_require_tenant_v1, queen._log_require_name_v1,
+--       queen._log_require_queue_v1,
 --       queen._log_page_limit_v1, queen._log_page_v1,
 --       queen._log_retention_seconds_v1.
 -- May call: nothing (000 creates the schema). Never names queen.kv.
@@ -235,6 +236,26 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = p_code,
             DETAIL = p_what || ' must be 1..255 bytes without control characters';
     END IF;
+END
+$$;
+
+-- _log_require_queue_v1(tenant, queue) -> the id of the tenant's queue of
+-- that name. Raises 22023 log_no_such_queue (DETAIL 'no such queue') when
+-- there is none: the refusal of every call that acts on an existing queue
+-- (030's seek, 036's detail, partitions and clear). Reads only, takes no
+-- lock (the caller locks what it changes, in the order of the header).
+CREATE OR REPLACE FUNCTION queen._log_require_queue_v1(p_tenant UUID, p_queue TEXT)
+RETURNS UUID
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_qid UUID;
+BEGIN
+    SELECT id INTO v_qid FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'log_no_such_queue' USING ERRCODE = '22023', DETAIL = 'no such queue';
+    END IF;
+    RETURN v_qid;
 END
 $$;
 

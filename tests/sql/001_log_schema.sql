@@ -2,7 +2,7 @@
 -- settings and the shared helpers (sql/001_log_schema.sql).
 -- Self-contained and rolled back; touches no shared rows.
 BEGIN;
-SELECT plan(53);
+SELECT plan(57);
 
 SELECT has_table('queen', 'queues', 'queen.queues exists');
 SELECT has_table('queen', 'log_partitions', 'queen.log_partitions exists');
@@ -81,6 +81,18 @@ SELECT is(queen.log_iso_v1('2025-06-01 12:00:00+00'), '2025-06-01T12:00:00.00000
           'independent of the session time zone');
 SELECT is(queen.log_iso_v1(NULL), NULL, 'NULL in, NULL out');
 SELECT volatility_is('queen', 'log_iso_v1', ARRAY['timestamp with time zone'], 'stable', 'log_iso_v1 is STABLE');
+
+-- _log_require_queue_v1
+SELECT gen_random_uuid() AS t001, gen_random_uuid() AS other001 \gset
+INSERT INTO queen.queues (tenant_id, name) VALUES (:'t001', 't001_known');
+SELECT is(queen._log_require_queue_v1(:'t001', 't001_known'),
+          (SELECT id FROM queen.queues WHERE tenant_id = :'t001' AND name = 't001_known'), 'a known queue: its id');
+SELECT throws_ok(format($$ SELECT queen._log_require_queue_v1(%L, 't001_known') $$, :'other001'),
+                 '22023', 'log_no_such_queue', 'another tenant''s queue is no such queue');
+SELECT throws_ok(format($$ SELECT queen._log_require_queue_v1(%L, 'nope') $$, :'t001'),
+                 '22023', 'log_no_such_queue', 'an unknown name is no such queue');
+SELECT volatility_is('queen', '_log_require_queue_v1', ARRAY['uuid', 'text'], 'stable',
+                     '_log_require_queue_v1 is STABLE');
 
 -- The keyset page (the dead-letter, message and trace listings use it).
 CREATE FUNCTION pg_temp.refusal_of(p_sql TEXT) RETURNS TEXT LANGUAGE plpgsql AS $f$
