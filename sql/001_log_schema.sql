@@ -6,6 +6,8 @@
 --       queen.log_consumers, queen.log_dead_letters,
 --       queen.log_name_ok_v1, queen.log_iso_v1,
 --       queen._log_require_tenant_v1, queen._log_require_name_v1,
+--       queen._log_require_queue_v1,
+--       queen._log_page_limit_v1, queen._log_page_v1,
 --       queen._log_retention_seconds_v1.
 -- May call: nothing (000 creates the schema). Never names queen.kv.
 -- Applied at every boot, statement by statement: everything here is
@@ -252,6 +254,65 @@ BEGIN
             DETAIL = p_what || ' must be 1..255 bytes without control characters';
     END IF;
 END
+$$;
+
+-- _log_require_queue_v1(tenant, queue) -> the id of the tenant's queue of
+-- that name. Raises 22023 log_no_such_queue (DETAIL 'no such queue') when
+-- there is none: the refusal of every call that acts on an existing queue
+-- (030's seek, 036's detail, partitions and clear). Reads only, takes no
+-- lock (the caller locks what it changes, in the order of the header).
+CREATE OR REPLACE FUNCTION queen._log_require_queue_v1(p_tenant UUID, p_queue TEXT)
+RETURNS UUID
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_qid UUID;
+BEGIN
+    SELECT id INTO v_qid FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'log_no_such_queue' USING ERRCODE = '22023', DETAIL = 'no such queue';
+    END IF;
+    RETURN v_qid;
+END
+$$;
+
+-- The keyset listings (029 dead letters, 032 messages, 033 traces) page the
+-- same way: limit rows (NULL = 100, 1..1000) whose cursor is past after, and
+-- a nextAfter naming the last row of a full page. These two hold that rule.
+
+-- _log_page_limit_v1(limit, after, after_what) -> the page size (limit, or
+-- 100 when NULL). Raises 22023 log_bad_limit (not 1..1000) and then
+-- log_bad_after (after < 0; DETAIL 'after must be <after_what> >= 0'); a NULL
+-- after is the first page. IMMUTABLE, not STRICT, as above.
+CREATE OR REPLACE FUNCTION queen._log_page_limit_v1(p_limit INTEGER, p_after BIGINT, p_after_what TEXT)
+RETURNS INTEGER
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_limit INTEGER := COALESCE(p_limit, 100);
+BEGIN
+    IF v_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023',
+            DETAIL = format('limit must be 1..1000, got %s', v_limit);
+    END IF;
+    IF p_after < 0 THEN
+        RAISE EXCEPTION 'log_bad_after' USING ERRCODE = '22023',
+            DETAIL = format('after must be %s >= 0', p_after_what);
+    END IF;
+    RETURN v_limit;
+END
+$$;
+
+-- _log_page_v1(key, rows, limit, cursor) -> {<key>: rows, nextAfter}. rows:
+-- the page, a JSON array in cursor order of at most limit rows. nextAfter is
+-- the member cursor of its last row when the page is full (the caller's
+-- after for the next page; a full last page costs one empty read), else null.
+CREATE OR REPLACE FUNCTION queen._log_page_v1(p_key TEXT, p_rows JSONB, p_limit INTEGER, p_cursor TEXT)
+RETURNS JSONB
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT jsonb_build_object(p_key, p_rows, 'nextAfter',
+                              CASE WHEN jsonb_array_length(p_rows) = p_limit THEN p_rows -> -1 -> p_cursor END)
 $$;
 
 -- _log_retention_seconds_v1(retention, completed) -> the age in seconds past

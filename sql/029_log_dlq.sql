@@ -52,10 +52,8 @@ RETURNS JSONB
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 DECLARE
-    v_limit INTEGER := COALESCE(p_limit, 100);
+    v_limit INTEGER;
     v_rows  JSONB;
-    v_n     INTEGER;
-    v_last  BIGINT;
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     IF p_queue IS NOT NULL THEN
@@ -67,16 +65,9 @@ BEGIN
     IF p_group IS NOT NULL THEN
         PERFORM queen._log_require_name_v1(p_group, 'log_bad_group', 'consumerGroup');
     END IF;
-    IF v_limit NOT BETWEEN 1 AND 1000 THEN
-        RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023',
-            DETAIL = format('limit must be 1..1000, got %s', v_limit);
-    END IF;
-    IF p_after < 0 THEN
-        RAISE EXCEPTION 'log_bad_after' USING ERRCODE = '22023',
-            DETAIL = 'after must be a dead-letter id >= 0';
-    END IF;
-    SELECT COALESCE(jsonb_agg(queen._log_dlq_row_v1(d) ORDER BY d.id), '[]'), count(*), max(d.id)
-    INTO v_rows, v_n, v_last
+    v_limit := queen._log_page_limit_v1(p_limit, p_after, 'a dead-letter id');
+    SELECT COALESCE(jsonb_agg(queen._log_dlq_row_v1(d) ORDER BY d.id), '[]')
+    INTO v_rows
     FROM (SELECT * FROM queen.log_dead_letters dl
           WHERE dl.tenant_id = p_tenant AND dl.id > COALESCE(p_after, 0)
             AND (p_queue IS NULL OR dl.queue_name = p_queue)
@@ -84,8 +75,7 @@ BEGIN
             AND (p_group IS NULL OR dl.consumer_group = p_group)
           ORDER BY dl.id
           LIMIT v_limit) AS d;
-    RETURN jsonb_build_object('messages', v_rows,
-                              'nextAfter', CASE WHEN v_n = v_limit THEN v_last END);
+    RETURN queen._log_page_v1('messages', v_rows, v_limit, 'id');
 END
 $$;
 

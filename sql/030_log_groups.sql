@@ -123,11 +123,7 @@ BEGIN
                 DETAIL = 'to must be beginning, end or an ISO-8601 instant';
         END IF;
     END IF;
-    SELECT id INTO v_qid FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'log_no_such_queue' USING ERRCODE = '22023',
-            DETAIL = 'no such queue';
-    END IF;
+    v_qid := queen._log_require_queue_v1(p_tenant, p_queue);
 
     -- Every partition gets a cursor row for the group (a concurrent first
     -- pop's insert wins the conflict; the lock below then takes its row).

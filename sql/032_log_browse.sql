@@ -60,25 +60,16 @@ AS $$
 DECLARE
     v_part  TEXT := COALESCE(p_partition, 'Default');
     v_group TEXT := COALESCE(p_group, '__QUEUE_MODE__');
-    v_limit INTEGER := COALESCE(p_limit, 100);
+    v_limit INTEGER;
     v_rows  JSONB;
-    v_n     INTEGER;
-    v_last  BIGINT;
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
     PERFORM queen._log_require_name_v1(v_part, 'log_bad_partition', 'partition');
     PERFORM queen._log_require_name_v1(v_group, 'log_bad_group', 'consumerGroup');
-    IF v_limit NOT BETWEEN 1 AND 1000 THEN
-        RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023',
-            DETAIL = format('limit must be 1..1000, got %s', v_limit);
-    END IF;
-    IF p_after < 0 THEN
-        RAISE EXCEPTION 'log_bad_after' USING ERRCODE = '22023', DETAIL = 'after must be an offset >= 0';
-    END IF;
-    SELECT COALESCE(jsonb_agg(queen._log_msg_row_v1(m, p_queue, v_part, v_group) ORDER BY m.msg_offset), '[]'),
-           count(*), max(m.msg_offset)
-    INTO v_rows, v_n, v_last
+    v_limit := queen._log_page_limit_v1(p_limit, p_after, 'an offset');
+    SELECT COALESCE(jsonb_agg(queen._log_msg_row_v1(m, p_queue, v_part, v_group) ORDER BY m.msg_offset), '[]')
+    INTO v_rows
     FROM (SELECT lm.* FROM queen.log_messages lm
           JOIN queen.log_partitions p ON p.id = lm.partition_id
           JOIN queen.queues q ON q.id = p.queue_id
@@ -86,7 +77,7 @@ BEGIN
             AND lm.msg_offset > COALESCE(p_after, 0)
           ORDER BY lm.msg_offset
           LIMIT v_limit) AS m;
-    RETURN jsonb_build_object('messages', v_rows, 'nextAfter', CASE WHEN v_n = v_limit THEN v_last END);
+    RETURN queen._log_page_v1('messages', v_rows, v_limit, 'offset');
 END
 $$;
 

@@ -101,28 +101,20 @@ RETURNS JSONB
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 DECLARE
-    v_limit INTEGER := COALESCE(p_limit, 100);
+    v_limit INTEGER;
     v_rows  JSONB;
-    v_n     INTEGER;
-    v_last  BIGINT;
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_require_name_v1(p_name, 'log_bad_trace_name', 'traceName');
-    IF v_limit NOT BETWEEN 1 AND 1000 THEN
-        RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023',
-            DETAIL = format('limit must be 1..1000, got %s', v_limit);
-    END IF;
-    IF p_after < 0 THEN
-        RAISE EXCEPTION 'log_bad_after' USING ERRCODE = '22023', DETAIL = 'after must be a trace id >= 0';
-    END IF;
-    SELECT COALESCE(jsonb_agg(queen._log_trace_row_v1(t, q.name, p.name) ORDER BY t.id), '[]'), count(*), max(t.id)
-    INTO v_rows, v_n, v_last
+    v_limit := queen._log_page_limit_v1(p_limit, p_after, 'a trace id');
+    SELECT COALESCE(jsonb_agg(queen._log_trace_row_v1(t, q.name, p.name) ORDER BY t.id), '[]')
+    INTO v_rows
     FROM (SELECT * FROM queen.log_traces lt
           WHERE lt.tenant_id = p_tenant AND lt.trace_name = p_name AND lt.id > COALESCE(p_after, 0)
           ORDER BY lt.id LIMIT v_limit) AS t
     JOIN queen.queues q ON q.id = t.queue_id
     LEFT JOIN queen.log_partitions p ON p.id = t.partition_id;
-    RETURN jsonb_build_object('traces', v_rows, 'nextAfter', CASE WHEN v_n = v_limit THEN v_last END);
+    RETURN queen._log_page_v1('traces', v_rows, v_limit, 'id');
 END
 $$;
 

@@ -70,15 +70,14 @@ RETURNS JSONB
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 DECLARE
+    v_qid UUID;
     v_q   queen.queues%ROWTYPE;
     v_row JSONB;
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
-    SELECT * INTO v_q FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'log_no_such_queue' USING ERRCODE = '22023', DETAIL = 'no such queue';
-    END IF;
+    v_qid := queen._log_require_queue_v1(p_tenant, p_queue);
+    SELECT * INTO v_q FROM queen.queues WHERE id = v_qid;
     SELECT e INTO v_row FROM jsonb_array_elements(queen.log_queues_v1(p_tenant) -> 'queues') e
     WHERE e ->> 'name' = p_queue;
     RETURN jsonb_build_object(
@@ -105,10 +104,7 @@ DECLARE
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
-    SELECT id INTO v_qid FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'log_no_such_queue' USING ERRCODE = '22023', DETAIL = 'no such queue';
-    END IF;
+    v_qid := queen._log_require_queue_v1(p_tenant, p_queue);
     RETURN jsonb_build_object('queue', p_queue, 'partitions', COALESCE((
         SELECT jsonb_agg(jsonb_build_object(
                    'name', p.name, 'partitionId', p.id, 'headOffset', p.last_offset,
@@ -136,10 +132,7 @@ DECLARE
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
-    SELECT id INTO v_qid FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'log_no_such_queue' USING ERRCODE = '22023', DETAIL = 'no such queue';
-    END IF;
+    v_qid := queen._log_require_queue_v1(p_tenant, p_queue);
     PERFORM 1 FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
     WHERE p.queue_id = v_qid ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c;
     SELECT p.name || '/' || c.consumer_group INTO v_held

@@ -6,15 +6,6 @@
 
 #include "engine.h"
 
-/* The answer with sealed payloads opened for the tenant (encryption.c). */
-static int opened(queen *q, const char *tenant, int rc, char **result_json)
-{
-    char canon[QUEEN_TENANT_LEN + 1];
-    if (rc == 0 && engine_tenant(tenant, canon, NULL) != NULL)
-        engine_open_body(q, canon, result_json);
-    return rc;
-}
-
 #define SQL_MESSAGES "SELECT queen.log_messages_list_v1($1::uuid, $2, $3, $4, $5::integer, $6::bigint)::text"
 #define SQL_MESSAGE_GET "SELECT queen.log_message_get_v1($1::uuid, $2, $3, $4)::text"
 #define SQL_MESSAGE_DELETE "SELECT queen.log_message_delete_v1($1::uuid, $2, $3, $4)::text"
@@ -31,14 +22,18 @@ int queen_messages_list(queen *q, const char *tenant, const queen_messages_query
                             o->consumer_group,
                             engine_int_or_null(limit, sizeof limit, o->limit),
                             engine_int_or_null(after, sizeof after, o->after)};
-    return opened(q, tenant, engine_call_body(q, tenant, "queen_messages_list", SQL_MESSAGES, 6, params, result_json, err), result_json);
+    return engine_open_answer(
+        q, tenant, engine_call_body(q, tenant, "queen_messages_list", SQL_MESSAGES, 6, params, result_json, err),
+        result_json);
 }
 
 int queen_message_get(queen *q, const char *tenant, const char *transaction_id, const char *queue, const char *group,
                       char **result_json, queen_error *err)
 {
     const char *params[] = {NULL, transaction_id, queue, group};
-    return opened(q, tenant, engine_call_body(q, tenant, "queen_message_get", SQL_MESSAGE_GET, 4, params, result_json, err), result_json);
+    return engine_open_answer(
+        q, tenant, engine_call_body(q, tenant, "queen_message_get", SQL_MESSAGE_GET, 4, params, result_json, err),
+        result_json);
 }
 
 int queen_message_delete(queen *q, const char *tenant, const char *queue, const char *transaction_id,

@@ -5,15 +5,6 @@
 
 #include "engine.h"
 
-/* The answer with sealed payloads opened for the tenant (encryption.c). */
-static int opened(queen *q, const char *tenant, int rc, char **result_json)
-{
-    char canon[QUEEN_TENANT_LEN + 1];
-    if (rc == 0 && engine_tenant(tenant, canon, NULL) != NULL)
-        engine_open_body(q, canon, result_json);
-    return rc;
-}
-
 #define SQL_DLQ_LIST "SELECT queen.log_dlq_list_v1($1::uuid, $2, $3, $4, $5::integer, $6::bigint)::text"
 #define SQL_DLQ_REQUEUE "SELECT queen.log_dlq_requeue_v1($1::uuid, $2, $3::jsonb, $4::integer)::text"
 #define SQL_DLQ_DELETE "SELECT queen.log_dlq_delete_v1($1::uuid, $2::bigint, $3)::text"
@@ -29,7 +20,9 @@ int queen_dlq_list(queen *q, const char *tenant, const queen_dlq_query *query, c
                             o->consumer_group,
                             engine_int_or_null(limit, sizeof limit, o->limit),
                             engine_int_or_null(after, sizeof after, o->after)};
-    return opened(q, tenant, engine_call_body(q, tenant, "queen_dlq_list", SQL_DLQ_LIST, 6, params, result_json, err), result_json);
+    return engine_open_answer(q, tenant,
+                              engine_call_body(q, tenant, "queen_dlq_list", SQL_DLQ_LIST, 6, params, result_json, err),
+                              result_json);
 }
 
 int queen_dlq_requeue(queen *q, const char *tenant, const char *queue, const char *ids_json, int max,

@@ -104,3 +104,11 @@ void engine_open_body(queen *q, const char *tenant, char **body)
         *body = opened;
     }
 }
+
+int engine_open_answer(queen *q, const char *tenant, int rc, char **result_json)
+{
+    char canon[QUEEN_TENANT_LEN + 1];
+    if (rc == 0 && engine_tenant(tenant, canon, NULL) != NULL)
+        engine_open_body(q, canon, result_json);
+    return rc;
+}

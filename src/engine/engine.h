@@ -114,6 +114,12 @@ int engine_seal_items(queen *q, const char *tenant, const char *items_json, char
  * key or when none is there). */
 void engine_open_body(queen *q, const char *tenant, char **body);
 
+/* rc, the outcome of a call answering stored payloads (the browse and dead-
+ * letter listings), after engine_open_body on its answer for tenant as the
+ * caller gave it (canonicalised here; a tenant that is not one left the call
+ * refused, so there is nothing to open). */
+int engine_open_answer(queen *q, const char *tenant, int rc, char **result_json);
+
 /* sql_call_text on the handle's pool. */
 static inline int queen_call_text(queen *q, const char *name, const char *sql, int nparams,
                                   const char *const *params, char **out, queen_error *err)

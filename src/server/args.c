@@ -1,6 +1,7 @@
 /* args: see args.h. */
 #include "args.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,4 +57,26 @@ bool arg_str(const http_request *req, const char *name, char *buf, size_t len, c
     if (v != NULL)
         *out = v;
     return true;
+}
+
+bool arg_page(const http_request *req, int *limit, long long *after, http_response *res)
+{
+    long long n = 0;
+    *after = 0;
+    if (!arg_int(req, "limit", 1, 1000, &n, res, "log_bad_limit") ||
+        !arg_int(req, "after", 0, LLONG_MAX, after, res, "log_bad_after"))
+        return false;
+    *limit = (int)n;
+    return true;
+}
+
+bool arg_listing(const http_request *req, listing_args *out, http_response *res)
+{
+    out->queue = out->partition = out->consumer_group = NULL;
+    return arg_str(req, "queue", out->queue_buf, sizeof out->queue_buf, &out->queue, res, "log_bad_queue") &&
+           arg_str(req, "partition", out->partition_buf, sizeof out->partition_buf, &out->partition, res,
+                   "log_bad_partition") &&
+           arg_str(req, "consumerGroup", out->group_buf, sizeof out->group_buf, &out->consumer_group, res,
+                   "log_bad_group") &&
+           arg_page(req, &out->limit, &out->after, res);
 }

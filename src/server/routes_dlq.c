@@ -3,7 +3,6 @@
  * function (src/engine/dlq.c), render the body PostgreSQL rendered. */
 #include "routes.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,17 +27,10 @@ static void refuse(http_response *res, const char *reason, const char *detail)
 /* GET /api/v1/dlq?queue=&partition=&consumerGroup=&limit=&after= */
 void route_dlq_list(server *srv, const http_request *req, http_response *res)
 {
-    char queue[1024], part[1024], group[1024];
-    long long limit = 0, after = 0;
-    queen_dlq_query o = {0};
-    if (!arg_str(req, "queue", queue, sizeof queue, &o.queue, res, "log_bad_queue") ||
-        !arg_str(req, "partition", part, sizeof part, &o.partition, res, "log_bad_partition") ||
-        !arg_str(req, "consumerGroup", group, sizeof group, &o.consumer_group, res, "log_bad_group") ||
-        !arg_int(req, "limit", 1, 1000, &limit, res, "log_bad_limit") ||
-        !arg_int(req, "after", 0, LLONG_MAX, &after, res, "log_bad_after"))
+    listing_args a;
+    if (!arg_listing(req, &a, res))
         return;
-    o.limit = (int)limit;
-    o.after = after;
+    const queen_dlq_query o = {a.queue, a.partition, a.consumer_group, a.limit, a.after};
     char *result = NULL;
     queen_error err;
     int rc = queen_dlq_list(srv->engine, req->tenant, &o, &result, &err);

@@ -3,7 +3,6 @@
  * engine function (src/engine/traces.c), render. */
 #include "routes.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -62,12 +61,12 @@ void route_traces_by_message(server *srv, const http_request *req, http_response
 /* GET /api/v1/traces/by-name/:traceName?limit=&after= */
 void route_traces_by_name(server *srv, const http_request *req, http_response *res)
 {
-    long long limit = 0, after = 0;
-    if (!arg_int(req, "limit", 1, 1000, &limit, res, "log_bad_limit") ||
-        !arg_int(req, "after", 0, LLONG_MAX, &after, res, "log_bad_after"))
+    int limit = 0;
+    long long after = 0;
+    if (!arg_page(req, &limit, &after, res))
         return;
     char *result = NULL;
     queen_error err;
-    int rc = queen_traces_by_name(srv->engine, req->tenant, req->params[0], (int)limit, after, &result, &err);
+    int rc = queen_traces_by_name(srv->engine, req->tenant, req->params[0], limit, after, &result, &err);
     answer(res, rc, 200, result, &err);
 }

@@ -19,19 +19,11 @@
 #include "pgtest.h"
 #include "testutil.h"
 
-static test_broker B;
-
 static int setup(void **state)
 {
     (void)state;
     static const char *const env[] = {"QUEEN_HTTP_THREADS=2", "QUEEN_SWEEPER=1", "QUEEN_KV_EXPIRE_EVERY_MS=200", NULL};
-    return broker_start(&B, env) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return broker_stop(&B) == 0 ? 0 : -1;
+    return http_broker_start(env);
 }
 
 static void age_messages(const char *queue, const char *interval)
@@ -51,13 +43,13 @@ static void delayed_then_visible(void **state)
     (void)state;
     char *q = pgtest_unique("delay");
     char *conf = fmt("{\"queue\":\"%s\",\"options\":{\"delayedProcessing\":3600}}", q);
-    json_decref(http_ok(&B, "POST", "/api/v1/configure", conf, 200));
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/configure", conf, 200));
     char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1}]}", q);
-    json_decref(http_ok(&B, "POST", "/api/v1/push", push, 201));
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/push", push, 201));
     char *pop = fmt("/api/v1/pop/queue/%s?autoAck=true", q);
-    json_decref(http_ok(&B, "GET", pop, NULL, 204));
+    json_decref(http_ok(&http_broker, "GET", pop, NULL, 204));
     age_messages(q, "2 hours");
-    json_t *v = http_ok(&B, "GET", pop, NULL, 200);
+    json_t *v = http_ok(&http_broker, "GET", pop, NULL, 200);
     assert_int_equal(json_array_size(json_object_get(v, "messages")), 1);
     json_decref(v);
     free(pop);
@@ -68,7 +60,7 @@ static void delayed_then_visible(void **state)
 
 static bool expired_listed(const char *path)
 {
-    http_reply r = broker_http(&B, "GET", path, NULL, NULL);
+    http_reply r = broker_http(&http_broker, "GET", path, NULL, NULL);
     json_t *v = r.status == 200 ? json_parse(r.body) : NULL;
     json_t *m = json_array_get(json_object_get(v, "messages"), 0);
     bool yes = m != NULL && strcmp(jstr(m, "reason"), "expired") == 0;
@@ -82,14 +74,14 @@ static void unconsumed_expires(void **state)
     (void)state;
     char *q = pgtest_unique("maxwait");
     char *conf = fmt("{\"queue\":\"%s\",\"options\":{\"maxWaitTimeSeconds\":60}}", q);
-    json_decref(http_ok(&B, "POST", "/api/v1/configure", conf, 200));
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/configure", conf, 200));
     char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1,\"transactionId\":\"late\"}]}", q);
-    json_decref(http_ok(&B, "POST", "/api/v1/push", push, 201));
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/push", push, 201));
     age_messages(q, "61 seconds");
     char *dlq = fmt("/api/v1/dlq?queue=%s", q);
     WAIT_UNTIL(expired_listed(dlq), 15000, "the maintenance step never expired the message");
     char *pop = fmt("/api/v1/pop/queue/%s?autoAck=true", q);
-    json_decref(http_ok(&B, "GET", pop, NULL, 204));
+    json_decref(http_ok(&http_broker, "GET", pop, NULL, 204));
     free(pop);
     free(dlq);
     free(push);
@@ -103,5 +95,5 @@ int main(void)
         cmocka_unit_test(delayed_then_visible),
         cmocka_unit_test(unconsumed_expires),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_broker_teardown);
 }

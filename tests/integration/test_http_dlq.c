@@ -20,44 +20,18 @@
 #include "pgtest.h"
 #include "testutil.h"
 
-static test_broker B;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const env[] = {"QUEEN_HTTP_THREADS=2", NULL};
-    return broker_start(&B, env) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return broker_stop(&B) == 0 ? 0 : -1;
-}
-
-/* http_ok / http_refused over a path and body this file made with fmt():
- * both are freed (body may be NULL or a literal when lit is true). */
-static json_t *ok(const char *method, char *path, char *body, long status)
-{
-    json_t *v = http_ok(&B, method, path, body, status);
-    free(path);
-    free(body);
-    return v;
-}
-
+/* A 400 refusal with reason, for a path and a body made with fmt(). */
 static void no(const char *method, char *path, char *body, const char *reason)
 {
-    http_refused(&B, method, path, body, 400, "bad_request", reason);
-    free(path);
-    free(body);
+    http_refused_fmt(method, path, body, 400, "bad_request", reason);
 }
 
 /* n messages t0..t(n-1) pushed to q (retryLimit 0), popped as one batch and
  * failed as one batch: n dead letters. */
 static void make_dead_letters(const char *q, int n)
 {
-    json_decref(ok("POST", strdup("/api/v1/configure"),
-                        fmt("{\"queue\":\"%s\",\"options\":{\"retryLimit\":0}}", q), 200));
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/configure"),
+                            fmt("{\"queue\":\"%s\",\"options\":{\"retryLimit\":0}}", q), 200));
     json_t *items = json_array();
     for (int i = 0; i < n; i++) {
         char txn[16];
@@ -68,8 +42,8 @@ static void make_dead_letters(const char *q, int n)
     json_t *doc = json_pack("{s:o}", "items", items);
     char *body = json_dumps(doc, 0);
     json_decref(doc);
-    json_decref(http_ok(&B, "POST", "/api/v1/push", body, 201));
-    json_t *popped = ok("GET", fmt("/api/v1/pop/queue/%s?batch=%d", q, n), NULL, 200);
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/push", body, 201));
+    json_t *popped = http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=%d", q, n), NULL, 200);
     json_t *msgs = json_object_get(popped, "messages");
     assert_int_equal(json_array_size(msgs), n);
     json_t *acks = json_array();
@@ -84,7 +58,7 @@ static void make_dead_letters(const char *q, int n)
     doc = json_pack("{s:o}", "acknowledgments", acks);
     char *ab = json_dumps(doc, 0);
     json_decref(doc);
-    json_t *res = http_ok(&B, "POST", "/api/v1/ack/batch", ab, 200);
+    json_t *res = http_ok(&http_broker, "POST", "/api/v1/ack/batch", ab, 200);
     json_array_foreach(res, i, m)
     {
         assert_true(jtrue(m, "dlq"));
@@ -101,7 +75,7 @@ static void list_requeue_delete(void **state)
     char *q = pgtest_unique("dlq");
     make_dead_letters(q, 3);
 
-    json_t *v = ok("GET", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
+    json_t *v = http_ok_fmt("GET", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
     json_t *msgs = json_object_get(v, "messages");
     assert_int_equal(json_array_size(msgs), 3);
     assert_string_equal(jstr(json_array_get(msgs, 0), "transactionId"), "t0");
@@ -112,37 +86,37 @@ static void list_requeue_delete(void **state)
     json_decref(v);
 
     /* Pages of two: the cursor is the last id. */
-    v = ok("GET", fmt("/api/v1/dlq?queue=%s&limit=2", q), NULL, 200);
+    v = http_ok_fmt("GET", fmt("/api/v1/dlq?queue=%s&limit=2", q), NULL, 200);
     assert_int_equal(json_array_size(json_object_get(v, "messages")), 2);
     long long next = jnum(json_object_get(v, "nextAfter"));
     assert_int_equal(next, id1);
     json_decref(v);
-    v = ok("GET", fmt("/api/v1/dlq?queue=%s&limit=2&after=%lld", q, next), NULL, 200);
+    v = http_ok_fmt("GET", fmt("/api/v1/dlq?queue=%s&limit=2&after=%lld", q, next), NULL, 200);
     assert_int_equal(json_array_size(json_object_get(v, "messages")), 1);
     assert_string_equal(jstr(json_array_get(json_object_get(v, "messages"), 0), "transactionId"), "t2");
     json_decref(v);
 
     /* Refusals write nothing. */
-    http_refused(&B, "GET", "/api/v1/dlq?limit=0", NULL, 400, "bad_request", "log_bad_limit");
-    http_refused(&B, "GET", "/api/v1/dlq?after=-1", NULL, 400, "bad_request", "log_bad_after");
-    http_refused(&B, "POST", "/api/v1/dlq/requeue", "{}", 400, "bad_request", "log_bad_queue");
+    http_refused(&http_broker, "GET", "/api/v1/dlq?limit=0", NULL, 400, "bad_request", "log_bad_limit");
+    http_refused(&http_broker, "GET", "/api/v1/dlq?after=-1", NULL, 400, "bad_request", "log_bad_after");
+    http_refused(&http_broker, "POST", "/api/v1/dlq/requeue", "{}", 400, "bad_request", "log_bad_queue");
     no("POST", strdup("/api/v1/dlq/requeue"), fmt("{\"queue\":\"%s\",\"ids\":[1.5]}", q), "log_bad_ids");
     no("POST", strdup("/api/v1/dlq/requeue"), fmt("{\"queue\":\"%s\",\"id\":1}", q), "log_bad_request");
-    http_refused(&B, "DELETE", "/api/v1/dlq/abc", NULL, 400, "bad_request", "log_bad_ids");
-    http_refused(&B, "DELETE", "/api/v1/dlq", NULL, 400, "bad_request", "log_bad_queue");
-    v = ok("GET", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
+    http_refused(&http_broker, "DELETE", "/api/v1/dlq/abc", NULL, 400, "bad_request", "log_bad_ids");
+    http_refused(&http_broker, "DELETE", "/api/v1/dlq", NULL, 400, "bad_request", "log_bad_queue");
+    v = http_ok_fmt("GET", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
     assert_int_equal(json_array_size(json_object_get(v, "messages")), 3);
     json_decref(v);
 
     /* Requeue t0: the next pop delivers it as attempt 1, once. */
-    v = ok("POST", strdup("/api/v1/dlq/requeue"), fmt("{\"queue\":\"%s\",\"ids\":[%lld]}", q, id0), 200);
+    v = http_ok_fmt("POST", strdup("/api/v1/dlq/requeue"), fmt("{\"queue\":\"%s\",\"ids\":[%lld]}", q, id0), 200);
     assert_int_equal(jint(v, "requeued"), 1);
     assert_int_equal(jint(v, "remaining"), 2);
     json_decref(v);
-    v = ok("POST", strdup("/api/v1/dlq/requeue"), fmt("{\"queue\":\"%s\",\"ids\":[%lld]}", q, id0), 200);
+    v = http_ok_fmt("POST", strdup("/api/v1/dlq/requeue"), fmt("{\"queue\":\"%s\",\"ids\":[%lld]}", q, id0), 200);
     assert_int_equal(jint(v, "requeued"), 0);
     json_decref(v);
-    v = ok("GET", fmt("/api/v1/pop/queue/%s?batch=10&autoAck=true", q), NULL, 200);
+    v = http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=10&autoAck=true", q), NULL, 200);
     json_t *m = json_array_get(json_object_get(v, "messages"), 0);
     assert_int_equal(json_array_size(json_object_get(v, "messages")), 1);
     assert_string_equal(jstr(m, "transactionId"), "t0");
@@ -150,13 +124,13 @@ static void list_requeue_delete(void **state)
     json_decref(v);
 
     /* Delete one by id, then the rest of the queue. */
-    v = ok("DELETE", fmt("/api/v1/dlq/%lld", id1), NULL, 200);
+    v = http_ok_fmt("DELETE", fmt("/api/v1/dlq/%lld", id1), NULL, 200);
     assert_int_equal(jint(v, "deleted"), 1);
     json_decref(v);
-    v = ok("DELETE", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
+    v = http_ok_fmt("DELETE", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
     assert_int_equal(jint(v, "deleted"), 1);
     json_decref(v);
-    v = ok("GET", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
+    v = http_ok_fmt("GET", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
     assert_int_equal(json_array_size(json_object_get(v, "messages")), 0);
     json_decref(v);
     free(q);
@@ -185,7 +159,7 @@ static void *operator_main(void *arg)
     for (int k = 0; k < o->id_count; k++) {
         long long id = o->ids[(k * 7 + o->index * 5) % o->id_count];
         char *body = fmt("{\"queue\":\"%s\",\"ids\":[%lld]}", o->queue, id);
-        http_reply r = broker_http(&B, "POST", "/api/v1/dlq/requeue", body, NULL);
+        http_reply r = broker_http(&http_broker, "POST", "/api/v1/dlq/requeue", body, NULL);
         if (r.status == 200) {
             json_t *v = json_parse(r.body);
             o->requeued += jint(v, "requeued");
@@ -197,7 +171,7 @@ static void *operator_main(void *arg)
         free(body);
     }
     char *all = fmt("{\"queue\":\"%s\"}", o->queue);
-    http_reply r = broker_http(&B, "POST", "/api/v1/dlq/requeue", all, NULL);
+    http_reply r = broker_http(&http_broker, "POST", "/api/v1/dlq/requeue", all, NULL);
     free(all);
     json_t *v = r.status == 200 ? json_parse(r.body) : NULL;
     o->requeued += v ? jint(v, "requeued") : -1000000;
@@ -211,7 +185,7 @@ static void concurrent_requeue_exactly_once(void **state)
     (void)state;
     char *q = pgtest_unique("dlqc");
     make_dead_letters(q, LETTERS);
-    json_t *v = ok("GET", fmt("/api/v1/dlq?queue=%s&limit=1000", q), NULL, 200);
+    json_t *v = http_ok_fmt("GET", fmt("/api/v1/dlq?queue=%s&limit=1000", q), NULL, 200);
     long long ids[LETTERS];
     for (int i = 0; i < LETTERS; i++)
         ids[i] = jint(json_array_get(json_object_get(v, "messages"), (size_t)i), "id");
@@ -251,7 +225,7 @@ static void concurrent_requeue_exactly_once(void **state)
     assert_int_equal(pgtest_int(c, "SELECT count(*) FROM queen.log_dead_letters WHERE queue_name = $1", 1, p), 0);
     PQfinish(c);
     /* And the group gets each once more. */
-    v = ok("GET", fmt("/api/v1/pop/queue/%s?batch=1000&autoAck=true", q), NULL, 200);
+    v = http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1000&autoAck=true", q), NULL, 200);
     assert_int_equal(json_array_size(json_object_get(v, "messages")), LETTERS);
     json_decref(v);
     free(q);
@@ -263,5 +237,5 @@ int main(void)
         cmocka_unit_test(list_requeue_delete),
         cmocka_unit_test(concurrent_requeue_exactly_once),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
 }

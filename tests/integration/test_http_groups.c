@@ -18,24 +18,9 @@
 #include "pgtest.h"
 #include "testutil.h"
 
-static test_broker B;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const env[] = {"QUEEN_HTTP_THREADS=2", NULL};
-    return broker_start(&B, env) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return broker_stop(&B) == 0 ? 0 : -1;
-}
-
 static json_t *ok(const char *method, char *path, const char *body, long status)
 {
-    json_t *v = http_ok(&B, method, path, body, status);
+    json_t *v = http_ok(&http_broker, method, path, body, status);
     free(path);
     return v;
 }
@@ -43,7 +28,7 @@ static json_t *ok(const char *method, char *path, const char *body, long status)
 static void refused(const char *method, char *path, const char *body, long status, const char *code,
                     const char *reason)
 {
-    http_refused(&B, method, path, body, status, code, reason);
+    http_refused(&http_broker, method, path, body, status, code, reason);
     free(path);
 }
 
@@ -79,7 +64,7 @@ static void view_seek_delete(void **state)
                       "{\"queue\":\"%1$s\",\"partition\":\"a\",\"payload\":2},"
                       "{\"queue\":\"%1$s\",\"partition\":\"b\",\"payload\":3}]}",
                       q);
-    json_decref(http_ok(&B, "POST", "/api/v1/push", items, 201));
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/push", items, 201));
     free(items);
     /* g holds a lease on a (one message of two) and consumed b. */
     json_t *popped = ok("GET", fmt("/api/v1/pop/queue/%s/partition/a?consumerGroup=%s&batch=1", q, g), NULL, 200);
@@ -89,7 +74,7 @@ static void view_seek_delete(void **state)
     json_decref(popped);
     json_decref(ok("GET", fmt("/api/v1/pop/queue/%s/partition/b?consumerGroup=%s&autoAck=true", q, g), NULL, 200));
 
-    json_t *v = http_ok(&B, "GET", "/api/v1/consumer-groups", NULL, 200);
+    json_t *v = http_ok(&http_broker, "GET", "/api/v1/consumer-groups", NULL, 200);
     json_t *a = cursor_of(v, g, q, "a"), *b = cursor_of(v, g, q, "b");
     assert_non_null(a);
     assert_non_null(b);
@@ -102,14 +87,14 @@ static void view_seek_delete(void **state)
     json_decref(v);
 
     /* The lagging view holds a (behind) and not b (caught up). */
-    v = http_ok(&B, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", NULL, 200);
+    v = http_ok(&http_broker, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", NULL, 200);
     assert_non_null(cursor_of(v, g, q, "a"));
     assert_null(cursor_of(v, g, q, "b"));
     json_decref(v);
-    v = http_ok(&B, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=86400", NULL, 200);
+    v = http_ok(&http_broker, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=86400", NULL, 200);
     assert_null(cursor_of(v, g, q, "a"));
     json_decref(v);
-    http_refused(&B, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=-1", NULL, 400, "bad_request",
+    http_refused(&http_broker, "GET", "/api/v1/consumer-groups/lagging?minLagSeconds=-1", NULL, 400, "bad_request",
                  "log_bad_seconds");
 
     /* Seek while the lease on a is live: 409, nothing moves. */
@@ -123,7 +108,7 @@ static void view_seek_delete(void **state)
     /* Ack the lease; now seek applies. */
     char *ack = fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"leaseId\":\"%s\",\"consumerGroup\":\"%s\"}",
                     txn, pid, lease, g);
-    json_decref(http_ok(&B, "POST", "/api/v1/ack", ack, 200));
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/ack", ack, 200));
     free(ack);
     refused("POST", fmt("/api/v1/consumer-groups/%s/queues/%s/seek", g, q), "{\"to\":\"tomorrow\"}", 400,
             "bad_request", "log_bad_seek");
@@ -161,5 +146,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(view_seek_delete),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
 }

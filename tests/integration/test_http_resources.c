@@ -19,24 +19,16 @@
 #include "testutil.h"
 #include "wire.h"
 
-static test_broker B;
-
 static int setup(void **state)
 {
     (void)state;
     static const char *const env[] = {"QUEEN_HTTP_THREADS=2", "QUEEN_TENANCY_HEADER=1", "QUEEN_TRUSTED_PROXY=1", NULL};
-    return broker_start(&B, env) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return broker_stop(&B) == 0 ? 0 : -1;
+    return http_broker_start(env);
 }
 
 static json_t *as(const char *const *h, const char *method, char *path, const char *body, long status)
 {
-    json_t *v = http_call_json(&B, h, method, path, body, status);
+    json_t *v = http_call_json(&http_broker, h, method, path, body, status);
     free(path);
     return v;
 }
@@ -71,7 +63,7 @@ static void resources(void **state)
     assert_int_equal(jint(v, "partitions"), 2);
     assert_int_equal(jint(json_object_get(v, "options"), "leaseTime"), 30);
     json_decref(v);
-    http_reply r = broker_http(&B, "GET", "/api/v1/resources/queues/none", NULL, h);
+    http_reply r = broker_http(&http_broker, "GET", "/api/v1/resources/queues/none", NULL, h);
     http_expect(&r, 400, "bad_request", "log_no_such_queue");
     http_reply_free(&r);
     v = as(h, "GET", strdup("/api/v1/resources/queues/r1/partitions"), NULL, 200);
@@ -80,7 +72,7 @@ static void resources(void **state)
     json_decref(v);
 
     json_decref(as(h, "GET", strdup("/api/v1/pop/queue/r1/partition/a"), NULL, 200)); /* a lease on a */
-    r = broker_http(&B, "POST", "/api/v1/resources/queues/r1/clear", NULL, h);
+    r = broker_http(&http_broker, "POST", "/api/v1/resources/queues/r1/clear", NULL, h);
     http_expect(&r, 409, "conflict", "log_message_leased");
     http_reply_free(&r);
     PGconn *c = pgtest_connect();
@@ -96,7 +88,7 @@ static void resources(void **state)
     json_decref(v);
     json_decref(as(h, "GET", strdup("/api/v1/pop/queue/r1?partitions=2"), NULL, 204));
 
-    v = http_ok(&B, "GET", "/api/v1/status", NULL, 200);
+    v = http_ok(&http_broker, "GET", "/api/v1/status", NULL, 200);
     assert_string_equal(jstr(v, "status"), "healthy");
     assert_true(json_is_object(json_object_get(v, "maintenance")));
     json_decref(v);
@@ -108,5 +100,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resources),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_broker_teardown);
 }

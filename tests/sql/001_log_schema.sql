@@ -1,8 +1,8 @@
 -- tests/sql/001_log_schema.sql: the log tables, their identity, storage
--- settings and the two shared helpers (sql/001_log_schema.sql).
+-- settings and the shared helpers (sql/001_log_schema.sql).
 -- Self-contained and rolled back; touches no shared rows.
 BEGIN;
-SELECT plan(41);
+SELECT plan(57);
 
 SELECT has_table('queen', 'queues', 'queen.queues exists');
 SELECT has_table('queen', 'log_partitions', 'queen.log_partitions exists');
@@ -81,6 +81,53 @@ SELECT is(queen.log_iso_v1('2025-06-01 12:00:00+00'), '2025-06-01T12:00:00.00000
           'independent of the session time zone');
 SELECT is(queen.log_iso_v1(NULL), NULL, 'NULL in, NULL out');
 SELECT volatility_is('queen', 'log_iso_v1', ARRAY['timestamp with time zone'], 'stable', 'log_iso_v1 is STABLE');
+
+-- _log_require_queue_v1
+SELECT gen_random_uuid() AS t001, gen_random_uuid() AS other001 \gset
+INSERT INTO queen.queues (tenant_id, name) VALUES (:'t001', 't001_known');
+SELECT is(queen._log_require_queue_v1(:'t001', 't001_known'),
+          (SELECT id FROM queen.queues WHERE tenant_id = :'t001' AND name = 't001_known'), 'a known queue: its id');
+SELECT throws_ok(format($$ SELECT queen._log_require_queue_v1(%L, 't001_known') $$, :'other001'),
+                 '22023', 'log_no_such_queue', 'another tenant''s queue is no such queue');
+SELECT throws_ok(format($$ SELECT queen._log_require_queue_v1(%L, 'nope') $$, :'t001'),
+                 '22023', 'log_no_such_queue', 'an unknown name is no such queue');
+SELECT volatility_is('queen', '_log_require_queue_v1', ARRAY['uuid', 'text'], 'stable',
+                     '_log_require_queue_v1 is STABLE');
+
+-- The keyset page (the dead-letter, message and trace listings use it).
+CREATE FUNCTION pg_temp.refusal_of(p_sql TEXT) RETURNS TEXT LANGUAGE plpgsql AS $f$
+DECLARE
+    v_msg TEXT;
+    v_detail TEXT;
+BEGIN
+    EXECUTE p_sql;
+    RETURN 'no refusal';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+    RETURN SQLSTATE || ' ' || v_msg || ': ' || v_detail;
+END
+$f$;
+SELECT is(queen._log_page_limit_v1(NULL, NULL, 'an offset'), 100, 'no limit: pages of 100');
+SELECT is(queen._log_page_limit_v1(1, 0, 'an offset'), 1, 'limit 1, after 0');
+SELECT is(queen._log_page_limit_v1(1000, 9, 'an offset'), 1000, 'limit 1000 is the largest');
+SELECT is(pg_temp.refusal_of($$ SELECT queen._log_page_limit_v1(0, NULL, 'an offset') $$),
+          '22023 log_bad_limit: limit must be 1..1000, got 0', 'limit 0 is refused');
+SELECT is(pg_temp.refusal_of($$ SELECT queen._log_page_limit_v1(1001, NULL, 'an offset') $$),
+          '22023 log_bad_limit: limit must be 1..1000, got 1001', 'limit 1001 is refused');
+SELECT is(pg_temp.refusal_of($$ SELECT queen._log_page_limit_v1(NULL, -1, 'a trace id') $$),
+          '22023 log_bad_after: after must be a trace id >= 0', 'after -1 is refused, naming the cursor');
+SELECT is(pg_temp.refusal_of($$ SELECT queen._log_page_limit_v1(0, -1, 'an offset') $$),
+          '22023 log_bad_limit: limit must be 1..1000, got 0', 'the limit is judged before after');
+SELECT is(queen._log_page_v1('messages', '[{"id":4},{"id":7}]', 2, 'id'),
+          '{"messages":[{"id":4},{"id":7}],"nextAfter":7}', 'a full page names its last cursor');
+SELECT is(queen._log_page_v1('traces', '[{"offset":3}]', 2, 'offset'),
+          '{"traces":[{"offset":3}],"nextAfter":null}', 'a short page has no nextAfter');
+SELECT is(queen._log_page_v1('messages', '[]', 100, 'id'),
+          '{"messages":[],"nextAfter":null}', 'an empty page has no nextAfter');
+SELECT volatility_is('queen', '_log_page_limit_v1', ARRAY['integer', 'bigint', 'text'], 'immutable',
+                     '_log_page_limit_v1 is IMMUTABLE');
+SELECT volatility_is('queen', '_log_page_v1', ARRAY['text', 'jsonb', 'integer', 'text'], 'immutable',
+                     '_log_page_v1 is IMMUTABLE');
 
 SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
            WHERE n.nspname = 'queen' AND p.proname LIKE '%log%' AND p.prosrc ~ 'queen\.kv\M'

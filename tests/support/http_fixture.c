@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -113,4 +114,39 @@ void http_refused(const test_broker *b, const char *method, const char *path, co
     http_reply r = call_for(b, NULL, method, path, body, status);
     http_expect(&r, status, error, reason);
     http_reply_free(&r);
+}
+
+test_broker http_broker;
+
+int http_broker_start(const char *const *env)
+{
+    return broker_start(&http_broker, env) ? 0 : -1;
+}
+
+int http_broker_setup(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_HTTP_THREADS=2", NULL};
+    return http_broker_start(env);
+}
+
+int http_broker_teardown(void **state)
+{
+    (void)state;
+    return broker_stop(&http_broker) == 0 ? 0 : -1;
+}
+
+json_t *http_ok_fmt(const char *method, char *path, char *body, long status)
+{
+    json_t *v = http_ok(&http_broker, method, path, body, status);
+    free(path);
+    free(body);
+    return v;
+}
+
+void http_refused_fmt(const char *method, char *path, char *body, long status, const char *error, const char *reason)
+{
+    http_refused(&http_broker, method, path, body, status, error, reason);
+    free(path);
+    free(body);
 }

@@ -33,6 +33,22 @@ json_t *http_ok(const test_broker *b, const char *method, const char *path, cons
 void http_refused(const test_broker *b, const char *method, const char *path, const char *body, long status,
                   const char *error, const char *reason);
 
+/* The one broker the tests of a file share, started by cmocka's group setup
+ * and stopped by its teardown:
+ *   cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown)
+ * http_broker_setup starts it with two HTTP threads and nothing else; a file
+ * that needs more settings calls http_broker_start(env) (a NULL-terminated
+ * "NAME=value" list) from a setup of its own. */
+extern test_broker http_broker;
+int http_broker_start(const char *const *env);
+int http_broker_setup(void **state);
+int http_broker_teardown(void **state);
+
+/* http_ok and http_refused on http_broker, for a path and a body the caller
+ * made with fmt() (body may be NULL): both are freed. */
+json_t *http_ok_fmt(const char *method, char *path, char *body, long status);
+void http_refused_fmt(const char *method, char *path, char *body, long status, const char *error, const char *reason);
+
 /* The counter section.group.name of GET /metrics (e.g. engine.pool.
  * acquiredTotal; group NULL: section.name, e.g. http.longPollsWaiting);
  * fails the test unless /metrics answers 200 and the counter is an

@@ -1,18 +1,19 @@
 """What the blocking and the asyncio client share: each call shaped as a ``Call`` (method, path, body,
-whether a repeat is safe, how to read the answer), the retry policy, the error envelope, and the
-builders. No I/O here: ``client.py`` and ``aio.py`` send the calls."""
+whether a repeat is safe, how to read the answer), what goes on the wire for it (target, body, headers),
+the attempts and the retry policy (``Attempts``: which URL, the value of an answer, the error or the wait),
+the error envelope, and the builders. No I/O here: ``client.py`` and ``aio.py`` send the calls."""
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Generic, Iterable, Mapping, Optional, Self, TypeVar, Union
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from . import _json
 from .errors import PreconditionFailed, QueenBadResponse, QueenError, QueenRefused, QueenUnavailable
 from .results import (AckResult, GetManyResult, GetResult, Message, PopResult, PrefixPage, PushResult, RenewResult,
-                      TxResult, WriteResult)
+                      Row, TxResult, WriteResult)
 
 Ttl = Union[int, float, timedelta, None]
 AckLike = Union[Message, Mapping[str, Any]]
@@ -83,6 +84,12 @@ def headers(opts: Options, call: "Call[Any]") -> dict[str, str]:
     return h
 
 
+def request(opts: Options, base: str, call: "Call[Any]") -> tuple[str, Optional[bytes], dict[str, str]]:
+    """What goes on the wire for call sent to the broker at base: the request target (the base URL's
+    path, then the call's), the body, and the headers (the transport adds Host and Content-Length)."""
+    return urlsplit(base).path + call.path, call.body_bytes(), headers(opts, call)
+
+
 def parse_retry_after(value: Optional[str]) -> int:
     try:
         n = int((value or "").strip())
@@ -110,6 +117,66 @@ def error_from_answer(status: int, body: bytes, retry_after: int, attempts: int)
 def own_error(code: str, detail: str, attempts: int) -> QueenError:
     """The client's own failure: no whole answer was had (status 0)."""
     return QueenUnavailable(0, code, code, detail, 0, attempts)
+
+
+class Failed(Exception):
+    """No whole answer: code is unreachable (nothing was sent), timeout or transport."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+class Attempts(Generic[T]):
+    """One call's attempts: which broker URL the next one goes to, how long it may take, and what each
+    outcome means: the value, the error to raise, or the seconds to wait before the next attempt. The
+    client sends each attempt and sleeps its own way (a thread, or the event loop)."""
+
+    def __init__(self, opts: Options, current: int, call: Call[T]) -> None:
+        self.opts, self.call = opts, call
+        self.index = current % len(opts.urls)
+        self.timeout = opts.timeout + call.extra_ms / 1000.0
+        #: attempts begun, the first included
+        self.number = 0
+
+    def begin(self) -> bool:
+        """Counts the attempt about to be sent; True when it is a retry."""
+        self.number += 1
+        return self.number > 1
+
+    def value(self, status: int, data: bytes) -> T:
+        """What a 2xx answer means for the call; raises QueenBadResponse when it does not read."""
+        try:
+            body = _json.loads(data) if data else None
+        except ValueError:
+            raise QueenBadResponse(status, "bad_response", "bad_response", "the answer is not JSON", 0,
+                                   self.number) from None
+        try:
+            return self.call.finish(status, body)
+        except QueenError as e:
+            e.attempts = self.number
+            raise
+
+    def refused(self, status: int, data: bytes, retry_after: Optional[str]) -> float:
+        """Any other answer: the seconds to wait before the next attempt, or raises its error."""
+        err = error_from_answer(status, data, parse_retry_after(retry_after), self.number)
+        # A rate limit is the tenant's on every broker: the next attempt stays on this URL.
+        return self._again(err, status in (429, 503) and self.call.safe, status != 429)
+
+    def failed(self, f: Failed) -> float:
+        """No whole answer: the seconds to wait before the next attempt, or raises the client's error.
+        A refused connection sent nothing, so it is tried again whatever the call."""
+        return self._again(own_error(f.code, f.detail, self.number), f.code == "unreachable" or self.call.safe,
+                           True)
+
+    def _again(self, err: QueenError, retry: bool, next_url: bool) -> float:
+        if not retry or self.number >= self.opts.max_attempts:
+            raise err
+        wait = backoff_wait(self.opts, self.number, err.retry_after)
+        if next_url:
+            self.index = (self.index + 1) % len(self.opts.urls)
+        return wait
 
 
 # ---- reading answers -----------------------------------------------------------------------------------
@@ -331,6 +398,18 @@ def pop(queue: str, partition: Optional[str], group: Optional[str], batch: Optio
     return Call("GET", path, _pop, safe=False, tenant=tenant, extra_ms=wait_ms)
 
 
+def queue_items(queue: str, partition: Optional[str], items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A queue handle's items as push takes them: each names the queue, and the handle's partition unless
+    it names its own."""
+    wire = []
+    for it in items:
+        w = {"queue": queue, **dict(it)}
+        if partition is not None and "partition" not in w:
+            w["partition"] = partition
+        wire.append(w)
+    return wire
+
+
 def ack_items(acks: Union[AckLike, Iterable[AckLike]], status: Optional[str], error: Optional[str]) -> list[dict[str, Any]]:
     if isinstance(acks, (Message, Mapping)):
         acks = [acks]
@@ -387,6 +466,32 @@ def transaction(bundle: dict[str, Any], carries_id: bool, tenant: Optional[str])
 
 
 # ---- builders ------------------------------------------------------------------------------------------
+
+class PrefixPages:
+    """Where a walk over every row under a prefix stands: the rows of the page in hand, the cursor of the
+    next, and whether there is one (a page that is not truncated is the last). The clients' iterators
+    send ``next_call()`` and hand its page to ``took``."""
+
+    def __init__(self, ns: str, prefix: str, page_size: Optional[int], keys_only: bool,
+                 tenant: Optional[str]) -> None:
+        self._ns, self._prefix = ns, prefix
+        self._page_size, self._keys_only, self._tenant = page_size, keys_only, tenant
+        self._rows: list[Row] = []
+        self._after: Optional[str] = None
+        self._more = True
+        #: pages read so far
+        self.pages = 0
+
+    def next_call(self) -> Call[PrefixPage]:
+        return kv_get_prefix_page(self._ns, self._prefix, self._after, self._page_size, self._keys_only,
+                                  self._tenant)
+
+    def took(self, page: PrefixPage) -> None:
+        self.pages += 1
+        self._rows = list(page.rows)
+        self._more = page.truncated and page.next_after is not None
+        self._after = page.next_after
+
 
 class TxBuilder:
     """Collects a transaction: operations in the order added (consecutive pushes share one push

@@ -10,9 +10,9 @@ import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Optional, Union
 from urllib.parse import urlsplit
 
-from . import _core, _json
-from ._core import AckLike, Call, Ttl
-from .errors import QueenBadResponse, QueenError, QueenRefused
+from . import _core
+from ._core import AckLike, Call, Failed, Ttl
+from .errors import QueenError, QueenRefused
 from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, Message, PopResult, PrefixPage,
                       PushResult, RenewResult, Row, TxResult, WriteResult)
 
@@ -20,13 +20,6 @@ __all__ = ["AsyncQueen", "AsyncKv", "AsyncBatch", "AsyncTx", "AsyncQueueHandle",
 
 _KEEP_IDLE = 16
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
-class _Failed(Exception):
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
 
 
 class _Stale(Exception):
@@ -111,13 +104,11 @@ class AsyncQueen:
     # ---- transport -------------------------------------------------------------------------------------
 
     def _request(self, base: str, call: Call[Any]) -> bytes:
-        u = urlsplit(base)
-        body = call.body_bytes()
-        hdrs = _core.headers(self._opts, call)
-        hdrs["Host"] = u.netloc
+        target, body, hdrs = _core.request(self._opts, base, call)
+        hdrs["Host"] = urlsplit(base).netloc
         if body is not None:
             hdrs["Content-Length"] = str(len(body))
-        head = f"{call.method} {u.path}{call.path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        head = f"{call.method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
         return (head + "\r\n").encode("utf-8") + (body or b"")
 
     async def _connect(self, base: str) -> _Conn:
@@ -128,7 +119,7 @@ class AsyncQueen:
             return await asyncio.wait_for(asyncio.open_connection(u.hostname, port, ssl=tls),
                                           self._opts.connect_timeout)
         except (OSError, asyncio.TimeoutError) as e:  # nothing was sent
-            raise _Failed("unreachable", f"{base}: {e!r}") from None
+            raise Failed("unreachable", f"{base}: {e!r}") from None
 
     async def _attempt(self, i: int, call: Call[Any], timeout: float) -> tuple[int, dict[str, str], bytes]:
         base = self._opts.urls[i]
@@ -147,10 +138,10 @@ class AsyncQueen:
                 continue
             except asyncio.TimeoutError:
                 conn[1].close()
-                raise _Failed("timeout", f"{base}: no whole answer within {timeout:g} s") from None
+                raise Failed("timeout", f"{base}: no whole answer within {timeout:g} s") from None
             except (OSError, asyncio.IncompleteReadError, ValueError) as e:
                 conn[1].close()
-                raise _Failed("transport", f"{base}: {e!r}") from None
+                raise Failed("transport", f"{base}: {e!r}") from None
             keep = head.get("connection", "").lower() != "close" and head.get("_version") == "HTTP/1.1"
             idle = self._idle.setdefault(i, [])
             if keep and len(idle) < _KEEP_IDLE:
@@ -160,44 +151,19 @@ class AsyncQueen:
             return status, head, body
 
     async def _run(self, call: Call[_core.T]) -> _core.T:
-        opts = self._opts
-        n = len(opts.urls)
-        i = self._current % n
-        timeout = opts.timeout + call.extra_ms / 1000.0
-        attempt = 0
+        run = _core.Attempts(self._opts, self._current, call)
         while True:
-            attempt += 1
-            if attempt > 1:
+            if run.begin():
                 self.retries += 1
-            err: QueenError
             try:
-                status, head, data = await self._attempt(i, call, timeout)
-            except _Failed as f:
-                err = _core.own_error(f.code, f.detail, attempt)
-                retry = f.code == "unreachable" or call.safe
-                next_url = True
+                status, head, data = await self._attempt(run.index, call, run.timeout)
+            except Failed as f:
+                wait = run.failed(f)
             else:
-                self._current = i
+                self._current = run.index
                 if 200 <= status < 300:
-                    try:
-                        body = _json.loads(data) if data else None
-                    except ValueError:
-                        raise QueenBadResponse(status, "bad_response", "bad_response",
-                                               "the answer is not JSON", 0, attempt) from None
-                    try:
-                        return call.finish(status, body)
-                    except QueenError as e:
-                        e.attempts = attempt
-                        raise
-                err = _core.error_from_answer(status, data, _core.parse_retry_after(head.get("retry-after")),
-                                              attempt)
-                retry = status in (429, 503) and call.safe
-                next_url = status != 429  # a rate limit is the tenant's on every broker
-            if not retry or attempt >= opts.max_attempts:
-                raise err
-            wait = _core.backoff_wait(opts, attempt, err.retry_after)
-            if next_url:
-                i = (i + 1) % n
+                    return run.value(status, data)
+                wait = run.refused(status, data, head.get("retry-after"))
             await asyncio.sleep(wait)
 
     # ---- calls -----------------------------------------------------------------------------------------
@@ -378,17 +344,13 @@ class AsyncBatch(_core.BatchBuilder):
         return await self._client._run(self.call())
 
 
-class AsyncPrefixScan(AsyncIterator[Row]):
+class AsyncPrefixScan(_core.PrefixPages, AsyncIterator[Row]):
     """``async for row in q.kv.get_prefix(ns, prefix)``: every row, page after page."""
 
     def __init__(self, c: AsyncQueen, ns: str, prefix: str, page_size: Optional[int], keys_only: bool,
                  tenant: Optional[str]) -> None:
-        self._c, self._ns, self._prefix = c, ns, prefix
-        self._page_size, self._keys_only, self._tenant = page_size, keys_only, tenant
-        self._rows: list[Row] = []
-        self._after: Optional[str] = None
-        self._more = True
-        self.pages = 0
+        super().__init__(ns, prefix, page_size, keys_only, tenant)
+        self._c = c
 
     def __aiter__(self) -> "AsyncPrefixScan":
         return self
@@ -397,12 +359,7 @@ class AsyncPrefixScan(AsyncIterator[Row]):
         while not self._rows:
             if not self._more:
                 raise StopAsyncIteration
-            page: PrefixPage = await self._c._run(_core.kv_get_prefix_page(
-                self._ns, self._prefix, self._after, self._page_size, self._keys_only, self._tenant))
-            self.pages += 1
-            self._rows = list(page.rows)
-            self._more = page.truncated and page.next_after is not None
-            self._after = page.next_after
+            self.took(await self._c._run(self.next_call()))
         return self._rows.pop(0)
 
 
@@ -459,13 +416,7 @@ class AsyncQueueHandle:
         self._c, self.name, self.partition, self._tenant = c, name, partition, tenant
 
     async def push(self, items: Iterable[Mapping[str, Any]]) -> list[PushResult]:
-        wire = []
-        for it in items:
-            w = {"queue": self.name, **dict(it)}
-            if self.partition is not None and "partition" not in w:
-                w["partition"] = self.partition
-            wire.append(w)
-        return await self._c.push(wire, tenant=self._tenant)
+        return await self._c.push(_core.queue_items(self.name, self.partition, items), tenant=self._tenant)
 
     async def pop(self, **kw: Any) -> Optional[PopResult]:
         kw.setdefault("partition", self.partition)

@@ -10,24 +10,15 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Union
 from urllib.parse import urlsplit
 
-from . import _core, _json
-from ._core import AckLike, Call, Ttl
-from .errors import QueenBadResponse, QueenError, QueenRefused
+from . import _core
+from ._core import AckLike, Call, Failed, Ttl
+from .errors import QueenError, QueenRefused
 from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, Message, PopResult, PrefixPage,
                       PushResult, RenewResult, Row, TxResult, WriteResult)
 
 __all__ = ["Queen", "Kv", "Batch", "Tx", "QueueHandle", "PrefixScan"]
 
 _KEEP_IDLE = 16  # idle connections kept per URL
-
-
-class _Failed(Exception):
-    """No whole answer: code is unreachable (nothing was sent), timeout or transport."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
 
 
 class Queen:
@@ -91,9 +82,7 @@ class Queen:
 
     def _attempt(self, i: int, call: Call[Any], timeout: float) -> tuple[int, Optional[str], bytes]:
         base = self._opts.urls[i]
-        path = urlsplit(base).path + call.path
-        body = call.body_bytes()
-        hdrs = _core.headers(self._opts, call)
+        path, body, hdrs = _core.request(self._opts, base, call)
         conn = self._take(i)
         reused = conn is not None
         while True:
@@ -103,7 +92,7 @@ class Queen:
                     conn.connect()
                 except OSError as e:  # refused, unreachable, DNS, connect timeout: nothing was sent
                     conn.close()
-                    raise _Failed("unreachable", f"{base}: {e}") from None
+                    raise Failed("unreachable", f"{base}: {e}") from None
             assert conn.sock is not None
             conn.sock.settimeout(timeout)
             try:
@@ -112,7 +101,7 @@ class Queen:
                 data = resp.read()
             except TimeoutError:
                 conn.close()
-                raise _Failed("timeout", f"{base}: no whole answer within {timeout:g} s") from None
+                raise Failed("timeout", f"{base}: no whole answer within {timeout:g} s") from None
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
                 conn.close()
                 if reused:
@@ -120,10 +109,10 @@ class Queen:
                     # request, so it goes once more on a fresh connection (not a retry).
                     conn, reused = None, False
                     continue
-                raise _Failed("transport", f"{base}: {e!r}") from None
+                raise Failed("transport", f"{base}: {e!r}") from None
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
-                raise _Failed("transport", f"{base}: {e!r}") from None
+                raise Failed("transport", f"{base}: {e!r}") from None
             if resp.will_close:
                 conn.close()
             else:
@@ -131,44 +120,20 @@ class Queen:
             return resp.status, resp.getheader("Retry-After"), data
 
     def _run(self, call: Call[_core.T]) -> _core.T:
-        opts = self._opts
-        n = len(opts.urls)
-        i = self._current % n
-        timeout = opts.timeout + call.extra_ms / 1000.0
-        attempt = 0
+        run = _core.Attempts(self._opts, self._current, call)
         while True:
-            attempt += 1
-            if attempt > 1:
+            if run.begin():
                 with self._lock:
                     self.retries += 1
-            err: QueenError
             try:
-                status, retry_after, data = self._attempt(i, call, timeout)
-            except _Failed as f:
-                err = _core.own_error(f.code, f.detail, attempt)
-                retry = f.code == "unreachable" or call.safe
-                next_url = True
+                status, retry_after, data = self._attempt(run.index, call, run.timeout)
+            except Failed as f:
+                wait = run.failed(f)
             else:
-                self._current = i
+                self._current = run.index
                 if 200 <= status < 300:
-                    try:
-                        body = _json.loads(data) if data else None
-                    except ValueError:
-                        raise QueenBadResponse(status, "bad_response", "bad_response",
-                                               "the answer is not JSON", 0, attempt) from None
-                    try:
-                        return call.finish(status, body)
-                    except QueenError as e:
-                        e.attempts = attempt
-                        raise
-                err = _core.error_from_answer(status, data, _core.parse_retry_after(retry_after), attempt)
-                retry = status in (429, 503) and call.safe
-                next_url = status != 429  # a rate limit is the tenant's on every broker
-            if not retry or attempt >= opts.max_attempts:
-                raise err
-            wait = _core.backoff_wait(opts, attempt, err.retry_after)
-            if next_url:
-                i = (i + 1) % n
+                    return run.value(status, data)
+                wait = run.refused(status, data, retry_after)
             time.sleep(wait)
 
     # ---- calls -----------------------------------------------------------------------------------------
@@ -372,18 +337,13 @@ class Batch(_core.BatchBuilder):
         return self._client._run(self.call())
 
 
-class PrefixScan(Iterator[Row]):
+class PrefixScan(_core.PrefixPages, Iterator[Row]):
     """Every row under a prefix, in key order, page after page until a page is not truncated."""
 
     def __init__(self, c: Queen, ns: str, prefix: str, page_size: Optional[int], keys_only: bool,
                  tenant: Optional[str]) -> None:
-        self._c, self._ns, self._prefix = c, ns, prefix
-        self._page_size, self._keys_only, self._tenant = page_size, keys_only, tenant
-        self._rows: list[Row] = []
-        self._after: Optional[str] = None
-        self._more = True
-        #: pages read so far
-        self.pages = 0
+        super().__init__(ns, prefix, page_size, keys_only, tenant)
+        self._c = c
 
     def __iter__(self) -> "PrefixScan":
         return self
@@ -392,12 +352,7 @@ class PrefixScan(Iterator[Row]):
         while not self._rows:
             if not self._more:
                 raise StopIteration
-            page: PrefixPage = self._c._run(_core.kv_get_prefix_page(self._ns, self._prefix, self._after,
-                                                                     self._page_size, self._keys_only, self._tenant))
-            self.pages += 1
-            self._rows = list(page.rows)
-            self._more = page.truncated and page.next_after is not None
-            self._after = page.next_after
+            self.took(self._c._run(self.next_call()))
         return self._rows.pop(0)
 
 
@@ -465,13 +420,7 @@ class QueueHandle:
 
     def push(self, items: Iterable[Mapping[str, Any]]) -> list[PushResult]:
         """Items are ``{"payload": ..., "transactionId"?: ..., "partition"?: ...}``."""
-        wire = []
-        for it in items:
-            w = {"queue": self.name, **dict(it)}
-            if self.partition is not None and "partition" not in w:
-                w["partition"] = self.partition
-            wire.append(w)
-        return self._c.push(wire, tenant=self._tenant)
+        return self._c.push(_core.queue_items(self.name, self.partition, items), tenant=self._tenant)
 
     def pop(self, **kw: Any) -> Optional[PopResult]:
         kw.setdefault("partition", self.partition)
