@@ -51,6 +51,7 @@ async function route() {
     main.replaceChildren(h('h1', {}, 'Sign in'),
       h('p', {}, token() ? 'This token carries no role the broker knows (read, write or admin).'
         : 'This broker requires a token (QUEEN_AUTH=jwt). Paste a bearer token above; it is kept in this tab only (session storage).'));
+    main.dataset.ready = path;
     return;
   }
   for (const [re, render] of routes) {

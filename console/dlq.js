@@ -1,7 +1,7 @@
 // Dead letters: the tenant's dead letters a page at a time with reason and attempts, filtered by
 // queue; requeue one, or all of a queue (admin, after a confirmation).
 import { call, can, enc, get, qs } from './api.js';
-import { compact, confirmAction, errorBox, field, guarded, h, num, row, say, table, when } from './ui.js';
+import { compact, confirmAction, errorBox, field, guarded, h, num, row, flash, table, when } from './ui.js';
 
 const PAGE = 50;
 
@@ -17,7 +17,7 @@ export async function render(main, { query }) {
     if (!(await confirmAction('Requeue dead letters', `Requeue ${what}? Each goes back to the end of its partition for its consumer group, with its attempts reset.`, 'Requeue'))) return;
     try {
       const r = await call('POST', '/api/v1/dlq/requeue', body);
-      say(`Requeued ${r.requeued} dead letter(s) of ${r.queue}${r.remaining ? `; ${r.remaining} remain` : ''}.`, 'ok');
+      flash(`Requeued ${r.requeued} dead letter(s) of ${r.queue}${r.remaining ? `; ${r.remaining} remain` : ''}.`, 'ok');
       location.hash = '#/dlq' + qs({ queue, t: Date.now() });
     } catch (err) {
       out.replaceChildren(errorBox(err));

@@ -3,7 +3,7 @@
 // removes them; a key's value, version and expiry, edited with compare-and-set on its version (a
 // stale edit shows the current value instead of overwriting it), deleted, or given a new expiry.
 import { call, can, enc, Exact, get, qs } from './api.js';
-import { bytes, card, compact, confirmAction, errorBox, field, guarded, h, num, pretty, row, say, table, when } from './ui.js';
+import { bytes, card, compact, confirmAction, errorBox, field, guarded, h, num, pretty, row, flash, table, when } from './ui.js';
 
 const PAGE = 50;
 
@@ -30,7 +30,10 @@ export async function renderNamespaces(main) {
 export async function renderBrowse(main, { args: [ns], query }) {
   const prefix = query.get('prefix') || '';
   const after = query.get('after');
-  const back = query.get('back') ? query.get('back').split('\n') : []; // the afters of the pages before, for Previous
+  // The afters of the pages before this one, for Previous ("" is the first page): keyset pages have no
+  // page numbers to go back by.
+  let back = [];
+  try { back = JSON.parse(query.get('back') || '[]'); } catch { back = []; }
   const page = await call('POST', '/api/v1/resources/kv/list',
     { namespace: ns, prefix, after: after === null ? undefined : after, limit: PAGE, includeExpired: true });
   const input = h('input', { name: 'prefix', value: prefix, spellcheck: 'false', autocomplete: 'off' });
@@ -51,8 +54,8 @@ export async function renderBrowse(main, { args: [ns], query }) {
       { class: r.expired ? 'expired' : undefined, dataset: { key: r.key, expired: String(r.expired) } })),
       { id: 'keys' }),
     h('nav', { class: 'pager', 'aria-label': 'Pages' },
-      back.length ? h('a', { href: link({ after: prev || undefined, back: back.slice(0, -1).join('\n') || undefined }), rel: 'prev' }, '← Previous page') : null,
-      page.truncated ? h('a', { href: link({ after: page.nextAfter, back: [...back, after || ''].join('\n') }), rel: 'next' }, 'Next page →') : null));
+      back.length ? h('a', { href: link({ after: prev || undefined, back: back.length > 1 ? JSON.stringify(back.slice(0, -1)) : undefined }), rel: 'prev' }, '← Previous page') : null,
+      page.truncated ? h('a', { href: link({ after: page.nextAfter, back: JSON.stringify([...back, after || '']) }), rel: 'next' }, 'Next page →') : null));
   return null;
 }
 
@@ -150,7 +153,7 @@ export async function renderKey(main, { args: [ns, key] }) {
             try {
               const r = await call('DELETE', path, { raw: `{"expect":${versionText(current.version)},"required":true}` });
               if (r.ok === false) return stale(r);
-              say(`Deleted ${ns} / ${key}.`, 'ok');
+              flash(`Deleted ${ns} / ${key}.`, 'ok');
               location.hash = `#/kv/${enc(ns)}`;
             } catch (err) {
               out.replaceChildren(errorBox(err));

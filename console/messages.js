@@ -1,7 +1,7 @@
 // Messages: a partition's stored messages a page at a time with their state for one consumer group
 // (filtered by state on the page), a message's payload pretty-printed, and its deletion (admin).
 import { call, can, enc, get, qs } from './api.js';
-import { compact, confirmAction, errorBox, field, guarded, h, num, pretty, row, say, table, when } from './ui.js';
+import { compact, confirmAction, errorBox, field, guarded, h, num, pretty, row, flash, table, when } from './ui.js';
 
 const STATES = ['pending', 'leased', 'consumed', 'dead'];
 const PAGE = 50;
@@ -74,7 +74,7 @@ export async function renderMessage(main, { args: [tx], query }) {
           if (!(await confirmAction('Delete message', `Delete message ${m.transactionId} from ${m.queue} / ${m.partition}? This cannot be undone.`, 'Delete'))) return;
           try {
             const r = await call('DELETE', `/api/v1/messages/${enc(m.transactionId)}` + qs({ queue: m.queue, partition: m.partition }));
-            say(`Deleted ${r.deleted} message(s).`, 'ok');
+            flash(`Deleted ${r.deleted} message(s).`, 'ok');
             location.hash = '#/messages' + qs({ queue: m.queue, partition: m.partition, consumerGroup: group });
           } catch (err) {
             out.replaceChildren(errorBox(err));

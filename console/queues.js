@@ -2,7 +2,7 @@
 // queue's page with its partitions and its consumer groups (lag, lease holders and expiries), and a
 // seek of a group (admin, after a confirmation).
 import { call, can, enc, get } from './api.js';
-import { card, confirmAction, errorBox, field, guarded, h, num, row, say, table, when } from './ui.js';
+import { card, confirmAction, errorBox, field, guarded, h, num, row, flash, table, when } from './ui.js';
 
 const EVERY_MS = 5000;
 const QUEUE_MODE = '__QUEUE_MODE__';
@@ -88,7 +88,7 @@ export async function renderQueue(main, { args: [name] }) {
         num(p.messages), num(p.headOffset), when(p.lastPushAt), when(p.createdAt)], { dataset: { partition: p.name } })),
       { id: 'partitions' }),
     h('h2', {}, 'Consumer groups'),
-    mine.length ? mine.map((g) => groupSection(name, g)) : h('p', {}, 'No consumer group has read this queue yet.'),
+    ...(mine.length ? mine.map((g) => groupSection(name, g)) : [h('p', {}, 'No consumer group has read this queue yet.')]),
     h('details', {}, h('summary', {}, 'Options'), h('pre', {}, JSON.stringify(detail.options, null, 2))));
   return null;
 }
@@ -116,7 +116,7 @@ function groupSection(queue, g) {
       if (!ok) return;
       try {
         const r = await call('POST', `/api/v1/consumer-groups/${enc(g.name)}/queues/${enc(queue)}/seek`, { to: target });
-        say(`Seeked ${label} on ${queue} to ${target}: ${r.partitions.length} partition(s).`, 'ok');
+        flash(`Seeked ${label} on ${queue} to ${target}: ${r.partitions.length} partition(s).`, 'ok');
         location.hash = `#/queues/${enc(queue)}?seeked=${Date.now()}`;
       } catch (err) {
         out.replaceChildren(errorBox(err));

@@ -77,7 +77,14 @@ export function say(text, kind = 'info') {
   s.replaceChildren(h('p', { class: kind }, text));
 }
 
-export const clearSay = () => document.getElementById('status').replaceChildren();
+// The outcome of an action that then navigates: said after the next page's clearSay.
+let pending = null;
+export function flash(text, kind = 'ok') { pending = [text, kind]; }
+
+export function clearSay() {
+  document.getElementById('status').replaceChildren();
+  if (pending) { say(...pending); pending = null; }
+}
 
 // Asks before anything that changes or deletes data; resolves true on Confirm.
 export function confirmAction(title, text, okLabel = 'Confirm') {

@@ -185,8 +185,9 @@ async function seed(b) {
   await b.api('POST', '/api/v1/configure', { queue: 'orders', namespace: 'shop', task: 'fulfil', options: { retryLimit: 0 } });
   const items = [];
   for (let i = 1; i <= 5; i++) items.push({ queue: 'orders', partition: 'eu', payload: { order: i, lines: [{ sku: `s-${i}`, qty: i }] }, transactionId: `o-${i}` });
-  items.push({ queue: 'orders', payload: { order: 6, big: 12345678901234567890 }, transactionId: 'o-6' });
   await b.api('POST', '/api/v1/push', { items });
+  // A number a double cannot hold, sent as text: the console must show it as it is.
+  await b.api('POST', '/api/v1/push', '{"items":[{"queue":"orders","payload":{"order":6,"big":12345678901234567890},"transactionId":"o-6"}]}');
   // A dead letter: the billing group fails its first message once (retryLimit 0).
   const popped = await b.api('GET', '/api/v1/pop/queue/orders/partition/eu?consumerGroup=billing&batch=1');
   const m = popped.messages[0];
@@ -306,8 +307,8 @@ describe('auth off', () => {
     await page.click('section[data-group="billing"] button.seek');
     await confirmDialog(page);
     await waitUntil(async () => (await b.api('GET', '/api/v1/consumer-groups/billing')).consumerGroups[0].queues[0].partitions.every((p) => Number(p.committedOffset) === 0), 'the seek');
+    await page.waitForSelector('#status p.ok'); // said once the page navigated to show the seek
     await settle(page, '/queues/orders');
-    await page.waitForSelector('#status p.ok');
     assert.equal((await texts(page, 'section[data-group="billing"] tbody tr[data-partition="eu"] td'))[1], '0');
     clean(problems);
   });
@@ -356,8 +357,8 @@ describe('auth off', () => {
     await page.click(`#dlq tbody tr[data-id="${d.id}"] button.requeue`);
     await confirmDialog(page);
     await waitUntil(async () => (await b.api('GET', '/api/v1/dlq?limit=50')).messages.length === 0, 'the requeue');
-    await settle(page, '/dlq');
     await page.waitForSelector('#status p.ok');
+    await settle(page, '/dlq');
     const copies = (await b.api('GET', `/api/v1/messages/${d.transactionId}?queue=orders&consumerGroup=billing`)).messages;
     assert.ok(copies.length >= 1, 'the requeued message is stored again');
     clean(problems);
@@ -470,6 +471,8 @@ describe('auth off', () => {
 
   test('keyboard: skip link first, then the sections, each with a visible focus ring', async () => {
     await go(page, b.base, '#/kv');
+    await page.reload({ waitUntil: 'load' }); // a fresh document: focus starts at its top
+    await settle(page, '/kv');
     await page.keyboard.press('Tab');
     assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Skip to content');
     const seen = [];
