@@ -214,7 +214,7 @@ int auth_start(server *srv)
     }
     a->rules = (jwt_rules){.issuer = cfg->jwt_issuer, .audience = cfg->jwt_audience, .leeway_s = cfg->jwt_leeway_s};
     srv->auth = a;
-    log_info("auth: JWT required on every route but /health (keys:%s%s%s)", cfg->jwt_secret[0] ? " HS256 secret" : "",
+    log_info("auth: JWT required on every route but /health and the console's files (keys:%s%s%s)", cfg->jwt_secret[0] ? " HS256 secret" : "",
              cfg->jwt_public_keys[0] ? " PEM public keys" : "", cfg->jwt_jwks[0] ? " JWKS" : "");
     return 0;
 }

@@ -262,6 +262,9 @@ describe('auth off', () => {
     assert.equal(await field(page, 'deadLetters'), String(o.messages.deadLetters));
     assert.equal(await field(page, 'consumerGroups'), String(o.consumerGroups));
     assert.equal(await field(page, 'health'), 'healthy');
+    const st = await b.api('GET', '/api/v1/status');
+    assert.equal(await field(page, 'database'), `${st.databaseVersion}, connected`);
+    assert.match(st.databaseVersion, /^PostgreSQL \d+$/);
     // Two samples make a rate: the chart draws a line per family once the second one is in.
     await page.waitForFunction(() => document.querySelectorAll('figure.chart polyline').length > 0 &&
       [...document.querySelectorAll('#families tbody td:nth-child(2)')].some((td) => td.textContent !== '0.00'), { timeout: 30000 });
