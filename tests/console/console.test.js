@@ -531,6 +531,8 @@ describe('auth on (QUEEN_AUTH=jwt)', () => {
   });
 
   test('a read token: the role shown, every write control disabled, nothing refused', async () => {
+    await go(page, b.base, '#/');
+    await page.$eval('#token', (e) => { e.value = ''; });
     await page.type('#token', READER);
     await page.click('#auth button[type="submit"]');
     await settle(page, '/');
