@@ -16,4 +16,4 @@ if [ ! -d node_modules/puppeteer-core ]; then
   fi
   rm -f "$log"
 fi
-exec node --test --test-reporter=tap --test-concurrency=1 console.test.js
+exec node --test --test-reporter=tap console.test.js
