@@ -131,7 +131,7 @@ export async function renderKey(main, { args: [ns, key] }) {
     draw();
     out.replaceChildren(h('div', { class: 'error', role: 'alert', id: 'stale' },
       h('p', {}, `Not saved: the key changed since this page read it (now version ${versionText(fresh.version)}; the broker said ${verdict.kvReason}). `,
-        'Its current value is shown above and below; your draft is kept in the editor. Save again to replace it.'),
+        'Its current value is shown here and under Value; your draft is kept in the editor. Save again to replace it.'),
       h('pre', { class: 'json' }, pretty(fresh.value))));
   };
   main.append(out, facts, h('h2', {}, 'Value'), shown,
