@@ -23,6 +23,8 @@ TESTLIBS:= -lcmocka -lcurl
 ENGINE_SRC := $(wildcard src/engine/*.c)
 SERVER_SRC := $(filter-out src/server/main.c,$(wildcard src/server/*.c))
 SQL_FILES  := $(sort $(wildcard sql/*.sql))
+# The web console's files (console/), served from the binary by routes_console.c.
+CONSOLE_FILES := $(sort $(wildcard console/*.html console/*.js console/*.css console/*.svg))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 INTEG_SRC  := $(wildcard tests/integration/test_*.c)
 COMPAT_SRC := $(wildcard tests/compat/test_*.c)
@@ -32,7 +34,7 @@ SUPPORT_SRC:= $(wildcard tests/support/*.c)
 EXAMPLE_SRC:= $(wildcard examples/*.c)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_files.o
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/console_files.o
 MAIN_OBJ   := $(BUILD)/obj/src/server/main.o $(BUILD)/obj/gen/pg_script.o
 SUPPORT_OBJ:= $(SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -51,7 +53,8 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=a
               -fno-sanitize-recover=undefined -Iinclude -Isrc/engine -Isrc/server -I$(PG_INC)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
-FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o
+FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o \
+              $(FUZZ_DIR)/obj/gen/console_files.o
 
 .PHONY: all tests test test-san run bench clean deps fuzz torture ha-test pgbouncer-test
 # Keep objects of the test and example programs between builds.
@@ -63,6 +66,10 @@ fuzz: $(FUZZ_BIN)
 $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
 	scripts/embed.sh sql $@ $(SQL_FILES)
+
+$(BUILD)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed.sh
+	@mkdir -p $(@D)
+	scripts/embed.sh console $@ $(CONSOLE_FILES)
 
 $(BUILD)/gen/pg_script.c: scripts/pg.sh scripts/embed.sh
 	@mkdir -p $(@D)
@@ -115,6 +122,10 @@ $(BUILD)/tests/faults/%: $(BUILD)/obj/tests/faults/%.o $(SUPPORT_OBJ) $(SERVER_O
 $(FUZZ_DIR)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
 	scripts/embed.sh sql $@ $(SQL_FILES)
+
+$(FUZZ_DIR)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed.sh
+	@mkdir -p $(@D)
+	scripts/embed.sh console $@ $(CONSOLE_FILES)
 
 $(FUZZ_DIR)/obj/gen/%.o: $(FUZZ_DIR)/gen/%.c
 	@mkdir -p $(@D)

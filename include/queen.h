@@ -279,6 +279,11 @@ int queen_kv_get_prefix(queen *q, const char *tenant, const char *ns, const char
 int queen_kv_list(queen *q, const char *tenant, const char *ns, const char *prefix, const char *after, int limit,
                   bool keys_only, bool include_expired, char **result_json, queen_error *err);
 int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_error *err);
+/* The tenant's quota and last usage measurement (queen.kv_quota_read_v1):
+ * {"tenant","hasQuota","enabled","maxRows","maxBytes","maxReadsPerSec",
+ * "maxWritesPerSec","rows","bytes","sampled","computedAt"}; a null max is
+ * unlimited, hasQuota false when the tenant has no quota row. */
+int queen_kv_quota(queen *q, const char *tenant, char **result_json, queen_error *err);
 
 /* ---- Messages (sql/003..005; shapes in docs/sql-log.md) ------------------ */
 int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err);

@@ -2,6 +2,8 @@
 # Turns files into C arrays so an installed binary needs no source tree.
 #   embed.sh sql OUT.c FILE...   -> queen_sql_files[] (schema.h), in the given order
 #   embed.sh text OUT.c SYMBOL FILE -> const char SYMBOL[]
+#   embed.sh console OUT.c FILE...  -> console_assets[] (console_assets.h): each file by its base name,
+#                                      with an ETag from its SHA-256 (the content decides it, not the time)
 set -euo pipefail
 
 bytes() {
@@ -31,6 +33,24 @@ tmp="$out.tmp"
     [ $# -eq 0 ] && echo "    {0}"
     echo "};"
     echo "const size_t queen_sql_file_count = $#;"
+    ;;
+  console)
+    echo '#include "console_assets.h"'
+    i=0
+    for f in "$@"; do
+      echo "static const char asset_$i[] = {"; bytes "$f"; echo "};"
+      i=$((i + 1))
+    done
+    echo "const console_asset console_assets[] = {"
+    i=0
+    for f in "$@"; do
+      tag=$(sha256sum "$f" | cut -c1-20)
+      echo "    {\"$(basename "$f")\", asset_$i, sizeof asset_$i - 1, \"\\\"$tag\\\"\"},"
+      i=$((i + 1))
+    done
+    [ $# -eq 0 ] && echo "    {0}"
+    echo "};"
+    echo "const size_t console_asset_count = $#;"
     ;;
   text)
     sym=$1; f=$2

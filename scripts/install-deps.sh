@@ -38,6 +38,10 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   packages+=(nodejs npm)
 fi
 
+# The web console's browser test (tests/console): Debian's chromium, driven headless by puppeteer-core
+# from the npm registry (pinned by tests/console/package-lock.json; it never downloads a browser).
+packages+=(chromium)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -91,6 +91,8 @@ done
 for t in tests/client/*.sh; do
   [ -f "$t" ] && run_suite "client/$(basename "$t" .sh)" bash "$t"
 done
+# The web console in a real browser (Debian's chromium, headless), against real brokers.
+run_suite "console/browser" bash tests/console/run.sh
 # The PHP and C++ clients: their own tests and conformance runners, with
 # brokers from tests/client/conformance_harness.
 export QUEEN_CONFORMANCE_HARNESS=$PWD/$BUILD/tests/client/conformance_harness

@@ -1,6 +1,7 @@
 /* kv: the key/value half of libqueen (queen_kv_* in queen.h).
  *
- * Owns the calls to queen.kv_apply_v1, kv_list_v1 and kv_namespaces_v1 and
+ * Owns the calls to queen.kv_apply_v1, kv_list_v1, kv_namespaces_v1 and
+ * kv_quota_read_v1 (the console's read of one tenant) and
  * the kv counters. Must never build SQL that names the kv table (the rules
  * live in SQL, once; tests/unit/test_engine_no_kv_sql.c enforces it), never
  * build JSON by concatenating strings (ops are built with jansson), and
@@ -69,6 +70,10 @@ static const sql_coalesce kv_get_one_coalesce = {
 /* The route answers {"namespaces": [...]}; PostgreSQL wraps it so the edge
  * passes the text through like every other body. */
 #define SQL_KV_NAMESPACES "SELECT jsonb_build_object('namespaces', queen.kv_namespaces_v1($1::uuid))::text"
+
+/* The quota reader the broker's refresh uses, for one tenant: its one
+ * element is the route's body. */
+#define SQL_KV_QUOTA "SELECT (queen.kv_quota_read_v1(ARRAY[$1::uuid]) -> 0)::text"
 
 static void count_batch(queen *q, int rc, const queen_error *err)
 {
@@ -426,6 +431,19 @@ int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_
         return -1;
     const char *params[] = {tenant};
     int rc = queen_call_text(q, "queen_kv_namespaces", SQL_KV_NAMESPACES, 1, params, result_json, err);
+    engine_leave(q);
+    return rc;
+}
+
+int queen_kv_quota(queen *q, const char *tenant, char **result_json, queen_error *err)
+{
+    *result_json = NULL;
+    char canon[QUEEN_TENANT_LEN + 1];
+    tenant = engine_enter_tenant(q, tenant, canon, err);
+    if (tenant == NULL)
+        return -1;
+    const char *params[] = {tenant};
+    int rc = queen_call_text(q, "queen_kv_quota", SQL_KV_QUOTA, 1, params, result_json, err);
     engine_leave(q);
     return rc;
 }

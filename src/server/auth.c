@@ -18,7 +18,7 @@
 /* What a route touches, for the scope check: which of its inputs name a
  * KV key or a queue, and with which access. */
 typedef enum resource_kind {
-    RES_NONE,         /* nothing tenant data: /health, /metrics */
+    RES_NONE,         /* nothing tenant data: /health, /metrics, the console's files */
     RES_KV_PATH,      /* params ns, key */
     RES_KV_BATCH,     /* the body's operations: ns and key, keys or prefix each */
     RES_KV_LIST,      /* the body's namespace and prefix */
@@ -58,6 +58,7 @@ static const policy policies[] = {
     {"DELETE", "/api/v1/kv/:ns/*key", ROLE_WRITE, RES_KV_PATH, ACCESS_WRITE},
     {"GET", "/api/v1/resources/kv/namespaces", ROLE_READ, RES_KV_ALL, ACCESS_READ},
     {"POST", "/api/v1/resources/kv/list", ROLE_READ, RES_KV_LIST, ACCESS_READ},
+    {"GET", "/api/v1/resources/kv/quota", ROLE_READ, RES_KV_ALL, ACCESS_READ},
     {"POST", "/api/v1/push", ROLE_WRITE, RES_QUEUE_PUSH, ACCESS_WRITE},
     {"GET", "/api/v1/pop", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/pop/queue/:queue", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
@@ -90,6 +91,9 @@ static const policy policies[] = {
     {"POST", "/api/v1/traces", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
     {"GET", "/api/v1/traces/by-name/:traceName", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/traces/:partitionId/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/", ROLE_NONE, RES_NONE, ACCESS_READ},
+    {"GET", "/console/", ROLE_NONE, RES_NONE, ACCESS_READ},
+    {"GET", "/console/*file", ROLE_NONE, RES_NONE, ACCESS_READ},
 };
 
 static const policy *policy_of(const char *method, const char *pattern)
@@ -210,7 +214,7 @@ int auth_start(server *srv)
     }
     a->rules = (jwt_rules){.issuer = cfg->jwt_issuer, .audience = cfg->jwt_audience, .leeway_s = cfg->jwt_leeway_s};
     srv->auth = a;
-    log_info("auth: JWT required on every route but /health (keys:%s%s%s)", cfg->jwt_secret[0] ? " HS256 secret" : "",
+    log_info("auth: JWT required on every route but /health and the console's files (keys:%s%s%s)", cfg->jwt_secret[0] ? " HS256 secret" : "",
              cfg->jwt_public_keys[0] ? " PEM public keys" : "", cfg->jwt_jwks[0] ? " JWKS" : "");
     return 0;
 }

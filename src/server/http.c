@@ -563,6 +563,8 @@ static enum MHD_Result send_response(server *srv, struct MHD_Connection *connect
         MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, res->etag);
     if (res->www_authenticate != NULL)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, res->www_authenticate);
+    for (const char *const *h = res->headers; h != NULL && h[0] != NULL && h[1] != NULL; h += 2)
+        MHD_add_response_header(r, h[0], h[1]);
     if (res->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", res->retry_after);

@@ -68,6 +68,7 @@ typedef struct http_response {
     bool suspended;              /* set by http_poll_suspend: nothing to send yet */
     bool close;                  /* send Connection: close and close after the answer */
     const char *www_authenticate; /* static text: sent as WWW-Authenticate when set (auth.c) */
+    const char *const *headers;  /* static text: more name, value pairs to send, NULL-terminated, or NULL */
 } http_response;
 
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);

@@ -21,7 +21,7 @@
  * method). Methods outside the standard set share OTHER: the method is the
  * client's text, and a label per spelling would let any client grow
  * /metrics without bound. */
-#define MAX_ROUTES 48
+#define MAX_ROUTES 64
 #define MAX_STATUS 600
 static const char *const unmatched_methods[] = {"GET",     "HEAD",  "POST",  "PUT",  "DELETE",
                                                 "OPTIONS", "PATCH", "TRACE", "CONNECT", "OTHER"};

@@ -21,6 +21,7 @@ const route http_routes[] = {
     {"DELETE", "/api/v1/kv/:ns/*key", route_kv_delete, FAMILY_KV},
     {"GET", "/api/v1/resources/kv/namespaces", route_kv_namespaces, FAMILY_KV},
     {"POST", "/api/v1/resources/kv/list", route_kv_list, FAMILY_KV},
+    {"GET", "/api/v1/resources/kv/quota", route_kv_quota, FAMILY_KV},
 
     {"POST", "/api/v1/push", route_push, FAMILY_LOG},
     {"GET", "/api/v1/pop", route_pop, FAMILY_LOG},
@@ -58,6 +59,10 @@ const route http_routes[] = {
     {"POST", "/api/v1/traces", route_trace_add, FAMILY_LOG},
     {"GET", "/api/v1/traces/by-name/:traceName", route_traces_by_name, FAMILY_LOG},
     {"GET", "/api/v1/traces/:partitionId/:transactionId", route_traces_by_message, FAMILY_LOG},
+
+    {"GET", "/", route_console_index, FAMILY_OPS},
+    {"GET", "/console/", route_console_index, FAMILY_OPS},
+    {"GET", "/console/*file", route_console_asset, FAMILY_OPS},
 };
 
 const size_t http_route_count = sizeof http_routes / sizeof http_routes[0];

@@ -17,6 +17,7 @@ void route_kv_put(server *srv, const http_request *req, http_response *res);
 void route_kv_delete(server *srv, const http_request *req, http_response *res);
 void route_kv_namespaces(server *srv, const http_request *req, http_response *res);
 void route_kv_list(server *srv, const http_request *req, http_response *res);
+void route_kv_quota(server *srv, const http_request *req, http_response *res);
 
 /* routes_log.c */
 void route_push(server *srv, const http_request *req, http_response *res);
@@ -63,6 +64,10 @@ void route_queue_detail(server *srv, const http_request *req, http_response *res
 void route_queue_partitions(server *srv, const http_request *req, http_response *res);
 void route_queue_clear(server *srv, const http_request *req, http_response *res);
 void route_status(server *srv, const http_request *req, http_response *res);
+
+/* routes_console.c */
+void route_console_index(server *srv, const http_request *req, http_response *res);
+void route_console_asset(server *srv, const http_request *req, http_response *res);
 
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);

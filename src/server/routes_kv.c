@@ -284,6 +284,17 @@ static bool list_parse(const json_t *body, http_response *res, list_args *a)
     return true;
 }
 
+/* GET /api/v1/resources/kv/quota: the caller's tenant's quota and usage. */
+void route_kv_quota(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    if (queen_kv_quota(srv->engine, req->tenant, &result, &err) != 0)
+        http_engine_error(res, FAMILY_KV, &err);
+    else
+        http_text(res, 200, result);
+}
+
 void route_kv_list(server *srv, const http_request *req, http_response *res)
 {
     json_t *body = body_parse(req, res, false);

@@ -84,7 +84,11 @@ void route_status(server *srv, const http_request *req, http_response *res)
     }
     json_t *maint = json_loads(m, 0, NULL);
     free(m);
+    /* The major version only ("PostgreSQL 15"): which features the
+     * database has is the operator's business; its exact release (which
+     * advisories apply) stays in the start-up log, as with /health. */
+    version[strcspn(version, ".")] = '\0';
     http_json(res, 200,
-              json_pack("{s:s, s:s, s:s, s:o}", "status", "healthy", "version", QUEEN_VERSION, "database", "connected",
-                        "maintenance", maint ? maint : json_null()));
+              json_pack("{s:s, s:s, s:s, s:s, s:o}", "status", "healthy", "version", QUEEN_VERSION, "database",
+                        "connected", "databaseVersion", version, "maintenance", maint ? maint : json_null()));
 }

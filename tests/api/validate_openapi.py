@@ -248,6 +248,16 @@ def run(s):
     s.check("/api/v1/kv/{ns}/{key} (other method)", "POST", "/api/v1/kv/app/user/2", body={}, expect=405)
 
     s.check("/api/v1/resources/kv/namespaces", "GET", "/api/v1/resources/kv/namespaces", expect=200)
+    s.check("/api/v1/resources/kv/quota", "GET", "/api/v1/resources/kv/quota", expect=200)
+    s.check("/api/v1/resources/kv/quota (other method)", "DELETE", "/api/v1/resources/kv/quota", expect=405)
+    # ---- the console's files
+    for path in ("/", "/console/", "/console/app.js", "/console/style.css", "/console/icon.svg"):
+        s.check(path, "GET", path, tenant=None, expect=200)
+    status, hdrs, _ = s.b.call("GET", "/console/app.js", tenant=None)
+    s.check("/console/{file} (If-None-Match)", "GET", "/console/app.js", tenant=None, expect=304,
+            headers={"If-None-Match": hdrs.get("etag", "")})
+    s.check("/console/{file} (unknown)", "GET", "/console/nothing.js", tenant=None, expect=404)
+    s.check("/ (other method)", "POST", "/", body={}, tenant=None, expect=405)
     s.check("/api/v1/resources/kv/namespaces (other method)", "POST", "/api/v1/resources/kv/namespaces", body={},
             expect=405)
     s.check("/api/v1/resources/kv/list", "POST", "/api/v1/resources/kv/list",

@@ -11,7 +11,9 @@
  *   - no quota row, or enabled = false: 403 feature_gated;
  *   - rows written behind the broker's back count once a measurement
  *     (kv_usage_measure_v1) lands and a refresh reads it;
- *   - the refusals are counted in /metrics and /metrics/prometheus.
+ *   - the refusals are counted in /metrics and /metrics/prometheus;
+ *   - GET /api/v1/resources/kv/quota (the console's card) answers the
+ *     caller's tenant's limits and last measurement, and is never metered.
  * Every test has tenants and namespaces of its own and reads counters as
  * deltas, so each runs alone or in any order. */
 #include <stdarg.h>
@@ -329,6 +331,62 @@ static void refusals_are_counted(void **state)
     free(ns);
 }
 
+/* The console's read of quota and usage: the caller's tenant only, its
+ * limits as configured (null: unlimited), the last measurement, and no
+ * quota row said as such. A tenant allowed no reads at all still gets it. */
+static void quota_route_reads_the_tenants_quota(void **state)
+{
+    (void)state;
+    char t[37], hdr[64], other[37], other_hdr[64], bare[37], bare_hdr[64];
+    fresh_tenant(t, hdr, "enabled, max_rows, max_bytes, max_reads_per_sec, max_writes_per_sec", "true, 50, 4096, 0, 9");
+    fresh_tenant(other, other_hdr, "enabled, max_rows", "true, 7");
+    fresh_tenant(bare, bare_hdr, NULL, NULL);
+    const char *h[] = {hdr, NULL};
+    json_t *v = http_call_json(&B, h, "GET", "/api/v1/resources/kv/quota", NULL, 200);
+    assert_string_equal(jstr(v, "tenant"), t);
+    assert_true(jtrue(v, "hasQuota"));
+    assert_true(jtrue(v, "enabled"));
+    assert_int_equal(jint(v, "maxRows"), 50);
+    assert_int_equal(jint(v, "maxBytes"), 4096);
+    assert_int_equal(jint(v, "maxReadsPerSec"), 0);
+    assert_int_equal(jint(v, "maxWritesPerSec"), 9);
+    assert_int_equal(jint(v, "rows"), 0);
+    assert_true(json_is_null(json_object_get(v, "computedAt")));
+    json_decref(v);
+
+    /* Rows written, then measured: the route shows the measurement. */
+    expect(hdr, "PUT", "/api/v1/kv/qr/a", "{\"value\":1,\"forever\":true}", 200, NULL);
+    expect(hdr, "PUT", "/api/v1/kv/qr/b", "{\"value\":2,\"forever\":true}", 200, NULL);
+    PQclear(pgtest_exec(DB, "SELECT queen.kv_usage_measure_v1(now(), 1000000000000, 64)", 0, NULL));
+    v = http_call_json(&B, h, "GET", "/api/v1/resources/kv/quota", NULL, 200);
+    assert_int_equal(jint(v, "rows"), 2);
+    assert_true(jint(v, "bytes") > 0);
+    assert_non_null(jstr(v, "computedAt"));
+    json_decref(v);
+
+    /* Another tenant sees its own; one without a row is told so. */
+    const char *ho[] = {other_hdr, NULL};
+    v = http_call_json(&B, ho, "GET", "/api/v1/resources/kv/quota", NULL, 200);
+    assert_string_equal(jstr(v, "tenant"), other);
+    assert_int_equal(jint(v, "maxRows"), 7);
+    assert_true(json_is_null(json_object_get(v, "maxBytes")));
+    json_decref(v);
+    const char *hb[] = {bare_hdr, NULL};
+    v = http_call_json(&B, hb, "GET", "/api/v1/resources/kv/quota", NULL, 200);
+    assert_string_equal(jstr(v, "tenant"), bare);
+    assert_false(jtrue(v, "hasQuota"));
+    assert_false(jtrue(v, "enabled"));
+    assert_true(json_is_null(json_object_get(v, "maxRows")));
+    assert_int_equal(jint(v, "rows"), 0);
+    json_decref(v);
+
+    /* Not a tenant's own key/value read: a bad tenant header is still 400. */
+    const char *bad[] = {"x-queen-tenant: not-a-uuid", NULL};
+    http_reply r = broker_http(&B, "GET", "/api/v1/resources/kv/quota", NULL, bad);
+    http_expect(&r, 400, "kv_bad_request", "bad_tenant");
+    http_reply_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +396,7 @@ int main(void)
         cmocka_unit_test(no_grant_is_feature_gated),
         cmocka_unit_test(measurement_catches_up),
         cmocka_unit_test(refusals_are_counted),
+        cmocka_unit_test(quota_route_reads_the_tenants_quota),
     };
     return cmocka_run_group_tests_name("http_quota", tests, setup, teardown);
 }

@@ -91,6 +91,13 @@ static void resources(void **state)
     v = http_ok(&http_broker, "GET", "/api/v1/status", NULL, 200);
     assert_string_equal(jstr(v, "status"), "healthy");
     assert_true(json_is_object(json_object_get(v, "maintenance")));
+    /* The major version, never the exact release. */
+    PGconn *db = pgtest_connect();
+    char *major = pgtest_scalar(db, "SELECT 'PostgreSQL ' || (current_setting('server_version_num')::int / 10000)", 0,
+                                NULL);
+    PQfinish(db);
+    assert_string_equal(jstr(v, "databaseVersion"), major);
+    free(major);
     json_decref(v);
     free(hdr);
 }

@@ -116,6 +116,7 @@ static void route_table_covers_the_api(void **state)
         {"DELETE", "/api/v1/kv/:ns/*key"},
         {"GET", "/api/v1/resources/kv/namespaces"},
         {"POST", "/api/v1/resources/kv/list"},
+        {"GET", "/api/v1/resources/kv/quota"},
         {"POST", "/api/v1/push"},
         {"GET", "/api/v1/pop"},
         {"GET", "/api/v1/pop/queue/:queue"},
@@ -142,6 +143,9 @@ static void route_table_covers_the_api(void **state)
         {"POST", "/api/v1/traces"},
         {"GET", "/api/v1/traces/by-name/:traceName"},
         {"GET", "/api/v1/traces/:partitionId/:transactionId"},
+        {"GET", "/"},
+        {"GET", "/console/"},
+        {"GET", "/console/*file"},
     };
     size_t n = sizeof expected / sizeof expected[0];
     assert_int_equal(http_route_count, n);
@@ -155,8 +159,8 @@ static void route_table_covers_the_api(void **state)
             fail_msg("%s %s is in the table %zu times", expected[i][0], expected[i][1], found);
     }
     /* Families: the KV routes speak kv_* codes; only /health, /metrics and
-     * the broker-wide /api/v1/system switches and /api/v1/status are not
-     * tenant-scoped. */
+     * the broker-wide /api/v1/system switches, /api/v1/status and the
+     * console's files are not tenant-scoped. */
     for (size_t r = 0; r < http_route_count; r++) {
         bool kv = strstr(http_routes[r].pattern, "/kv") != NULL;
         bool ops = http_routes[r].pattern[1] != 'a' || strncmp(http_routes[r].pattern, "/api/v1/system/", 15) == 0 ||
