@@ -25,23 +25,6 @@ static bool listed(const json_t *names, const char *queue)
     return false;
 }
 
-/* Appends [p, p+len) to the growing buffer; false on allocation failure. */
-static bool append(char **buf, size_t *used, size_t *cap, const char *p, size_t len)
-{
-    if (*used + len + 1 > *cap) {
-        size_t want = (*used + len + 1) * 2;
-        char *grown = realloc(*buf, want);
-        if (grown == NULL)
-            return false;
-        *buf = grown;
-        *cap = want;
-    }
-    memcpy(*buf + *used, p, len);
-    *used += len;
-    (*buf)[*used] = '\0';
-    return true;
-}
-
 int engine_seal_items(queen *q, const char *tenant, const char *items_json, char **sealed_items, queen_error *err)
 {
     *sealed_items = NULL;
@@ -62,7 +45,7 @@ int engine_seal_items(queen *q, const char *tenant, const char *items_json, char
     size_t used = 0, cap = strlen(items_json) * 2 + 64;
     char *out = malloc(cap);
     bool ok = out != NULL && rawjson_open(&it, (rawjson_span){items_json, strlen(items_json)}, '[') &&
-              append(&out, &used, &cap, "[", 1);
+              engine_buf_append(&out, &used, &cap, "[", 1);
     bool first = true;
     while (ok && rawjson_next(&it, &key, &item)) {
         rawjson_span qname, payload;
@@ -71,19 +54,19 @@ int engine_seal_items(queen *q, const char *tenant, const char *items_json, char
                     (decoded = json_loadb(qname.p, qname.len, JSON_DECODE_ANY, NULL)) != NULL &&
                     listed(names, json_string_value(decoded));
         json_decref(decoded);
-        ok = first || append(&out, &used, &cap, ",", 1);
+        ok = first || engine_buf_append(&out, &used, &cap, ",", 1);
         first = false;
         if (!seal) {
-            ok = ok && append(&out, &used, &cap, item.p, item.len);
+            ok = ok && engine_buf_append(&out, &used, &cap, item.p, item.len);
             continue;
         }
         char *sealed = crypt_seal(&q->keyring, tenant, payload.p, payload.len);
-        ok = ok && sealed != NULL && append(&out, &used, &cap, item.p, (size_t)(payload.p - item.p)) &&
-             append(&out, &used, &cap, sealed, strlen(sealed)) &&
-             append(&out, &used, &cap, payload.p + payload.len, (size_t)(item.p + item.len - payload.p - payload.len));
+        ok = ok && sealed != NULL && engine_buf_append(&out, &used, &cap, item.p, (size_t)(payload.p - item.p)) &&
+             engine_buf_append(&out, &used, &cap, sealed, strlen(sealed)) &&
+             engine_buf_append(&out, &used, &cap, payload.p + payload.len, (size_t)(item.p + item.len - payload.p - payload.len));
         free(sealed);
     }
-    ok = ok && append(&out, &used, &cap, "]", 1);
+    ok = ok && engine_buf_append(&out, &used, &cap, "]", 1);
     json_decref(names);
     if (!ok) {
         free(out);

@@ -366,40 +366,24 @@ typedef struct coalesced {
     char **texts;        /* per parameter: the JSON array of the members' values */
 } coalesced;
 
-static bool append(char **buf, size_t *used, size_t *cap, const char *p, size_t len)
-{
-    if (*used + len + 1 > *cap) {
-        size_t want = (*used + len + 1) * 2;
-        char *grown = realloc(*buf, want);
-        if (grown == NULL)
-            return false;
-        *buf = grown;
-        *cap = want;
-    }
-    memcpy(*buf + *used, p, len);
-    *used += len;
-    (*buf)[*used] = '\0';
-    return true;
-}
-
 /* text as a JSON string. */
 static bool append_json_string(char **buf, size_t *used, size_t *cap, const char *text)
 {
-    bool ok = append(buf, used, cap, "\"", 1);
+    bool ok = engine_buf_append(buf, used, cap, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)text; ok && *p != '\0'; p++) {
         char esc[8];
         if (*p == '"' || *p == '\\') {
             esc[0] = '\\';
             esc[1] = (char)*p;
-            ok = append(buf, used, cap, esc, 2);
+            ok = engine_buf_append(buf, used, cap, esc, 2);
         } else if (*p < 0x20) {
             snprintf(esc, sizeof esc, "\\u%04x", *p);
-            ok = append(buf, used, cap, esc, 6);
+            ok = engine_buf_append(buf, used, cap, esc, 6);
         } else {
-            ok = append(buf, used, cap, (const char *)p, 1);
+            ok = engine_buf_append(buf, used, cap, (const char *)p, 1);
         }
     }
-    return ok && append(buf, used, cap, "\"", 1);
+    return ok && engine_buf_append(buf, used, cap, "\"", 1);
 }
 
 /* Parameter i of every member, as one JSON array; NULL when out of memory. */
@@ -407,15 +391,15 @@ static char *gather_param(pipeline_call **members, int n, int i, char kind)
 {
     char *buf = NULL;
     size_t used = 0, cap = 0;
-    bool ok = append(&buf, &used, &cap, "[", 1);
+    bool ok = engine_buf_append(&buf, &used, &cap, "[", 1);
     for (int m = 0; ok && m < n; m++) {
         const char *v = members[m]->params[i];
-        ok = (m == 0 || append(&buf, &used, &cap, ",", 1)) &&
-             (v == NULL       ? append(&buf, &used, &cap, "null", 4)
-              : kind == 'j' ? append(&buf, &used, &cap, v, strlen(v))
+        ok = (m == 0 || engine_buf_append(&buf, &used, &cap, ",", 1)) &&
+             (v == NULL       ? engine_buf_append(&buf, &used, &cap, "null", 4)
+              : kind == 'j' ? engine_buf_append(&buf, &used, &cap, v, strlen(v))
                             : append_json_string(&buf, &used, &cap, v));
     }
-    if (!ok || !append(&buf, &used, &cap, "]", 1)) {
+    if (!ok || !engine_buf_append(&buf, &used, &cap, "]", 1)) {
         free(buf);
         return NULL;
     }

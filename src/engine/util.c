@@ -1,6 +1,8 @@
 /* util: see util.h. */
 #include "util.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 long long engine_now_ms(void)
@@ -22,4 +24,20 @@ void engine_one_line(char *s)
     while (n > 0 && s[n - 1] == ' ')
         n--;
     s[n] = '\0';
+}
+
+bool engine_buf_append(char **buf, size_t *used, size_t *cap, const char *p, size_t len)
+{
+    if (*used + len + 1 > *cap) {
+        size_t want = (*used + len + 1) * 2;
+        char *grown = realloc(*buf, want);
+        if (grown == NULL)
+            return false;
+        *buf = grown;
+        *cap = want;
+    }
+    memcpy(*buf + *used, p, len);
+    *used += len;
+    (*buf)[*used] = '\0';
+    return true;
 }
