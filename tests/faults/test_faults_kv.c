@@ -140,7 +140,7 @@ static void acknowledged_writes_survive_broker_kills_and_database_crashes(void *
     assert_int_equal(PQstatus(conn), CONNECTION_OK);
     long long acked = 0, unknown = 0, lost = 0, doubled = 0;
     for (int i = 0; i < writers; i++) {
-        char key[32], num[32];
+        char key[32];
         snprintf(key, sizeof key, "c%d", i);
         const char *p[] = {ns, key};
         PGresult *r = pgtest_exec(conn, "SELECT value::text FROM queen.kv WHERE namespace = $1 AND key = $2", 2, p);
@@ -156,32 +156,7 @@ static void acknowledged_writes_survive_broker_kills_and_database_crashes(void *
             print_message("# counter %s: %lld, acknowledged %lld, unknown %lld\n", key, counter, w[i].incr_acked,
                           w[i].incr_unknown);
         /* every acknowledged key is there, with the value it was given */
-        snprintf(key, sizeof key, "p%d-", i);
-        const char *q[] = {ns, key};
-        r = pgtest_exec(conn,
-                        "SELECT substr(key, length($2) + 1)::int, value::text FROM queen.kv "
-                        "WHERE namespace = $1 AND key LIKE $2 || '%'",
-                        2, q);
-        unsigned char *seen = calloc(MAX_KEYS, 1);
-        for (int row = 0; row < PQntuples(r); row++) {
-            int n = atoi(PQgetvalue(r, row, 0));
-            snprintf(num, sizeof num, "%d", n);
-            if (n >= 0 && n < MAX_KEYS && strcmp(PQgetvalue(r, row, 1), num) == 0)
-                seen[n] = 1;
-        }
-        PQclear(r);
-        for (int n = 0; n < w[i].keys; n++) {
-            if (w[i].key_state[n] == 1) {
-                acked++;
-                if (!seen[n]) {
-                    lost++;
-                    print_message("# acknowledged key p%d-%d is missing\n", i, n);
-                }
-            } else {
-                unknown++;
-            }
-        }
-        free(seen);
+        campaign_check_puts(conn, ns, i, w[i].key_state, w[i].keys, &acked, &lost, &unknown);
         free(w[i].key_state);
     }
     PQfinish(conn);

@@ -535,33 +535,7 @@ static void rolling_restart_under_write_load_loses_no_acknowledged_write(void **
             lost += w[i].incr_acked - counter;
         if (counter > w[i].incr_acked + w[i].incr_unknown)
             doubled += counter - w[i].incr_acked - w[i].incr_unknown;
-        snprintf(key, sizeof key, "p%d-", i);
-        const char *q[] = {ns, key};
-        r = pgtest_exec(conn,
-                        "SELECT substr(key, length($2) + 1)::int, value::text FROM queen.kv "
-                        "WHERE namespace = $1 AND key LIKE $2 || '%'",
-                        2, q);
-        unsigned char *seen = calloc(MAX_KEYS, 1);
-        for (int row = 0; row < PQntuples(r); row++) {
-            int n = atoi(PQgetvalue(r, row, 0));
-            char num[32];
-            snprintf(num, sizeof num, "%d", n);
-            if (n >= 0 && n < MAX_KEYS && strcmp(PQgetvalue(r, row, 1), num) == 0)
-                seen[n] = 1;
-        }
-        PQclear(r);
-        for (int n = 0; n < w[i].keys; n++) {
-            if (w[i].key_state[n] == 1) {
-                acked++;
-                if (!seen[n]) {
-                    lost++;
-                    print_message("# acknowledged key p%d-%d is missing\n", i, n);
-                }
-            } else {
-                unknown++;
-            }
-        }
-        free(seen);
+        campaign_check_puts(conn, ns, i, w[i].key_state, w[i].keys, &acked, &lost, &unknown);
         free(w[i].key_state);
     }
     PQfinish(conn);

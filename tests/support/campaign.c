@@ -212,3 +212,36 @@ int campaign_main(const char *prefix, const char *test_name, campaign_test_fn te
     const struct CMUnitTest tests[] = {{test_name, test, NULL, NULL, NULL}};
     return _cmocka_run_group_tests(prefix, tests, 1, rig_up, rig_down);
 }
+
+void campaign_check_puts(PGconn *conn, const char *ns, int writer, const unsigned char *key_state, int keys,
+                         long long *acked, long long *lost, long long *unknown)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "p%d-", writer);
+    const char *q[] = {ns, prefix};
+    PGresult *r = pgtest_exec(conn,
+                              "SELECT substr(key, length($2) + 1)::int, value::text FROM queen.kv "
+                              "WHERE namespace = $1 AND key LIKE $2 || '%'",
+                              2, q);
+    unsigned char *seen = calloc(keys > 0 ? (size_t)keys : 1, 1);
+    for (int row = 0; row < PQntuples(r); row++) {
+        int n = atoi(PQgetvalue(r, row, 0));
+        char num[32];
+        snprintf(num, sizeof num, "%d", n);
+        if (n >= 0 && n < keys && strcmp(PQgetvalue(r, row, 1), num) == 0)
+            seen[n] = 1;
+    }
+    PQclear(r);
+    for (int n = 0; n < keys; n++) {
+        if (key_state[n] == 1) {
+            (*acked)++;
+            if (!seen[n]) {
+                (*lost)++;
+                print_message("# acknowledged key p%d-%d is missing\n", writer, n);
+            }
+        } else {
+            (*unknown)++;
+        }
+    }
+    free(seen);
+}

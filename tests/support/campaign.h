@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 
+#include <libpq-fe.h>
+
 #include "broker.h"
 
 /* What became of one call made from a worker thread. */
@@ -69,6 +71,14 @@ extern campaign_rig RIG;
 /* A suite's main: its one test on a fresh rig (the database named after
  * prefix), torn down whatever happens: the cluster left running, the
  * broker stopped, the database dropped. Returns cmocka's verdict. */
+/* Writer `writer` made `keys` putIfAbsent attempts of key p<writer>-<n> with
+ * value n; key_state[n] is 1 when it was acknowledged, anything else when
+ * its outcome is unknown. Reads them back from ns and adds to *acked, *lost
+ * (an acknowledged key missing or holding another value, each named) and
+ * *unknown. */
+void campaign_check_puts(PGconn *conn, const char *ns, int writer, const unsigned char *key_state, int keys,
+                         long long *acked, long long *lost, long long *unknown);
+
 typedef void (*campaign_test_fn)(void **state);
 int campaign_main(const char *prefix, const char *test_name, campaign_test_fn test);
 #define CAMPAIGN_MAIN(prefix, test)                                                                           \
