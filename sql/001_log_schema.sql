@@ -9,10 +9,12 @@
 --       queen._log_require_queue_v1,
 --       queen._log_page_limit_v1, queen._log_page_v1,
 --       queen._log_retention_seconds_v1.
--- May call: nothing (000 creates the schema). Never names queen.kv.
+-- May call: 000's schema helpers (000 also creates the schema). Never names
+-- queen.kv.
 -- Applied at every boot, statement by statement: everything here is
--- CREATE ... IF NOT EXISTS / CREATE OR REPLACE / ADD COLUMN IF NOT EXISTS, and
--- applying it twice leaves the catalog identical.
+-- CREATE TABLE IF NOT EXISTS, CREATE OR REPLACE, or one of 000's helpers
+-- (columns, indexes, storage options: no table lock when nothing changes),
+-- and applying it twice leaves the catalog identical.
 --
 -- Lock order (log and kv alike): queen.kv -> (timers) -> advisory ->
 -- queen.queues -> queen.log_partitions -> queen.log_consumers -> leaves
@@ -43,23 +45,23 @@ CREATE TABLE IF NOT EXISTS queen.queues (
     updated_at           TIMESTAMPTZ NOT NULL DEFAULT now(),
     UNIQUE (tenant_id, name)
 );
--- Columns added after the table first shipped (ADD COLUMN IF NOT EXISTS, so
--- a database created by an older broker gains them at the next boot).
+-- Columns added after the table first shipped (000's _schema_add_column_v1,
+-- so a database created by an older broker gains them at the next boot).
 -- namespace, task: the labels configure sets (the reference broker's
 -- create() sends them beside the queue); NULL = no label, '' is never
 -- stored. GET /api/v1/pop?namespace=&task= selects queues by them.
-ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS namespace TEXT;
-ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS task TEXT;
+SELECT queen._schema_add_column_v1('queen.queues', 'namespace', 'TEXT');
+SELECT queen._schema_add_column_v1('queen.queues', 'task', 'TEXT');
 -- completedRetentionSeconds: the reference broker's name for what
 -- retention_seconds does here (drop consumed messages older than it). Both
 -- are kept as given, so configure echoes each; maintenance (006) uses the
 -- smaller of the two that are set (_log_retention_seconds_v1).
-ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS completed_retention_seconds INTEGER NOT NULL DEFAULT 0
-    CHECK (completed_retention_seconds >= 0);
+SELECT queen._schema_add_column_v1('queen.queues', 'completed_retention_seconds',
+    'INTEGER NOT NULL DEFAULT 0 CHECK (completed_retention_seconds >= 0)');
 -- The options configure accepts and echoes but does not act on yet (delays,
 -- encryption, eviction, ...: 005's _log_queue_option_specs_v1 says which),
 -- as given: {name: value}. A name absent here takes its default.
-ALTER TABLE queen.queues ADD COLUMN IF NOT EXISTS stored_options JSONB NOT NULL DEFAULT '{}'::jsonb;
+SELECT queen._schema_add_column_v1('queen.queues', 'stored_options', $$JSONB NOT NULL DEFAULT '{}'::jsonb$$);
 
 -- One row per (queue, partition name). Its row lock (FOR NO KEY UPDATE)
 -- serialises the pushes to the partition and so allocates offsets: last_offset
@@ -87,11 +89,8 @@ CREATE TABLE IF NOT EXISTS queen.log_partitions (
 --   pgbench -n -c 2 -T 20 -f push.sql -f pop.sql, then n_tup_upd and
 --   n_tup_hot_upd from pg_stat_user_tables (push.sql: log_push_v1 of one item
 --   to partition 'p' || random(0,7); pop.sql: log_pop_v1(..., 10, NULL, true, NULL)).
-ALTER TABLE queen.log_partitions SET (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0,
-    autovacuum_vacuum_threshold = 500
-);
+SELECT queen._schema_set_options_v1('queen.log_partitions',
+    ARRAY['fillfactor=70', 'autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=500']);
 
 -- The log. Inserted by push, read by pop, deleted only by retention (006) and
 -- by the cascade of a queue or partition delete. Never updated.
@@ -105,8 +104,8 @@ CREATE TABLE IF NOT EXISTS queen.log_messages (
     PRIMARY KEY (partition_id, msg_offset)
 );
 -- The dedup probe (push) and the ack lookup (transactionId -> offset).
-CREATE INDEX IF NOT EXISTS idx_log_messages_txn
-    ON queen.log_messages (partition_id, transaction_id);
+SELECT queen._schema_create_index_v1('idx_log_messages_txn',
+    'CREATE INDEX idx_log_messages_txn ON queen.log_messages (partition_id, transaction_id)');
 -- Storage, a rule rather than a tuning number: a partition empties
 -- (retention) and refills by design, and heap truncation at the end of a
 -- vacuum takes ACCESS EXCLUSIVE, which would stall every pop of every
@@ -119,10 +118,10 @@ CREATE INDEX IF NOT EXISTS idx_log_messages_txn
 -- 1.18 s, max 4.01 s), at most 30000 dead tuples, and no lock wait logged on
 -- the table (every wait over 100 ms was NOTIFY's commit lock).
 -- Reproduce: make soak.
-ALTER TABLE queen.log_messages SET (vacuum_truncate = off);
+SELECT queen._schema_set_options_v1('queen.log_messages', ARRAY['vacuum_truncate=off']);
 -- The traceId a push gave (a uuid, as the reference broker stores it); NULL
 -- when the push gave none. Returned by push and pop.
-ALTER TABLE queen.log_messages ADD COLUMN IF NOT EXISTS trace_id UUID;
+SELECT queen._schema_add_column_v1('queen.log_messages', 'trace_id', 'UUID');
 
 -- One cursor per (partition, consumer group).
 --   committed_offset  every offset <= it is consumed by the group.
@@ -153,8 +152,8 @@ CREATE TABLE IF NOT EXISTS queen.log_consumers (
 -- Lease extension and requiredLeases find a cursor by its lease id alone.
 -- It makes the pop and the releasing ack non-HOT (lease_id changes); the
 -- other acks (cursor moves inside a live lease) stay HOT.
-CREATE UNIQUE INDEX IF NOT EXISTS idx_log_consumers_lease
-    ON queen.log_consumers (lease_id) WHERE lease_id IS NOT NULL;
+SELECT queen._schema_create_index_v1('idx_log_consumers_lease',
+    'CREATE UNIQUE INDEX idx_log_consumers_lease ON queen.log_consumers (lease_id) WHERE lease_id IS NOT NULL');
 -- Storage, first chosen by analogy with queen.kv (024_kv.sql): every pop and
 -- every ack rewrites the row. fillfactor 70 keeps room
 -- for HOT updates, and vacuum is triggered by dead-tuple count (threshold
@@ -179,11 +178,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS idx_log_consumers_lease
 -- 0.23 s), the table and its indexes 0.09 -> 0.28 MiB. The index stays; with
 -- fillfactor 70 and threshold 500 the cursors' churn is vacuumed at every
 -- naptime for a few hundredths of a second. Reproduce: make soak.
-ALTER TABLE queen.log_consumers SET (
-    fillfactor = 70,
-    autovacuum_vacuum_scale_factor = 0,
-    autovacuum_vacuum_threshold = 500
-);
+SELECT queen._schema_set_options_v1('queen.log_consumers',
+    ARRAY['fillfactor=70', 'autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=500']);
 
 -- Messages that failed past the queue's retryLimit. Names are copied so a
 -- dead letter outlives its partition (006 may reclaim an idle partition);
@@ -206,8 +202,8 @@ CREATE TABLE IF NOT EXISTS queen.log_dead_letters (
     failed_at      TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 -- The cascade of a queue delete finds its dead letters through this.
-CREATE INDEX IF NOT EXISTS idx_log_dead_letters_queue
-    ON queen.log_dead_letters (queue_id);
+SELECT queen._schema_create_index_v1('idx_log_dead_letters_queue',
+    'CREATE INDEX idx_log_dead_letters_queue ON queen.log_dead_letters (queue_id)');
 
 -- log_name_ok_v1(name) -> true when name is usable as a queue, partition or
 -- consumer-group name: a non-NULL string of 1..255 bytes with no control

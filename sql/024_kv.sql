@@ -9,8 +9,9 @@
 -- point kv_apply_v1, the shared page reader kv_page_v1 and the console reads
 -- kv_list_v1 and kv_namespaces_v1.
 --
--- May call: only what it defines, plus pg_catalog. It is called by 005 (the
--- transaction wire, plpgsql, resolved at run time), by 026 (the sweeper) and
+-- May call: only what it defines, plus 000's schema helpers and pg_catalog.
+-- It is called by 005 (the transaction wire, plpgsql, resolved at run time),
+-- by 026 (the sweeper) and
 -- by the C engine, which calls these functions and never builds SQL against
 -- queen.kv itself.
 --
@@ -21,8 +22,9 @@
 -- boot if it named this table, which is the point of the file number).
 --
 -- Re-applied at every boot, statement by statement: everything is IF NOT
--- EXISTS, ADD COLUMN IF NOT EXISTS or CREATE OR REPLACE FUNCTION (which keeps
--- the OID), so a second apply leaves the catalog identical.
+-- EXISTS, one of 000's helpers (columns, indexes, storage options: no table
+-- lock when nothing changes) or CREATE OR REPLACE FUNCTION (which keeps the
+-- OID), so a second apply leaves the catalog identical.
 --
 -- Errors: every RAISE carries an ERRCODE; the MESSAGE is an opaque code from
 -- a fixed list (kv_bad_request, kv_unknown_op, ...) and any
@@ -102,28 +104,11 @@ CREATE TABLE IF NOT EXISTS queen.kv (
 --     soak should decide.
 --     Reproduce: SOAK_MINUTES=3 bench/soak_compare.sh fillfactor-ops, and
 --     SOAK_MINUTES=4 bench/soak_compare.sh fillfactor for the mixed load.
--- Applied through a DO block that only issues ALTER TABLE when the options
--- differ: an unconditional ALTER would take a lock and invalidate every
--- cached plan on queen.kv in every backend at every broker boot.
-DO $kv_reloptions$
-DECLARE
-    v_want text[] := ARRAY['autovacuum_vacuum_scale_factor=0',
-                           'autovacuum_vacuum_threshold=500',
-                           'autovacuum_vacuum_cost_delay=0',
-                           'vacuum_truncate=false',
-                           'fillfactor=70'];
-    v_have text[];
-BEGIN
-    SELECT c.reloptions INTO v_have FROM pg_catalog.pg_class c WHERE c.oid = 'queen.kv'::regclass;
-    IF v_have IS NULL OR NOT (v_have @> v_want) THEN
-        ALTER TABLE queen.kv SET (autovacuum_vacuum_scale_factor = 0,
-                                  autovacuum_vacuum_threshold = 500,
-                                  autovacuum_vacuum_cost_delay = 0,
-                                  vacuum_truncate = false,
-                                  fillfactor = 70);
-    END IF;
-END
-$kv_reloptions$;
+-- Through 000's helper, which issues the ALTER only when the options
+-- differ (an unconditional one would invalidate every cached plan on
+-- queen.kv in every backend at every broker boot).
+SELECT queen._schema_set_options_v1('queen.kv', ARRAY['autovacuum_vacuum_scale_factor=0',
+    'autovacuum_vacuum_threshold=500', 'autovacuum_vacuum_cost_delay=0', 'vacuum_truncate=false', 'fillfactor=70']);
 
 -- The version is a token, compared for equality only, drawn from a sequence
 -- rather than computed as version + 1: a key that expired, was pruned and was
@@ -157,34 +142,34 @@ GRANT USAGE ON SEQUENCE queen.kv_version_seq TO PUBLIC;
 -- Deliberately NOT created: an index on updated_at (no reader, and it would
 -- make every counter update non-HOT), and an index on value (the declared
 -- read boundary is keys and prefixes, so it would serve no query).
-CREATE INDEX IF NOT EXISTS idx_kv_shard_expires
-    ON queen.kv (shard, expires_at) WHERE expires_at IS NOT NULL;
+SELECT queen._schema_create_index_v1('idx_kv_shard_expires',
+    'CREATE INDEX idx_kv_shard_expires ON queen.kv (shard, expires_at) WHERE expires_at IS NOT NULL');
 
 -- Quota (configuration, written by an operator) and usage (measurement,
 -- overwritten by the sweeper's slow sub-cadence) are two tables because they
 -- have two authors: merged, "who wrote this number?" has no answer. Both are
 -- keyed by tenant alone: any broker may measure any shard, so a per-shard key
 -- would make brokers contend and multiply the scan; last writer wins on
--- computed_at. Columns are added one by one with ADD COLUMN IF NOT EXISTS so
--- a database booted by an older build gains them.
+-- computed_at. Columns are added one by one (000's _schema_add_column_v1) so a
+-- database booted by an older build gains them.
 -- No write path touches either table (see the file header).
 CREATE TABLE IF NOT EXISTS queen.kv_quota (
     tenant_id UUID PRIMARY KEY
 );
-ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS enabled BOOLEAN NOT NULL DEFAULT true;
-ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS max_rows BIGINT;
-ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS max_bytes BIGINT;
-ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS max_reads_per_sec BIGINT;
-ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS max_writes_per_sec BIGINT;
-ALTER TABLE queen.kv_quota ADD COLUMN IF NOT EXISTS updated_at TIMESTAMPTZ NOT NULL DEFAULT now();
+SELECT queen._schema_add_column_v1('queen.kv_quota', 'enabled', 'BOOLEAN NOT NULL DEFAULT true');
+SELECT queen._schema_add_column_v1('queen.kv_quota', 'max_rows', 'BIGINT');
+SELECT queen._schema_add_column_v1('queen.kv_quota', 'max_bytes', 'BIGINT');
+SELECT queen._schema_add_column_v1('queen.kv_quota', 'max_reads_per_sec', 'BIGINT');
+SELECT queen._schema_add_column_v1('queen.kv_quota', 'max_writes_per_sec', 'BIGINT');
+SELECT queen._schema_add_column_v1('queen.kv_quota', 'updated_at', 'TIMESTAMPTZ NOT NULL DEFAULT now()');
 
 CREATE TABLE IF NOT EXISTS queen.kv_usage (
     tenant_id UUID PRIMARY KEY
 );
-ALTER TABLE queen.kv_usage ADD COLUMN IF NOT EXISTS kv_rows BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE queen.kv_usage ADD COLUMN IF NOT EXISTS kv_bytes BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE queen.kv_usage ADD COLUMN IF NOT EXISTS sampled BOOLEAN NOT NULL DEFAULT false;
-ALTER TABLE queen.kv_usage ADD COLUMN IF NOT EXISTS computed_at TIMESTAMPTZ NOT NULL DEFAULT now();
+SELECT queen._schema_add_column_v1('queen.kv_usage', 'kv_rows', 'BIGINT NOT NULL DEFAULT 0');
+SELECT queen._schema_add_column_v1('queen.kv_usage', 'kv_bytes', 'BIGINT NOT NULL DEFAULT 0');
+SELECT queen._schema_add_column_v1('queen.kv_usage', 'sampled', 'BOOLEAN NOT NULL DEFAULT false');
+SELECT queen._schema_add_column_v1('queen.kv_usage', 'computed_at', 'TIMESTAMPTZ NOT NULL DEFAULT now()');
 
 -- ---------------------------------------------------------------------------
 -- Pure helpers

@@ -1,7 +1,7 @@
 -- 028_log_producer.sql: who pushed a message (README.md, Authentication).
 --
 -- Owns: queen.log_messages.producer.
--- May call: only pg_catalog.
+-- May call: 000 (_schema_add_column_v1) and pg_catalog.
 --
 -- The broker verifies a token's sub and runs the push (or the transaction
 -- bundle) after set_config('queen.producer', sub, true) in the same
@@ -12,9 +12,8 @@
 -- queen_push) the setting is unset or '' and the column NULL. pop returns it
 -- as "producer" (004).
 --
--- Re-applied at every boot: ADD COLUMN IF NOT EXISTS leaves an existing
+-- Re-applied at every boot: 000's _schema_add_column_v1 leaves an existing
 -- column, its default included, as it is, so a second apply changes nothing.
 
-ALTER TABLE queen.log_messages
-    ADD COLUMN IF NOT EXISTS producer TEXT
-    DEFAULT NULLIF(current_setting('queen.producer', true), '');
+SELECT queen._schema_add_column_v1('queen.log_messages', 'producer',
+    $$TEXT DEFAULT NULLIF(current_setting('queen.producer', true), '')$$);

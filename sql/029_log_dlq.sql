@@ -5,7 +5,7 @@
 -- Owns: queen.log_dead_letters.reason, queen.log_messages.for_group,
 --       queen._log_dlq_row_v1, queen.log_dlq_list_v1,
 --       queen.log_dlq_requeue_v1, queen.log_dlq_delete_v1.
--- May call: 001. Never names the kv table.
+-- May call: 000's schema helpers, 001. Never names the kv table.
 -- Lock order (001): queen.queues is only read; log_partitions (ascending id,
 -- FOR NO KEY UPDATE, as a push) -> leaves (log_dead_letters, log_messages).
 --
@@ -16,14 +16,14 @@
 
 -- failed: past retryLimit (005's ack); expired: unconsumed past the queue's
 -- maxWaitTimeSeconds (the maintenance step, 031).
-ALTER TABLE queen.log_dead_letters ADD COLUMN IF NOT EXISTS reason TEXT NOT NULL DEFAULT 'failed';
+SELECT queen._schema_add_column_v1('queen.log_dead_letters', 'reason', $$TEXT NOT NULL DEFAULT 'failed'$$);
 -- The listing's keyset: a tenant's dead letters in id order.
-CREATE INDEX IF NOT EXISTS idx_log_dead_letters_tenant
-    ON queen.log_dead_letters (tenant_id, id);
+SELECT queen._schema_create_index_v1('idx_log_dead_letters_tenant',
+    'CREATE INDEX idx_log_dead_letters_tenant ON queen.log_dead_letters (tenant_id, id)');
 -- A requeued message is delivered only to the consumer group it died in
 -- (the other groups consumed it already): NULL = every group. Pop (004) and
 -- the ack lookup (005) skip a message meant for another group.
-ALTER TABLE queen.log_messages ADD COLUMN IF NOT EXISTS for_group TEXT COLLATE "C";
+SELECT queen._schema_add_column_v1('queen.log_messages', 'for_group', 'TEXT COLLATE "C"');
 
 -- _log_dlq_row_v1(dead letter) -> its JSON as every route renders it.
 CREATE OR REPLACE FUNCTION queen._log_dlq_row_v1(d queen.log_dead_letters)

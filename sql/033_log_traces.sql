@@ -6,7 +6,7 @@
 -- Owns: queen.log_traces, queen._log_trace_row_v1, queen.log_trace_add_v1,
 --       queen.log_traces_by_message_v1, queen.log_traces_by_name_v1,
 --       queen.log_trace_retention_step_v1.
--- May call: 001. Never names the kv table.
+-- May call: 000's schema helpers, 001. Never names the kv table.
 -- A trace is not part of the message: it outlives neither its tenant's
 -- queue (cascade) nor the retention, and recording one takes no lock a push,
 -- pop or ack waits on (an insert into a leaf; the partition is only read).
@@ -21,10 +21,14 @@ CREATE TABLE IF NOT EXISTS queen.log_traces (
     data           JSONB,
     created_at     TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS idx_log_traces_message ON queen.log_traces (partition_id, transaction_id, id);
-CREATE INDEX IF NOT EXISTS idx_log_traces_name ON queen.log_traces (tenant_id, trace_name, id);
-CREATE INDEX IF NOT EXISTS idx_log_traces_created ON queen.log_traces (created_at);
-CREATE INDEX IF NOT EXISTS idx_log_traces_queue ON queen.log_traces (queue_id);
+SELECT queen._schema_create_index_v1('idx_log_traces_message',
+    'CREATE INDEX idx_log_traces_message ON queen.log_traces (partition_id, transaction_id, id)');
+SELECT queen._schema_create_index_v1('idx_log_traces_name',
+    'CREATE INDEX idx_log_traces_name ON queen.log_traces (tenant_id, trace_name, id)');
+SELECT queen._schema_create_index_v1('idx_log_traces_created',
+    'CREATE INDEX idx_log_traces_created ON queen.log_traces (created_at)');
+SELECT queen._schema_create_index_v1('idx_log_traces_queue',
+    'CREATE INDEX idx_log_traces_queue ON queen.log_traces (queue_id)');
 
 CREATE OR REPLACE FUNCTION queen._log_trace_row_v1(t queen.log_traces, p_queue TEXT, p_partition TEXT)
 RETURNS JSONB

@@ -41,8 +41,9 @@ static const char *const catalog_snapshot =
     " UNION ALL SELECT 'ns '||oid||' '||coalesce(nspacl::text,'') FROM pg_namespace WHERE nspname='queen'"
     ") s(x)";
 
-/* Runs `queen schema apply` on url; returns its exit code, output in *out. */
-static int schema_apply(const char *url, char **out)
+/* Runs `queen schema apply` on url with the NAME=VALUE settings of env
+ * (NULL-terminated, or NULL for none); returns its exit code, output in *out. */
+static int schema_apply(const char *url, char **out, const char *const *env)
 {
     int pipefd[2];
     assert_int_equal(pipe(pipefd), 0);
@@ -53,6 +54,8 @@ static int schema_apply(const char *url, char **out)
         dup2(pipefd[1], STDOUT_FILENO);
         close(pipefd[0]);
         setenv("QUEEN_PG_URL", url, 1);
+        for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+            putenv((char *)env[i]);
         execl(getenv("QUEEN_BIN"), "queen", "schema", "apply", (char *)NULL);
         _exit(127);
     }
@@ -89,13 +92,13 @@ static void applies_on_empty_database_and_reapplies_identically(void **state)
     char *db;
     char *url = pgtest_create_database("boot_", &db);
     char *out;
-    int rc = schema_apply(url, &out);
+    int rc = schema_apply(url, &out, NULL);
     if (rc != 0)
         fail_msg("first apply failed: %s", out);
     free(out);
     char *first = snapshot(url);
     assert_non_null(strstr(first, "ns "));
-    rc = schema_apply(url, &out);
+    rc = schema_apply(url, &out, NULL);
     if (rc != 0)
         fail_msg("second apply failed: %s", out);
     free(out);
@@ -149,7 +152,7 @@ static void failing_statement_names_file_and_line(void **state)
     PQclear(pgtest_exec(c, "CREATE TABLE queen.kv (unrelated int)", 0, NULL));
     PQfinish(c);
     char *out;
-    int rc = schema_apply(url, &out);
+    int rc = schema_apply(url, &out, NULL);
     assert_int_not_equal(rc, 0);
     if (strstr(out, "sql/0") == NULL || strstr(out, ".sql:") == NULL)
         fail_msg("the error does not name the file and line: %s", out);
@@ -179,10 +182,57 @@ static void health_says_unhealthy_without_database(void **state)
     free(url);
 }
 
+/* Every broker re-applies the schema at boot into a database that is
+ * serving traffic. Re-applying a current schema must take no table lock a
+ * writer conflicts with: ADD COLUMN, CREATE INDEX and SET (...) lock their
+ * table before looking whether there is anything to do, so a boot used to
+ * wait behind any open write (and every request queued behind the boot).
+ * Here a transaction holds ROW EXCLUSIVE (what every INSERT/UPDATE holds) on
+ * every table of the schema while a second apply runs with a short lock
+ * timeout and no retries: it must succeed. */
+static void reapply_waits_for_no_writer(void **state)
+{
+    (void)state;
+    char *db;
+    char *url = pgtest_create_database("bootlive_", &db);
+    char *out;
+    int rc = schema_apply(url, &out, NULL);
+    if (rc != 0)
+        fail_msg("first apply failed: %s", out);
+    free(out);
+    PGconn *writer = PQconnectdb(url);
+    assert_int_equal(PQstatus(writer), CONNECTION_OK);
+    PQclear(pgtest_exec(writer, "BEGIN", 0, NULL));
+    PQclear(pgtest_exec(writer,
+                        "DO $$DECLARE r record; BEGIN"
+                        " FOR r IN SELECT c.oid::regclass AS t FROM pg_class c"
+                        "  WHERE c.relnamespace = 'queen'::regnamespace AND c.relkind = 'r' LOOP"
+                        "  EXECUTE format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', r.t); END LOOP; END$$",
+                        0, NULL));
+    char *held = pgtest_scalar(writer,
+                               "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                               " WHERE l.pid = pg_backend_pid() AND l.mode = 'RowExclusiveLock'"
+                               " AND c.relnamespace = 'queen'::regnamespace AND c.relkind = 'r'",
+                               0, NULL);
+    assert_true(atoi(held) >= 8); /* the log's tables, kv's, traces, system state */
+    free(held);
+    static const char *const env[] = {"QUEEN_SCHEMA_LOCK_TIMEOUT_MS=200", "QUEEN_SCHEMA_RETRIES=0", NULL};
+    rc = schema_apply(url, &out, env);
+    if (rc != 0)
+        fail_msg("re-applying the schema waited for an open write: %s", out);
+    free(out);
+    PQclear(pgtest_exec(writer, "ROLLBACK", 0, NULL));
+    PQfinish(writer);
+    pgtest_drop_database(db);
+    free(db);
+    free(url);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(applies_on_empty_database_and_reapplies_identically),
+        cmocka_unit_test(reapply_waits_for_no_writer),
         cmocka_unit_test(four_brokers_boot_at_once),
         cmocka_unit_test(failing_statement_names_file_and_line),
         cmocka_unit_test(health_says_unhealthy_without_database),
