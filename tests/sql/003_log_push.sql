@@ -2,7 +2,7 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(55);
+SELECT plan(57);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
@@ -139,6 +139,21 @@ SELECT is((SELECT array_agg(m.payload::text || '@' || m.msg_offset) FROM queen.l
            WHERE q.tenant_id = :'t' AND q.name = 't003_v'),
           ARRAY['2@2'], '... and stored, at the next offset');
 DROP TRIGGER t003_vanish ON queen.log_messages;
+
+-- Items interleaving two partitions: each partition's offsets follow item
+-- order, one per queued item, and a duplicate between them takes none.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t003_i","partition":"x","payload":"x1","transactionId":"i1"},
+    {"queue":"t003_i","partition":"y","payload":"y1","transactionId":"i2"},
+    {"queue":"t003_i","partition":"x","payload":"x-dup","transactionId":"i1"},
+    {"queue":"t003_i","partition":"x","payload":"x2","transactionId":"i3"},
+    {"queue":"t003_i","partition":"y","payload":"y2"}]'::jsonb);
+SELECT is((SELECT array_agg(p.name || ':' || (m.payload #>> '{}') || '@' || m.msg_offset ORDER BY p.name, m.msg_offset)
+           FROM queen.log_messages m JOIN queen.log_partitions p ON p.id = m.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't003_i'),
+          ARRAY['x:x1@1', 'x:x2@2', 'y:y1@1', 'y:y2@2'], 'interleaved partitions: offsets per partition in item order');
+SELECT is((SELECT array_agg(p.name || ':' || p.last_offset ORDER BY p.name) FROM queen.log_partitions p
+           JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't003_i'),
+          ARRAY['x:2', 'y:2'], '... and each partition''s last_offset is its newest message');
 
 -- The deferred NOTIFY (log_notify_pushed_v1): one per queue that received a
 -- message, from a push's result array or a transaction's result object.
