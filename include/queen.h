@@ -49,6 +49,7 @@ typedef struct queen_config {
     int max_connections;
     int request_read_timeout_ms;
     int idle_timeout_ms;
+    int drain_quiet_ms;
     int max_inflight_body_bytes;
     int max_body_values;
     int max_body_depth;

@@ -79,6 +79,10 @@ static const setting settings[] = {
      "A keep-alive connection with no request in progress is closed after this long. 65000: above the 60 s "
      "idle timeout of common load balancers and proxies, so they close first and never send a request on a "
      "connection the broker is closing."},
+    {"QUEEN_DRAIN_QUIET_MS", "drain-quiet-ms", SET_INT, AT(drain_quiet_ms), "300", 0, 60000,
+     "At SIGTERM, once no request is in flight, how long open keep-alive connections are still served "
+     "before they are closed (at once when none is open). A request a client sent on an idle connection "
+     "just before the close is answered, with Connection: close, instead of cut off unanswered."},
     {"QUEEN_MAX_INFLIGHT_BODY_BYTES", "max-inflight-body-bytes", SET_INT, AT(max_inflight_body_bytes),
      "268435456", 1024, 2147483647,
      "Body bytes buffered across all requests at once, plus 256 bytes per JSON value of each body being parsed "

@@ -1049,9 +1049,35 @@ void http_stop(server *srv)
     pthread_mutex_unlock(&srv->poll_lock);
 
     /* 3. Let in-flight requests finish and their answers go out. Stopping
-     * the daemons would close connections whose answer is not yet written. */
+     * the daemons would close connections whose answer is not yet written.
+     * Then, while keep-alive connections are still open, serve them for
+     * QUEEN_DRAIN_QUIET_MS after the last request ends: a client that sent
+     * its next request on an idle connection just before the close would
+     * otherwise see the connection drop with no answer, not knowing whether
+     * its write happened. Each answer now says Connection: close, so busy
+     * clients leave by themselves and the wait ends when the last does. */
     long long deadline = http_now_ms() + HTTP_DRAIN_MS;
-    while (atomic_load(&srv->inflight) > 0 && http_now_ms() < deadline) {
+    long long quiet_since = -1;
+    bool told = false;
+    for (;;) {
+        long long now = http_now_ms();
+        if (now >= deadline)
+            break;
+        if (atomic_load(&srv->inflight) > 0) {
+            quiet_since = -1;
+        } else {
+            conn_figures cf;
+            conn_figures_get(srv, &cf);
+            if (quiet_since < 0)
+                quiet_since = now;
+            if (cf.open > 0 && !told) {
+                told = true;
+                log_info("http: no request in flight; serving %lld open connection(s) for up to %d ms",
+                         cf.open, srv->cfg->drain_quiet_ms);
+            }
+            if (cf.open == 0 || now - quiet_since >= srv->cfg->drain_quiet_ms)
+                break;
+        }
         struct timespec ts = {0, 5 * 1000000L};
         nanosleep(&ts, NULL);
     }

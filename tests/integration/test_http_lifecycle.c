@@ -12,16 +12,20 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "broker.h"
 #include "http_fixture.h"
 #include "pgtest.h"
+#include "rawsock.h"
 #include "testutil.h"
 
 static void start(test_broker *b, const char *const *env)
@@ -334,6 +338,91 @@ static void sigterm_under_load_loses_no_acknowledged_write(void **state)
     free(lp);
 }
 
+/* ---- the drain's quiet period ------------------------------------------------------ */
+
+static bool log_has(const test_broker *b, const char *text)
+{
+    char *log = read_file(b->log);
+    bool has = log != NULL && strstr(log, text) != NULL;
+    free(log);
+    return has;
+}
+
+/* Reads from fd until one whole response with a Content-Length body is in
+ * (or timeout_ms pass); returns it, malloc'd. */
+static char *read_one_response(int fd, int timeout_ms)
+{
+    size_t cap = 8192, len = 0;
+    char *buf = calloc(1, cap);
+    long long until = now_ms() + timeout_ms;
+    while (now_ms() < until && len + 1 < cap) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, 50) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf + len, cap - len - 1, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        char *cl = strcasestr(buf, "Content-Length:");
+        if (end != NULL && cl != NULL && cl < end && len >= (size_t)(end + 4 - buf) + strtoul(cl + 15, NULL, 10))
+            break;
+    }
+    return buf;
+}
+
+/* A client that sends its next request on an idle keep-alive connection
+ * just as a stopping broker finishes its last in-flight request used to see
+ * the connection closed under it, its write neither answered nor known to
+ * have happened. Once nothing is in flight the broker now serves open
+ * connections for QUEEN_DRAIN_QUIET_MS (here long, so the test does not race
+ * it): the request is answered with Connection: close and applied, and the
+ * broker exits as soon as the last connection is gone, not at the period's
+ * end. */
+static void stop_answers_a_request_sent_on_an_idle_connection(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_DRAIN_QUIET_MS=20000", "QUEEN_LOG_LEVEL=info", NULL};
+    test_broker b;
+    start(&b, env);
+    char *ns = pgtest_unique("quiet");
+    int fd = raw_connect(b.port);
+    static const char health[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    assert_true(raw_send(fd, health, sizeof health - 1));
+    char *first = read_one_response(fd, 10000);
+    assert_non_null(strstr(first, "HTTP/1.1 200"));
+    free(first);
+
+    long long t0 = now_ms();
+    kill(b.pid, SIGTERM);
+    WAIT_UNTIL(log_has(&b, "serving 1 open connection(s)"), 10000, "the stopping broker never reached its quiet period with the idle connection open");
+    char *put = fmt("PUT /api/v1/kv/%s/late HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    "Content-Length: 26\r\n\r\n{\"value\":1,\"forever\":true}",
+                    ns);
+    assert_true(raw_send(fd, put, strlen(put)));
+    bool closed = false;
+    char *answer = raw_read_until_closed(fd, 10000, 65536, &closed);
+    if (strstr(answer, "HTTP/1.1 200") == NULL)
+        fail_msg("the request on the idle connection got no answer: '%s'", answer);
+    assert_non_null(strcasestr(answer, "Connection: close"));
+    assert_true(closed);
+    free(answer);
+    close(fd);
+    assert_int_equal(broker_stop(&b), 0);
+    /* It left when the connection closed, long before the 20 s period. */
+    assert_true(now_ms() - t0 < 15000);
+
+    PGconn *c = pgtest_connect();
+    const char *p[] = {ns};
+    char *n = pgtest_scalar(c, "SELECT count(*) FROM queen.kv WHERE namespace = $1 AND key = 'late'", 1, p);
+    assert_string_equal(n, "1");
+    free(n);
+    PQfinish(c);
+    free(put);
+    free(ns);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -342,6 +431,7 @@ int main(void)
         cmocka_unit_test(metrics_and_access_log_name_patterns),
         cmocka_unit_test(gone_client_leases_nothing),
         cmocka_unit_test(sigterm_under_load_loses_no_acknowledged_write),
+        cmocka_unit_test(stop_answers_a_request_sent_on_an_idle_connection),
     };
     int rc = cmocka_run_group_tests_name("http_lifecycle", tests, NULL, NULL);
     curl_global_cleanup();
