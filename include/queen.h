@@ -562,6 +562,9 @@ typedef struct queen_stats {
     } sweeper;
     struct {
         long long connected, reconnects, notifies; /* the LISTEN connection */
+        /* pushes' notifications handed to the notifier, the statements that
+         * sent them (one per batch), and those dropped */
+        long long announced, announce_statements, announce_dropped;
     } notifier;
     long long waiters; /* long-poll waiters registered now */
 } queen_stats;
@@ -583,7 +586,8 @@ int queen_stats_get(queen *q, queen_stats *out);
  *  "pops": {total, empty, waits}
  *  "sweeper": {enabled, deletedTotal, lagMs, cycles, errors,
  *              partitionsReclaimedTotal, retentionDeletedTotal, usageMeasures, lastCycleMs}
- *  "notifier": {connected, reconnects, notifies}, "waiters": n
+ *  "notifier": {connected, reconnects, notifies, announced, announceStatements,
+ *               announceDropped}, "waiters": n
  * (enabled and connected are booleans). */
 char *queen_stats_json(queen *q);
 

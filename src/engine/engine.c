@@ -12,6 +12,7 @@
 #include "logging.h"
 #include "notify.h"
 #include "quota.h"
+#include "rawjson.h"
 #include "sweeper.h"
 
 static char *dup_or_empty(const char *s)
@@ -161,25 +162,62 @@ int engine_call_body(queen *q, const char *tenant, const char *name, const char 
 /* Its own transaction, after the push's: synchronous_commit off for it
  * alone, because the NOTIFY lock is held until the commit is flushed and a
  * notification is never durable anyway; the push itself stays durable. */
-#define SQL_NOTIFY_PUSHED                                                                                              \
-    "SELECT queen.log_notify_pushed_v1($1::uuid, $2::jsonb) "                                                          \
-    "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+/* The queues of results (a push's array, or a transaction's object whose
+ * results hold its pushes as type "push") that received a message, each
+ * once, as the array log_notify_pushed_v1 reads: [{"queueName": q, "status":
+ * "queued"}, ...]. malloc'd; NULL when none did (all duplicates, no push) or
+ * memory is short. The notifier then carries names, not whole results (a
+ * push of 100 messages answers ~25 KB). */
+static char *queued_queues(const char *results)
+{
+    rawjson_span all = {results, strlen(results)}, list = all, item;
+    rawjson_iter it;
+    if (!rawjson_open(&it, all, '[') && (!rawjson_member(all, "results", &list) || !rawjson_open(&it, list, '[')))
+        return NULL;
+    enum { SEEN_MAX = 16 }; /* distinct queues remembered for folding; more only repeat */
+    rawjson_span seen[SEEN_MAX];
+    size_t nseen = 0, used = 0, cap = 0;
+    char *out = NULL;
+    bool ok = true;
+    while (ok && rawjson_next(&it, NULL, &item)) {
+        rawjson_span status, type, name;
+        if (!rawjson_member(item, "status", &status) || !rawjson_key_is(status, "queued") ||
+            (rawjson_member(item, "type", &type) && !rawjson_key_is(type, "push")) ||
+            !rawjson_member(item, "queueName", &name))
+            continue;
+        bool repeat = false;
+        for (size_t i = 0; i < nseen && !repeat; i++)
+            repeat = seen[i].len == name.len && memcmp(seen[i].p, name.p, name.len) == 0;
+        if (repeat)
+            continue;
+        if (nseen < SEEN_MAX)
+            seen[nseen++] = name;
+        static const char head[] = "{\"queueName\":", tail[] = ",\"status\":\"queued\"}";
+        ok = engine_buf_append(&out, &used, &cap, used == 0 ? "[" : ",", 1) &&
+             engine_buf_append(&out, &used, &cap, head, sizeof head - 1) &&
+             engine_buf_append(&out, &used, &cap, name.p, name.len) &&
+             engine_buf_append(&out, &used, &cap, tail, sizeof tail - 1);
+    }
+    if (ok && used > 0)
+        ok = engine_buf_append(&out, &used, &cap, "]", 1);
+    if (!ok || used == 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
 
 void engine_notify_pushed(queen *q, const char *tenant, const char *results)
 {
-    /* Nothing queued (all duplicates, or no push at all): nothing to wake. */
-    if (results == NULL || strstr(results, "\"queued\"") == NULL)
+    if (results == NULL)
         return;
-    queen_error err;
-    if (!engine_enter(q, &err))
-        return;
-    const char *params[] = {tenant, results};
-    char *out = NULL;
-    if (queen_call_text(q, "queen_notify_pushed", SQL_NOTIFY_PUSHED, 2, params, &out, &err) != 0)
+    char *queues = queued_queues(results);
+    if (queues == NULL)
+        return; /* nothing queued (all duplicates, or no push): nothing to wake */
+    if (!notifier_announce(q->notifier, tenant, queues))
         log_warn("push notification not sent (waiters re-check within %d ms): %s", NOTIFY_RECHECK_MS,
-                 err.reason);
-    free(out);
-    engine_leave(q);
+                 "the notifier is stopping or too far behind");
+    free(queues);
 }
 
 const char *engine_int_or_null(char *buf, size_t len, long long v)

@@ -84,10 +84,11 @@ int engine_call_body(queen *q, const char *tenant, const char *name, const char 
 #define ENGINE_SQL_DEFER_NOTIFY "set_config('queen.notify', 'after_commit', true)"
 
 /* The deferred NOTIFY of a committed push or transaction: results is what
- * log_push_v1 or log_transaction_wire_v1 returned, tenant canonical. Enters
- * and leaves on its own. A failure costs only a wake-up, which every waiter
- * also gets from its re-check (NOTIFY_RECHECK_MS), so it is logged, not
- * returned. */
+ * log_push_v1 or log_transaction_wire_v1 returned, tenant canonical. Handed
+ * to the notifier (notifier_announce), which sends it on its own connection
+ * batched with the others; the caller does not wait. A failure costs only a
+ * wake-up, which every waiter also gets from its re-check
+ * (NOTIFY_RECHECK_MS), so it is logged, not returned. */
 void engine_notify_pushed(queen *q, const char *tenant, const char *results);
 
 /* 0 means "the SQL default" (NULL); any other value as decimal text in buf:

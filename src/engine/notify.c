@@ -1,8 +1,10 @@
-/* notify: the notifier thread, its LISTEN connection and the waiters (see
- * notify.h). Owns the only connection that is not from the pool. Must never
- * call a waiter's callback while holding its mutex (a callback may register
- * the next waiter, and the HTTP edge resumes a connection from it), never
- * run a statement other than LISTEN, and never block on anything but poll(). */
+/* notify: the notifier thread, its LISTEN connection, the waiters and the
+ * outgoing push notifications (see notify.h). Owns the only connection that
+ * is not from the pool. Must never call a waiter's callback while holding its
+ * mutex (a callback may register the next waiter, and the HTTP edge resumes a
+ * connection from it), never run a statement other than LISTEN and the
+ * announcing one, and never block on anything but poll() (the connection is
+ * non-blocking), except at shutdown. */
 #include "notify.h"
 
 #include <ctype.h>
@@ -26,6 +28,17 @@
 #define RECONNECT_MIN_MS 200
 #define RECONNECT_MAX_MS 5000
 #define LOG_EVERY_MS 10000
+/* Announcements waiting for the connection, in bytes: past it a push's
+ * notification is dropped (its waiters re-check within NOTIFY_RECHECK_MS)
+ * rather than let a database that stopped answering grow the broker. */
+#define ANNOUNCE_MAX_PENDING (16u << 20)
+/* One statement for every announcement gathered since the last one: each
+ * element {"t": tenant, "r": what the push or transaction returned}. Within
+ * the statement's transaction PostgreSQL delivers identical notifications
+ * once, so a burst of pushes to a queue costs one. synchronous_commit is off
+ * for this connection (set at connect): a notification is never durable. */
+#define SQL_ANNOUNCE                                                                                                    \
+    "SELECT count(queen.log_notify_pushed_v1((e ->> 't')::uuid, e -> 'r')) FROM jsonb_array_elements($1::jsonb) AS e"
 
 struct queen_notifier {
     pthread_mutex_t mu;
@@ -39,6 +52,10 @@ struct queen_notifier {
     size_t nheap, capheap;
     atomic_bool connected;
     atomic_ulong reconnects, notifies;
+    /* Announcements (under mu): "{...},{...}" gathered since the last send. */
+    char *pending;
+    size_t pending_len, pending_cap;
+    atomic_ulong announced, announce_statements, announce_dropped;
 };
 
 /* ---- deadline heap (under mu) ------------------------------------------ */
@@ -229,6 +246,37 @@ void notifier_finish(queen_notifier *n, queen_waiter *w)
     pthread_mutex_unlock(&n->mu);
 }
 
+/* ---- announcing ----------------------------------------------------------- */
+
+static bool pend(queen_notifier *n, const char *text)
+{
+    return engine_buf_append(&n->pending, &n->pending_len, &n->pending_cap, text, strlen(text));
+}
+
+bool notifier_announce(queen_notifier *n, const char *tenant, const char *results)
+{
+    if (n == NULL || tenant == NULL || results == NULL)
+        return false;
+    pthread_mutex_lock(&n->mu);
+    bool first = n->pending_len == 0;
+    size_t was = n->pending_len;
+    bool ok = !n->stopping && was + strlen(results) < ANNOUNCE_MAX_PENDING && pend(n, first ? "{\"t\":\"" : ",{\"t\":\"") &&
+              pend(n, tenant) && pend(n, "\",\"r\":") && pend(n, results) && pend(n, "}");
+    if (!ok && n->pending != NULL) {
+        n->pending_len = was; /* a half-written element never leaves */
+        n->pending[was] = '\0';
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (ok) {
+        atomic_fetch_add(&n->announced, 1);
+        if (first)
+            poke(n); /* the thread sends it; later ones ride along until then */
+    } else {
+        atomic_fetch_add(&n->announce_dropped, 1);
+    }
+    return ok;
+}
+
 /* ---- firing ------------------------------------------------------------- */
 
 /* Callbacks run here, outside mu. An owned waiter is marked done under mu
@@ -306,16 +354,112 @@ static PGconn *listen_connect(const char *conninfo, char *err, size_t errlen)
         return NULL;
     }
     PQsetNoticeProcessor(pg, ignore_notice, NULL);
-    PGresult *res = PQexec(pg, "LISTEN " NOTIFY_CHANNEL);
+    /* The announcing statement's settings (see SQL_ANNOUNCE), then LISTEN. */
+    PGresult *res = PQexec(pg, "SET synchronous_commit = off; SET statement_timeout = 10000; LISTEN " NOTIFY_CHANNEL);
     bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     if (!ok)
         snprintf(err, errlen, "LISTEN: %s", PQresultErrorMessage(res));
     PQclear(res);
+    if (ok && PQsetnonblocking(pg, 1) != 0) {
+        snprintf(err, errlen, "non-blocking mode: %s", PQerrorMessage(pg));
+        ok = false;
+    }
     if (!ok) {
         PQfinish(pg);
         return NULL;
     }
     return pg;
+}
+
+/* ---- the announcing statement (notifier thread only) -------------------- */
+
+typedef struct announcer {
+    char *sending; /* "[...]" in flight, NULL when none */
+    size_t sending_len;
+    bool want_write; /* the statement is not all sent yet: poll for POLLOUT */
+    long long last_error_log;
+} announcer;
+
+/* Puts an unanswered batch back in front of what is pending (the connection
+ * was lost): it goes again with the next. A notification twice only wakes a
+ * waiter that re-checks. */
+static void announce_requeue(queen_notifier *n, announcer *a)
+{
+    if (a->sending == NULL)
+        return;
+    pthread_mutex_lock(&n->mu);
+    char *inner = a->sending + 1; /* without the brackets */
+    size_t inner_len = a->sending_len - 2;
+    if (n->pending_len + inner_len < ANNOUNCE_MAX_PENDING) {
+        if (n->pending_len > 0 && !pend(n, ","))
+            inner_len = 0;
+        if (inner_len > 0)
+            engine_buf_append(&n->pending, &n->pending_len, &n->pending_cap, inner, inner_len);
+    }
+    pthread_mutex_unlock(&n->mu);
+    free(a->sending);
+    a->sending = NULL;
+    a->want_write = false;
+}
+
+/* Sends everything pending as one statement when none is in flight. false
+ * when the connection failed (the caller drops it). */
+static bool announce_send(queen_notifier *n, announcer *a, PGconn *pg)
+{
+    if (a->sending != NULL)
+        return true;
+    pthread_mutex_lock(&n->mu);
+    if (n->pending_len == 0) {
+        pthread_mutex_unlock(&n->mu);
+        return true;
+    }
+    size_t len = n->pending_len + 2;
+    char *batch = malloc(len + 1);
+    if (batch != NULL) {
+        batch[0] = '[';
+        memcpy(batch + 1, n->pending, n->pending_len);
+        batch[len - 1] = ']';
+        batch[len] = '\0';
+        n->pending_len = 0;
+        n->pending[0] = '\0';
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (batch == NULL)
+        return true; /* out of memory: it stays pending for the next turn */
+    a->sending = batch;
+    a->sending_len = len;
+    const char *params[] = {batch};
+    if (!PQsendQueryParams(pg, SQL_ANNOUNCE, 1, NULL, params, NULL, NULL, 0))
+        return false;
+    atomic_fetch_add(&n->announce_statements, 1);
+    int f = PQflush(pg);
+    a->want_write = f == 1;
+    return f >= 0;
+}
+
+/* Collects the statement's result once it is in (after PQconsumeInput). */
+static void announce_collect(announcer *a, PGconn *pg)
+{
+    while (a->sending != NULL && !PQisBusy(pg)) {
+        PGresult *r = PQgetResult(pg);
+        if (r == NULL) {
+            free(a->sending);
+            a->sending = NULL;
+            return;
+        }
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            long long now = engine_now_ms();
+            if (now - a->last_error_log >= LOG_EVERY_MS) {
+                char err[512];
+                snprintf(err, sizeof err, "%s", PQresultErrorMessage(r));
+                engine_one_line(err);
+                log_warn("notifier: push notifications not sent (waiters re-check within %d ms): %s",
+                         NOTIFY_RECHECK_MS, err);
+                a->last_error_log = now;
+            }
+        }
+        PQclear(r);
+    }
 }
 
 bool notify_split_payload(const char *payload, char tenant[37], const char **queue)
@@ -337,6 +481,7 @@ static void *notifier_main(void *arg)
     bool ever_connected = false;
     char **keys = NULL;
     size_t nkeys = 0, capkeys = 0;
+    announcer ann = {.last_error_log = -LOG_EVERY_MS};
 
     for (;;) {
         bool wake_all = false;
@@ -380,7 +525,8 @@ static void *notifier_main(void *arg)
         if (wake_at != LLONG_MAX)
             timeout = wake_at <= now ? 0 : (wake_at - now > INT_MAX ? INT_MAX : (int)(wake_at - now));
 
-        struct pollfd pfd[2] = {{.fd = n->wake_fd[0], .events = POLLIN}, {.fd = pg ? PQsocket(pg) : -1, .events = POLLIN}};
+        struct pollfd pfd[2] = {{.fd = n->wake_fd[0], .events = POLLIN},
+                                {.fd = pg ? PQsocket(pg) : -1, .events = POLLIN | (ann.want_write ? POLLOUT : 0)}};
         int pr = poll(pfd, 2, timeout);
         if (pr < 0 && errno != EINTR) {
             log_error("notifier: poll: %s", strerror(errno));
@@ -392,14 +538,21 @@ static void *notifier_main(void *arg)
             }
         }
         nkeys = 0;
+        if (pg != NULL && pr > 0 && (pfd[1].revents & POLLOUT) && ann.want_write) {
+            int f = PQflush(pg);
+            ann.want_write = f == 1;
+            if (f < 0)
+                pfd[1].revents |= POLLERR; /* handled as a lost connection below */
+        }
         if (pg != NULL && pr > 0 && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP))) {
-            if (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK) {
+            if (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK || (pfd[1].revents & POLLERR)) {
                 char err[512];
                 snprintf(err, sizeof err, "%s", PQerrorMessage(pg));
                 engine_one_line(err);
                 log_warn("notifier: LISTEN connection lost (%s); reconnecting", err);
                 PQfinish(pg);
                 pg = NULL;
+                announce_requeue(n, &ann);
                 atomic_store(&n->connected, false);
                 next_connect = engine_now_ms();
                 wake_all = true;
@@ -425,7 +578,20 @@ static void *notifier_main(void *arg)
                     }
                     PQfreemem(nt);
                 }
+                announce_collect(&ann, pg);
             }
+        }
+        if (pg != NULL && !announce_send(n, &ann, pg)) {
+            char err[512];
+            snprintf(err, sizeof err, "%s", PQerrorMessage(pg));
+            engine_one_line(err);
+            log_warn("notifier: LISTEN connection lost while announcing (%s); reconnecting", err);
+            PQfinish(pg);
+            pg = NULL;
+            announce_requeue(n, &ann);
+            atomic_store(&n->connected, false);
+            next_connect = engine_now_ms();
+            wake_all = true;
         }
 
         queen_waiter *fire = NULL;
@@ -454,8 +620,37 @@ static void *notifier_main(void *arg)
     pthread_mutex_unlock(&n->mu);
     fire_list(n, fire);
     free(keys);
-    if (pg != NULL)
+    if (pg != NULL) {
+        /* What pushes announced last still goes out (blocking now: the
+         * statement timeout set at connect bounds it). */
+        PQsetnonblocking(pg, 0);
+        if (ann.sending != NULL) {
+            PGresult *r;
+            while ((r = PQgetResult(pg)) != NULL)
+                PQclear(r);
+            free(ann.sending);
+            ann.sending = NULL;
+        }
+        pthread_mutex_lock(&n->mu);
+        char *rest = n->pending_len > 0 ? n->pending : NULL;
+        n->pending = NULL;
+        n->pending_len = n->pending_cap = 0;
+        pthread_mutex_unlock(&n->mu);
+        if (rest != NULL) {
+            size_t len = strlen(rest);
+            char *batch = malloc(len + 3);
+            if (batch != NULL) {
+                snprintf(batch, len + 3, "[%s]", rest);
+                const char *params[] = {batch};
+                PQclear(PQexecParams(pg, SQL_ANNOUNCE, 1, NULL, params, NULL, NULL, 0));
+                atomic_fetch_add(&n->announce_statements, 1);
+                free(batch);
+            }
+        }
+        free(rest);
         PQfinish(pg);
+    }
+    free(ann.sending);
     atomic_store(&n->connected, false);
     return NULL;
 }
@@ -511,6 +706,7 @@ void notifier_free(queen_notifier *n)
     if (n->wake_fd[1] >= 0)
         close(n->wake_fd[1]);
     free(n->heap);
+    free(n->pending);
     free(n->conninfo);
     pthread_cond_destroy(&n->done_cv);
     pthread_mutex_destroy(&n->mu);
@@ -538,4 +734,19 @@ unsigned long notifier_reconnects(queen_notifier *n)
 unsigned long notifier_notifies(queen_notifier *n)
 {
     return atomic_load(&n->notifies);
+}
+
+unsigned long notifier_announced(queen_notifier *n)
+{
+    return atomic_load(&n->announced);
+}
+
+unsigned long notifier_announce_statements(queen_notifier *n)
+{
+    return atomic_load(&n->announce_statements);
+}
+
+unsigned long notifier_announce_dropped(queen_notifier *n)
+{
+    return atomic_load(&n->announce_dropped);
 }

@@ -75,11 +75,26 @@ bool notifier_add_owned(queen_notifier *n, queen_waiter *w, const char *tenant, 
  * After this the notifier never touches w again. */
 void notifier_finish(queen_notifier *n, queen_waiter *w);
 
+/* Hands the notifier the notifications a committed push owes: tenant and
+ * what log_push_v1 or log_transaction_wire_v1 returned (the queues with a
+ * queued message are notified, as log_notify_pushed_v1 says). The notifier
+ * thread sends everything handed over since its last statement as one
+ * statement on its own connection, asynchronously: the caller's request does
+ * not wait, no pool connection is taken, and a burst of pushes to a queue
+ * costs one notification. Call it only after the push committed (a
+ * notification must not arrive before the message is visible). false when
+ * it was dropped (shutting down, or 16 MiB of announcements already wait): waiters then find the message at their next re-check. */
+bool notifier_announce(queen_notifier *n, const char *tenant, const char *results);
+
 /* Pending waiters now, and whether the LISTEN connection is up. */
 size_t notifier_waiting(queen_notifier *n);
 bool notifier_connected(queen_notifier *n);
 unsigned long notifier_reconnects(queen_notifier *n);
 unsigned long notifier_notifies(queen_notifier *n);
+/* Announcements handed over, statements that carried them, and those dropped. */
+unsigned long notifier_announced(queen_notifier *n);
+unsigned long notifier_announce_statements(queen_notifier *n);
+unsigned long notifier_announce_dropped(queen_notifier *n);
 
 /* Splits a queen_push payload "<tenant>:<queue>" into its parts (tenant is
  * always 36 characters). Returns false when the payload is not of that

@@ -121,6 +121,14 @@ const stats_family stats_families[] = {
             notifier.reconnects),
     COUNTER("notifier", "notifies", "queen_notifier_notifies_total", "Push notifications received.",
             notifier.notifies),
+    COUNTER("notifier", "announced", "queen_notifier_announced_total",
+            "Committed pushes whose notifications were handed to the notifier.", notifier.announced),
+    COUNTER("notifier", "announceStatements", "queen_notifier_announce_statements_total",
+            "Statements that sent them (one per batch gathered while the previous was in flight).",
+            notifier.announce_statements),
+    COUNTER("notifier", "announceDropped", "queen_notifier_announce_dropped_total",
+            "Push notifications dropped (stopping, or the notifier too far behind); waiters re-check.",
+            notifier.announce_dropped),
     GAUGE("waiters", NULL, "queen_push_waiters", "Long-poll waiters registered with the engine.", STATS_NUMBER,
           waiters),
 };
@@ -201,6 +209,9 @@ int queen_stats_get(queen *q, queen_stats *out)
     out->notifier.connected = notifier_connected(q->notifier) ? 1 : 0;
     out->notifier.reconnects = (long long)notifier_reconnects(q->notifier);
     out->notifier.notifies = (long long)notifier_notifies(q->notifier);
+    out->notifier.announced = (long long)notifier_announced(q->notifier);
+    out->notifier.announce_statements = (long long)notifier_announce_statements(q->notifier);
+    out->notifier.announce_dropped = (long long)notifier_announce_dropped(q->notifier);
     out->waiters = (long long)notifier_waiting(q->notifier);
     engine_leave(q);
     return 0;

@@ -381,11 +381,88 @@ static void a_deferred_push_sends_no_notify_at_commit(void **state)
     assert_non_null(n);
     assert_string_equal(n->extra, want);
     PQfreemem(n);
+
+    /* Both queues exist now: pushes to one existing partition take the
+     * push's one-pair path, which keeps both rules. */
+    snprintf(items, sizeof items, "[{\"queue\":\"%s\",\"payload\":3}]", deferred);
+    r = PQexecParams(pusher,
+                     "WITH s AS MATERIALIZED (SELECT set_config('queen.notify', 'after_commit', true)) "
+                     "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text FROM s",
+                     2, NULL, p1, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    PQclear(r);
+    snprintf(items, sizeof items, "[{\"queue\":\"%s\",\"payload\":4}]", plain);
+    r = PQexecParams(pusher, "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text", 2, NULL, p1, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    PQclear(r);
+    snprintf(want, sizeof want, "%s:%s", tenant, plain);
+    n = next_notification(listener, 5000);
+    assert_non_null(n);
+    assert_string_equal(n->extra, want);
+    PQfreemem(n);
     free(deferred_result);
     PQfinish(listener);
     PQfinish(pusher);
     free(deferred);
     free(plain);
+}
+
+/* The deferred halves of many pushes leave in few statements: the notifier
+ * sends everything handed to it since its last statement as one, on its own
+ * connection, and PostgreSQL delivers a notification repeated within one
+ * transaction once. 2,000 announcements for one queue, handed over far
+ * faster than a round trip: every one is counted, far fewer statements
+ * carry them, the queue's notification arrives, and no more of them than
+ * statements. Shut down, the notifier refuses more. */
+static void announcements_leave_in_batches(void **state)
+{
+    (void)state;
+    queen_close(engine_open(1)); /* the schema, whichever test runs first */
+    enum { ANNOUNCEMENTS = 2000 };
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-batch-");
+    PGconn *listener = PQconnectdb(pgtest_url());
+    assert_int_equal(PQstatus(listener), CONNECTION_OK);
+    PQclear(PQexec(listener, "LISTEN queen_push"));
+    char err[256];
+    queen_notifier *n = notifier_start(pgtest_url(), err, sizeof err);
+    assert_non_null(n);
+    WAIT_UNTIL(notifier_connected(n), 5000, "the notifier never connected");
+    char results[512];
+    snprintf(results, sizeof results, "[{\"queueName\":\"%s\",\"status\":\"queued\"}]", queue);
+    for (int i = 0; i < ANNOUNCEMENTS; i++)
+        assert_true(notifier_announce(n, tenant, results));
+    assert_int_equal(notifier_announced(n), ANNOUNCEMENTS);
+
+    char want[128];
+    snprintf(want, sizeof want, "%s:%s", tenant, queue);
+    PGnotify *first = next_notification(listener, 5000);
+    assert_non_null(first);
+    assert_string_equal(first->extra, want);
+    PQfreemem(first);
+    /* Every batch has gone once the notifier's own connection heard as many
+     * notifications as statements were sent (it listens too). */
+    WAIT_UNTIL(notifier_notifies(n) >= notifier_announce_statements(n), 10000, "a batch never arrived");
+    unsigned long statements = notifier_announce_statements(n);
+    if (statements < 1 || statements > ANNOUNCEMENTS / 10)
+        fail_msg("%lu statements carried %d announcements", statements, ANNOUNCEMENTS);
+    int heard = 1;
+    PGnotify *more;
+    while ((more = next_notification(listener, 200)) != NULL) {
+        heard++;
+        PQfreemem(more);
+    }
+    if ((unsigned long)heard > statements)
+        fail_msg("%d notifications from %lu statements: repeats were not folded", heard, statements);
+    print_message("# %d announcements, %lu statements, %d notifications\n", ANNOUNCEMENTS, statements, heard);
+
+    notifier_shutdown(n);
+    assert_false(notifier_announce(n, tenant, results));
+    assert_int_equal(notifier_announce_dropped(n), 1);
+    notifier_free(n);
+    PQfinish(listener);
+    free(queue);
 }
 
 static void lease_extend(void **state)
@@ -583,6 +660,7 @@ int main(void)
         cmocka_unit_test(configure_does_not_hold_up_a_push),
         cmocka_unit_test(long_poll_is_woken_by_a_push),
         cmocka_unit_test(a_deferred_push_sends_no_notify_at_commit),
+        cmocka_unit_test(announcements_leave_in_batches),
         cmocka_unit_test(lease_extend),
         cmocka_unit_test(wait_for_push_fires_exactly_once),
         cmocka_unit_test(notifier_survives_losing_its_connection),
