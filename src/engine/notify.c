@@ -632,11 +632,12 @@ static void *notifier_main(void *arg)
             ann.sending = NULL;
         }
         pthread_mutex_lock(&n->mu);
-        char *rest = n->pending_len > 0 ? n->pending : NULL;
+        char *rest = n->pending; /* the buffer, even when emptied: freed below */
+        bool any = n->pending_len > 0;
         n->pending = NULL;
         n->pending_len = n->pending_cap = 0;
         pthread_mutex_unlock(&n->mu);
-        if (rest != NULL) {
+        if (any) {
             size_t len = strlen(rest);
             char *batch = malloc(len + 3);
             if (batch != NULL) {
