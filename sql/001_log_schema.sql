@@ -8,7 +8,7 @@
 --       queen._log_require_tenant_v1, queen._log_require_name_v1,
 --       queen._log_require_queue_v1,
 --       queen._log_page_limit_v1, queen._log_page_v1,
---       queen._log_retention_seconds_v1.
+--       queen._log_retention_seconds_v1, queen._log_partition_retry_v1.
 -- May call: 000's schema helpers (000 also creates the schema). Never names
 -- queen.kv.
 -- Applied at every boot, statement by statement: everything here is
@@ -269,6 +269,23 @@ BEGIN
         RAISE EXCEPTION 'log_no_such_queue' USING ERRCODE = '22023', DETAIL = 'no such queue';
     END IF;
     RETURN v_qid;
+END
+$$;
+
+-- _log_partition_retry_v1(try) -> try + 1. The retry count of a call whose
+-- partition locks found a row gone (deleted in between by 006's reclaim or a
+-- queue delete): at the third raises 40001 log_partition_vanished, which a
+-- client retries. Shared by push (003) and requeue (029). IMMUTABLE, as above.
+CREATE OR REPLACE FUNCTION queen._log_partition_retry_v1(p_try INTEGER)
+RETURNS INTEGER
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    IF p_try + 1 >= 3 THEN
+        RAISE EXCEPTION 'log_partition_vanished' USING ERRCODE = '40001',
+            DETAIL = 'a partition was deleted concurrently three times in a row; retry the call';
+    END IF;
+    RETURN p_try + 1;
 END
 $$;
 

@@ -4,8 +4,9 @@
 --
 -- Owns: queen._log_push_check_v1, queen._log_push_apply_v1, queen.log_push_v1,
 -- queen.log_notify_pushed_v1.
--- May call: 001 (tables, log_name_ok_v1, _log_require_tenant_v1). Never names
--- queen.kv; takes no kv lock (the wire in 005 calls kv first, then this).
+-- May call: 001 (tables, log_name_ok_v1, _log_require_tenant_v1,
+-- _log_partition_retry_v1). Never names queen.kv; takes no kv lock (the wire
+-- in 005 calls kv first, then this).
 -- Locks, in the global order: queen.queues (insert of a missing queue only),
 -- queen.log_partitions (FOR NO KEY UPDATE, ascending id), then leaves
 -- (log_messages inserts).
@@ -224,11 +225,7 @@ BEGIN
                   FOR NO KEY UPDATE OF lp) AS l;
 
             EXIT WHEN v_locked = v_pairs;
-            v_try := v_try + 1;
-            IF v_try >= 3 THEN
-                RAISE EXCEPTION 'log_partition_vanished' USING ERRCODE = '40001',
-                    DETAIL = 'a partition was deleted concurrently three times in a row; retry the call';
-            END IF;
+            v_try := queen._log_partition_retry_v1(v_try);
         END LOOP;
     END IF;
 

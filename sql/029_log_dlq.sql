@@ -158,11 +158,7 @@ BEGIN
               ORDER BY lp.id
               FOR NO KEY UPDATE) AS l;
         EXIT WHEN v_locked = array_length(v_names, 1);
-        v_try := v_try + 1;
-        IF v_try >= 3 THEN
-            RAISE EXCEPTION 'log_partition_vanished' USING ERRCODE = '40001',
-                DETAIL = 'a partition was deleted concurrently three times in a row; retry the call';
-        END IF;
+        v_try := queen._log_partition_retry_v1(v_try);
     END LOOP;
 
     WITH gone AS (DELETE FROM queen.log_dead_letters WHERE id = ANY (v_pick) RETURNING *)

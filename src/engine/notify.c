@@ -472,6 +472,21 @@ bool notify_split_payload(const char *payload, char tenant[37], const char **que
     return true;
 }
 
+/* Logs why, drops the connection and puts its unanswered announcements
+ * back; the caller reconnects at once and wakes every waiter (pushes may
+ * have gone unheard meanwhile). */
+static void connection_lost(queen_notifier *n, PGconn **pg, announcer *a, const char *when)
+{
+    char err[512];
+    snprintf(err, sizeof err, "%s", PQerrorMessage(*pg));
+    engine_one_line(err);
+    log_warn("notifier: LISTEN connection lost%s (%s); reconnecting", when, err);
+    PQfinish(*pg);
+    *pg = NULL;
+    announce_requeue(n, a);
+    atomic_store(&n->connected, false);
+}
+
 static void *notifier_main(void *arg)
 {
     queen_notifier *n = arg;
@@ -546,14 +561,7 @@ static void *notifier_main(void *arg)
         }
         if (pg != NULL && pr > 0 && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP))) {
             if (!PQconsumeInput(pg) || PQstatus(pg) != CONNECTION_OK || (pfd[1].revents & POLLERR)) {
-                char err[512];
-                snprintf(err, sizeof err, "%s", PQerrorMessage(pg));
-                engine_one_line(err);
-                log_warn("notifier: LISTEN connection lost (%s); reconnecting", err);
-                PQfinish(pg);
-                pg = NULL;
-                announce_requeue(n, &ann);
-                atomic_store(&n->connected, false);
+                connection_lost(n, &pg, &ann, "");
                 next_connect = engine_now_ms();
                 wake_all = true;
             } else {
@@ -582,14 +590,7 @@ static void *notifier_main(void *arg)
             }
         }
         if (pg != NULL && !announce_send(n, &ann, pg)) {
-            char err[512];
-            snprintf(err, sizeof err, "%s", PQerrorMessage(pg));
-            engine_one_line(err);
-            log_warn("notifier: LISTEN connection lost while announcing (%s); reconnecting", err);
-            PQfinish(pg);
-            pg = NULL;
-            announce_requeue(n, &ann);
-            atomic_store(&n->connected, false);
+            connection_lost(n, &pg, &ann, " while announcing");
             next_connect = engine_now_ms();
             wake_all = true;
         }

@@ -2,7 +2,7 @@
 -- settings and the shared helpers (sql/001_log_schema.sql).
 -- Self-contained and rolled back; touches no shared rows.
 BEGIN;
-SELECT plan(57);
+SELECT plan(60);
 
 SELECT has_table('queen', 'queues', 'queen.queues exists');
 SELECT has_table('queen', 'log_partitions', 'queen.log_partitions exists');
@@ -60,6 +60,13 @@ SELECT throws_ok($$ INSERT INTO queen.queues (tenant_id, name, completed_retenti
                  'completed_retention_seconds >= 0');
 SELECT volatility_is('queen', '_log_retention_seconds_v1', ARRAY['integer', 'integer'], 'immutable',
                      '_log_retention_seconds_v1 is IMMUTABLE');
+
+-- _log_partition_retry_v1: the third try of a call whose partition kept
+-- vanishing is the retryable refusal.
+SELECT is(queen._log_partition_retry_v1(0), 1, 'the first retry counts 1');
+SELECT is(queen._log_partition_retry_v1(1), 2, 'the second retry counts 2');
+SELECT throws_ok($$ SELECT queen._log_partition_retry_v1(2) $$, '40001', 'log_partition_vanished',
+                 'the third raises 40001 log_partition_vanished');
 
 -- log_name_ok_v1
 SELECT ok(queen.log_name_ok_v1('orders'), 'a plain name is ok');
