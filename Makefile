@@ -287,9 +287,9 @@ bench: deps
 # The soak (bench/soak.sh): SOAK_MINUTES (default 30) of the mixed workload on
 # a durable private PostgreSQL; summary to bench/SOAK.md, plots to bench/soak/.
 SOAK_DRIVER := $(BUILD)/tools/soak_driver
-$(SOAK_DRIVER): bench/soak_driver.c
+$(SOAK_DRIVER): bench/soak_driver.c bench/http.c bench/http.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(SANLD) -lcurl -ljansson -lpq -lpthread
+	$(CC) $(CFLAGS) -o $@ bench/soak_driver.c bench/http.c $(SANLD) -lcurl -ljansson -lpq -lpthread
 tests: $(SOAK_DRIVER)
 
 .PHONY: soak

@@ -283,7 +283,7 @@ fi
 
 # -------------------------------------------------- 4: the transaction wire
 if want wire; then
-  cc -std=c11 -O2 -Wall -o "$WORK/wire_bench" "$ROOT/bench/wire_bench.c" -lcurl -ljansson -lpthread
+  cc -std=c11 -O2 -Wall -o "$WORK/wire_bench" "$ROOT/bench/wire_bench.c" "$ROOT/bench/http.c" -lcurl -ljansson -lpthread
   # Points "per_tx:consumers": messages per transaction (1 = ack + push +
   # marker; 10 = 10 acks + 10 pushes + 10 markers), consumers on 16
   # partitions. Each point has its own queue, prefilled before its clock

@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http.h"
+
 enum { OP_PUT_SHORT, OP_PUT_LONG, OP_INCR, OP_GET, OP_PREFIX, OP_PUSH, OP_POP, OP_TX, OP_COUNT };
 static const char *const op_name[OP_COUNT] = {"put_short", "put_long", "incr", "get", "prefix", "push", "pop", "tx"};
 /* Calls that write (WAL per write divides by their sum); a pop with messages
@@ -111,13 +113,6 @@ static int g_only_op = -1; /* mix=OP: every kv call is OP (-1: the weighted mix)
 static atomic_long g_pushed, g_consumed;
 static atomic_int g_stop;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void record(int op, double seconds, int ok, const char *what)
 {
     opstat *s = &g_ops[op];
@@ -143,31 +138,6 @@ static void record_empty(int op)
     g_ops[op].window.empty++;
     g_ops[op].total.empty++;
     pthread_mutex_unlock(&g_ops[op].mu);
-}
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-} buf;
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    buf *b = ud;
-    size_t n = size * nmemb;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL)
-            return 0;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return n;
 }
 
 typedef struct {

@@ -15,7 +15,7 @@
  *     and checks success:true; messages count once committed.
  *
  * Prints one line "WIRERESULT key=value ..." (latencies in microseconds).
- * Build: cc -O2 -o wire_bench bench/wire_bench.c -lcurl -ljansson -lpthread
+ * Build: cc -O2 -o wire_bench bench/wire_bench.c bench/http.c -lcurl -ljansson -lpthread
  * Usage: wire_bench URL [consumers=16] [partitions=16] [prefill=40000]
  *                   [batch=10] [seconds=5] [queue=wire_in] [per_tx=1]
  * consumers 0: prefill only; prefill 0: consume what is there.
@@ -31,10 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-} buf;
+#include "http.h"
 
 typedef struct {
     uint32_t *v;
@@ -51,33 +48,6 @@ typedef struct {
 static const char *g_url, *g_queue;
 static int g_batch, g_per_tx;
 static double g_deadline;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    buf *b = ud;
-    size_t n = size * nmemb;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL)
-            return 0;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return n;
-}
 
 static void lat_add(lat *l, double seconds)
 {
