@@ -2,8 +2,9 @@
 -- cursor row with FOR UPDATE SKIP LOCKED, reads from committed+1 up to the
 -- batch size, records the lease (or, with autoAck, moves the cursor).
 --
--- Owns: queen._log_subscription_start_v1, queen._log_pop_partition_v1,
--- queen._log_pop_claim_v1, queen.log_pop_v1, queen.log_pop_labels_v1.
+-- Owns: queen._log_subscription_start_v1, queen._log_pop_start_v1,
+-- queen._log_pop_partition_v1, queen._log_pop_claim_v1, queen.log_pop_v1,
+-- queen.log_pop_labels_v1.
 -- May call: 001. Never names queen.kv.
 -- Never waits on a lock: the cursor row is claimed with SKIP LOCKED; the
 -- first pop of a group on a partition creates its row under a try-advisory
@@ -194,6 +195,52 @@ BEGIN
 END
 $$;
 
+-- _log_pop_start_v1(group, batch, lease_seconds, partitions,
+-- subscription_mode, subscription_from) -> the subscription start of a group
+-- new to a queue: NULL for none (mode 'all'; always for '__QUEUE_MODE__'),
+-- else the instant (mode 'new': subscriptionFrom, or now() for mode new or
+-- new-only without one). The option refusals both pops share, in this order:
+-- 22023 log_bad_group, log_bad_batch (1..10000), log_bad_lease_seconds
+-- (1..604800, NULL allowed), log_bad_partitions (1..10000),
+-- log_bad_subscription_from. Arguments already defaulted by the caller
+-- (group '__QUEUE_MODE__', batch 200, partitions 1). Called as an
+-- expression, not a query (see 003's cost note on _log_push_apply_v1).
+CREATE OR REPLACE FUNCTION queen._log_pop_start_v1(p_group TEXT, p_batch INTEGER, p_lease_seconds INTEGER,
+                                                   p_partitions INTEGER, p_subscription_mode TEXT,
+                                                   p_subscription_from TEXT)
+RETURNS TIMESTAMPTZ
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_start TIMESTAMPTZ;
+BEGIN
+    IF NOT queen.log_name_ok_v1(p_group) THEN
+        RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
+            DETAIL = 'consumerGroup must be 1..255 bytes without control characters';
+    END IF;
+    IF p_batch NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'log_bad_batch' USING ERRCODE = '22023',
+            DETAIL = format('batch must be 1..10000, got %s', p_batch);
+    END IF;
+    IF p_lease_seconds IS NOT NULL AND p_lease_seconds NOT BETWEEN 1 AND 604800 THEN
+        RAISE EXCEPTION 'log_bad_lease_seconds' USING ERRCODE = '22023',
+            DETAIL = format('leaseSeconds must be 1..604800, got %s', p_lease_seconds);
+    END IF;
+    IF p_partitions NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'log_bad_partitions' USING ERRCODE = '22023',
+            DETAIL = format('partitions must be 1..10000, got %s', p_partitions);
+    END IF;
+    v_start := queen._log_subscription_start_v1(p_subscription_from);
+    IF p_group = '__QUEUE_MODE__' THEN
+        RETURN NULL;
+    END IF;
+    IF v_start IS NULL AND p_subscription_mode IN ('new', 'new-only') THEN
+        RETURN now();
+    END IF;
+    RETURN v_start;
+END
+$$;
+
 -- _log_pop_claim_v1(queue ids, ...) -> the pop body over the partitions of
 -- those queues, or NULL. Arguments are already validated and defaulted by the
 -- public functions; p_mode is 'new' or 'all', p_start the subscription start
@@ -315,7 +362,6 @@ DECLARE
     v_group   TEXT    := COALESCE(p_group, '__QUEUE_MODE__');
     v_batch   INTEGER := COALESCE(p_batch, 200);
     v_parts   INTEGER := COALESCE(p_partitions, 1);
-    v_mode    TEXT    := CASE WHEN p_subscription_mode IN ('new', 'new-only') THEN 'new' ELSE 'all' END;
     v_start   TIMESTAMPTZ;
     v_qid     UUID;
 BEGIN
@@ -334,38 +380,15 @@ BEGIN
         RAISE EXCEPTION 'log_bad_partition' USING ERRCODE = '22023',
             DETAIL = 'partition must be 1..255 bytes without control characters';
     END IF;
-    IF NOT queen.log_name_ok_v1(v_group) THEN
-        RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
-            DETAIL = 'consumerGroup must be 1..255 bytes without control characters';
-    END IF;
-    IF v_batch NOT BETWEEN 1 AND 10000 THEN
-        RAISE EXCEPTION 'log_bad_batch' USING ERRCODE = '22023',
-            DETAIL = format('batch must be 1..10000, got %s', v_batch);
-    END IF;
-    IF p_lease_seconds IS NOT NULL AND p_lease_seconds NOT BETWEEN 1 AND 604800 THEN
-        RAISE EXCEPTION 'log_bad_lease_seconds' USING ERRCODE = '22023',
-            DETAIL = format('leaseSeconds must be 1..604800, got %s', p_lease_seconds);
-    END IF;
-    IF v_parts NOT BETWEEN 1 AND 10000 THEN
-        RAISE EXCEPTION 'log_bad_partitions' USING ERRCODE = '22023',
-            DETAIL = format('partitions must be 1..10000, got %s', v_parts);
-    END IF;
-    v_start := queen._log_subscription_start_v1(p_subscription_from);
-    IF v_group = '__QUEUE_MODE__' THEN
-        v_mode := 'all';
-        v_start := NULL;
-    ELSIF v_start IS NOT NULL THEN
-        v_mode := 'new';
-    ELSIF v_mode = 'new' THEN
-        v_start := now();
-    END IF;
+    v_start := queen._log_pop_start_v1(v_group, v_batch, p_lease_seconds, v_parts, p_subscription_mode,
+                                       p_subscription_from);
 
     SELECT id INTO v_qid FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
     RETURN queen._log_pop_claim_v1(ARRAY[v_qid], p_partition, v_group, v_batch, p_lease_seconds,
-                                   COALESCE(p_auto_ack, false), v_mode, v_start, v_parts);
+                                   COALESCE(p_auto_ack, false), CASE WHEN v_start IS NULL THEN 'all' ELSE 'new' END, v_start, v_parts);
 END
 $$;
 
@@ -387,7 +410,6 @@ DECLARE
     v_group   TEXT    := COALESCE(p_group, '__QUEUE_MODE__');
     v_batch   INTEGER := COALESCE(p_batch, 200);
     v_parts   INTEGER := COALESCE(p_partitions, 1);
-    v_mode    TEXT    := CASE WHEN p_subscription_mode IN ('new', 'new-only') THEN 'new' ELSE 'all' END;
     v_start   TIMESTAMPTZ;
     v_queues  UUID[];
 BEGIN
@@ -401,31 +423,8 @@ BEGIN
         RAISE EXCEPTION 'log_bad_labels' USING ERRCODE = '22023',
             DETAIL = 'namespace and/or task must be given, each 1..255 bytes without control characters';
     END IF;
-    IF NOT queen.log_name_ok_v1(v_group) THEN
-        RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
-            DETAIL = 'consumerGroup must be 1..255 bytes without control characters';
-    END IF;
-    IF v_batch NOT BETWEEN 1 AND 10000 THEN
-        RAISE EXCEPTION 'log_bad_batch' USING ERRCODE = '22023',
-            DETAIL = format('batch must be 1..10000, got %s', v_batch);
-    END IF;
-    IF p_lease_seconds IS NOT NULL AND p_lease_seconds NOT BETWEEN 1 AND 604800 THEN
-        RAISE EXCEPTION 'log_bad_lease_seconds' USING ERRCODE = '22023',
-            DETAIL = format('leaseSeconds must be 1..604800, got %s', p_lease_seconds);
-    END IF;
-    IF v_parts NOT BETWEEN 1 AND 10000 THEN
-        RAISE EXCEPTION 'log_bad_partitions' USING ERRCODE = '22023',
-            DETAIL = format('partitions must be 1..10000, got %s', v_parts);
-    END IF;
-    v_start := queen._log_subscription_start_v1(p_subscription_from);
-    IF v_group = '__QUEUE_MODE__' THEN
-        v_mode := 'all';
-        v_start := NULL;
-    ELSIF v_start IS NOT NULL THEN
-        v_mode := 'new';
-    ELSIF v_mode = 'new' THEN
-        v_start := now();
-    END IF;
+    v_start := queen._log_pop_start_v1(v_group, v_batch, p_lease_seconds, v_parts, p_subscription_mode,
+                                       p_subscription_from);
 
     SELECT array_agg(q.id ORDER BY q.id) INTO v_queues
     FROM queen.queues q
@@ -436,6 +435,6 @@ BEGIN
         RETURN NULL;
     END IF;
     RETURN queen._log_pop_claim_v1(v_queues, NULL, v_group, v_batch, p_lease_seconds,
-                                   COALESCE(p_auto_ack, false), v_mode, v_start, v_parts);
+                                   COALESCE(p_auto_ack, false), CASE WHEN v_start IS NULL THEN 'all' ELSE 'new' END, v_start, v_parts);
 END
 $$;
