@@ -4,7 +4,7 @@
  * mutex (a callback may register the next waiter, and the HTTP edge resumes a
  * connection from it), never run a statement other than LISTEN and the
  * announcing one, and never block on anything but poll() (the connection is
- * non-blocking), except at shutdown. */
+ * non-blocking). */
 #include "notify.h"
 
 #include <ctype.h>
@@ -487,6 +487,40 @@ static void connection_lost(queen_notifier *n, PGconn **pg, announcer *a, const 
     atomic_store(&n->connected, false);
 }
 
+/* At shutdown: what pushes announced last still goes out, the batch in
+ * flight answered first, within ANNOUNCE_DRAIN_MS in all (a database that
+ * stopped answering must not hold the stop; waiters elsewhere then find the
+ * messages at their re-check). */
+#define ANNOUNCE_DRAIN_MS 2000
+static void announce_drain(queen_notifier *n, announcer *a, PGconn *pg)
+{
+    long long until = engine_now_ms() + ANNOUNCE_DRAIN_MS;
+    for (;;) {
+        if (a->sending == NULL && !announce_send(n, a, pg))
+            return;
+        if (a->sending == NULL)
+            return; /* nothing was pending */
+        long long left = until - engine_now_ms();
+        if (left <= 0)
+            return;
+        struct pollfd pfd = {.fd = PQsocket(pg), .events = POLLIN | (a->want_write ? POLLOUT : 0)};
+        if (poll(&pfd, 1, (int)left) <= 0)
+            return;
+        if (a->want_write) {
+            int f = PQflush(pg);
+            a->want_write = f == 1;
+            if (f < 0)
+                return;
+        }
+        if ((pfd.revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(pg))
+            return;
+        PGnotify *nt;
+        while ((nt = PQnotifies(pg)) != NULL)
+            PQfreemem(nt); /* the waiters are fired already */
+        announce_collect(a, pg);
+    }
+}
+
 static void *notifier_main(void *arg)
 {
     queen_notifier *n = arg;
@@ -622,34 +656,7 @@ static void *notifier_main(void *arg)
     fire_list(n, fire);
     free(keys);
     if (pg != NULL) {
-        /* What pushes announced last still goes out (blocking now: the
-         * statement timeout set at connect bounds it). */
-        PQsetnonblocking(pg, 0);
-        if (ann.sending != NULL) {
-            PGresult *r;
-            while ((r = PQgetResult(pg)) != NULL)
-                PQclear(r);
-            free(ann.sending);
-            ann.sending = NULL;
-        }
-        pthread_mutex_lock(&n->mu);
-        char *rest = n->pending; /* the buffer, even when emptied: freed below */
-        bool any = n->pending_len > 0;
-        n->pending = NULL;
-        n->pending_len = n->pending_cap = 0;
-        pthread_mutex_unlock(&n->mu);
-        if (any) {
-            size_t len = strlen(rest);
-            char *batch = malloc(len + 3);
-            if (batch != NULL) {
-                snprintf(batch, len + 3, "[%s]", rest);
-                const char *params[] = {batch};
-                PQclear(PQexecParams(pg, SQL_ANNOUNCE, 1, NULL, params, NULL, NULL, 0));
-                atomic_fetch_add(&n->announce_statements, 1);
-                free(batch);
-            }
-        }
-        free(rest);
+        announce_drain(n, &ann, pg);
         PQfinish(pg);
     }
     free(ann.sending);
