@@ -34,59 +34,19 @@
 
 
 typedef struct writer {
-    int id;
-    const char *ns;
+    campaign_writer cw;
     atomic_bool *stop;
-    long long incr_acked, incr_unknown;
-    int keys;                 /* putIfAbsent attempts: key p<id>-<n>, n < keys */
-    unsigned char *key_state; /* per n: 0 never sent, 1 acknowledged, 2 unknown */
-    atomic_llong acked;       /* all acknowledged writes, for progress */
 } writer;
 
-static bool applied(const char *reply)
-{
-    json_t *v = reply ? json_loads(reply, JSON_DECODE_ANY, NULL) : NULL;
-    bool yes = json_is_true(json_object_get(json_array_get(json_object_get(v, "results"), 0), "applied"));
-    json_decref(v);
-    return yes;
-}
-
+/* Writes until stopped; a call that never reached the broker waits for it
+ * to answer again and is made again. */
 static void *writer_run(void *arg)
 {
     writer *w = arg;
     void *curl = NULL;
-    char body[256];
-    for (long long n = 0; !atomic_load(w->stop) && w->keys < MAX_KEYS; n++) {
-        bool is_incr = n % 2 == 0;
-        if (is_incr)
-            snprintf(body, sizeof body,
-                     "{\"operations\":[{\"op\":\"incr\",\"ns\":\"%s\",\"key\":\"c%d\",\"delta\":1,\"forever\":true}]}",
-                     w->ns, w->id);
-        else
-            snprintf(body, sizeof body,
-                     "{\"operations\":[{\"op\":\"putIfAbsent\",\"ns\":\"%s\",\"key\":\"p%d-%d\",\"value\":%d,"
-                     "\"forever\":true}]}",
-                     w->ns, w->id, w->keys, w->keys);
-        long status;
-        char *reply;
-        campaign_outcome out = campaign_post(&curl, RIG.broker.base, "/api/v1/kv", body, &status, &reply);
-        if (out == CALL_NOT_SENT) {
-            campaign_wait_healthy(&curl, RIG.broker.base, 60000);
-            continue; /* never reached a broker: the same write is tried again */
-        }
-        bool acked = out == CALL_ANSWERED && status == 200 && applied(reply);
-        free(reply);
-        if (is_incr) {
-            if (acked)
-                w->incr_acked++;
-            else
-                w->incr_unknown++;
-        } else {
-            w->key_state[w->keys++] = acked ? 1 : 2;
-        }
-        if (acked)
-            atomic_fetch_add(&w->acked, 1);
-        else
+    while (!atomic_load(w->stop) && campaign_writer_has_room(&w->cw)) {
+        bool acked;
+        if (campaign_write_next(&w->cw, &curl, RIG.broker.base, &acked) == CALL_NOT_SENT || !acked)
             campaign_wait_healthy(&curl, RIG.broker.base, 60000);
     }
     campaign_http_done(&curl);
@@ -97,7 +57,7 @@ static long long acked_total(writer *w, int n)
 {
     long long sum = 0;
     for (int i = 0; i < n; i++)
-        sum += atomic_load(&w[i].acked);
+        sum += atomic_load(&w[i].cw.acked);
     return sum;
 }
 
@@ -113,7 +73,8 @@ static void acknowledged_writes_survive_broker_kills_and_database_crashes(void *
     writer w[MAX_WRITERS];
     pthread_t th[MAX_WRITERS];
     for (int i = 0; i < writers; i++) {
-        w[i] = (writer){.id = i, .ns = ns, .stop = &stop, .key_state = calloc(MAX_KEYS, 1)};
+        w[i] = (writer){.cw = {.id = i, .ns = ns, .max_keys = MAX_KEYS, .key_state = calloc(MAX_KEYS, 1)},
+                        .stop = &stop};
         pthread_create(&th[i], NULL, writer_run, &w[i]);
     }
     long long kills = 0, crashes = 0, until = now_ms() + seconds * 1000;
@@ -140,24 +101,8 @@ static void acknowledged_writes_survive_broker_kills_and_database_crashes(void *
     assert_int_equal(PQstatus(conn), CONNECTION_OK);
     long long acked = 0, unknown = 0, lost = 0, doubled = 0;
     for (int i = 0; i < writers; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "c%d", i);
-        const char *p[] = {ns, key};
-        PGresult *r = pgtest_exec(conn, "SELECT value::text FROM queen.kv WHERE namespace = $1 AND key = $2", 2, p);
-        long long counter = PQntuples(r) ? atoll(PQgetvalue(r, 0, 0)) : 0;
-        PQclear(r);
-        acked += w[i].incr_acked;
-        unknown += w[i].incr_unknown;
-        if (counter < w[i].incr_acked)
-            lost += w[i].incr_acked - counter;
-        if (counter > w[i].incr_acked + w[i].incr_unknown)
-            doubled += counter - w[i].incr_acked - w[i].incr_unknown;
-        if (counter < w[i].incr_acked || counter > w[i].incr_acked + w[i].incr_unknown)
-            print_message("# counter %s: %lld, acknowledged %lld, unknown %lld\n", key, counter, w[i].incr_acked,
-                          w[i].incr_unknown);
-        /* every acknowledged key is there, with the value it was given */
-        campaign_check_puts(conn, ns, i, w[i].key_state, w[i].keys, &acked, &lost, &unknown);
-        free(w[i].key_state);
+        campaign_check_writer(conn, &w[i].cw, &acked, &unknown, &lost, &doubled);
+        free(w[i].cw.key_state);
     }
     PQfinish(conn);
     campaign_figure("faults.writes_acknowledged", acked);

@@ -100,14 +100,6 @@ static long long int_on(const char *url, const char *sql)
     return v;
 }
 
-static bool applied(const char *reply)
-{
-    json_t *v = reply ? json_loads(reply, JSON_DECODE_ANY, NULL) : NULL;
-    bool yes = json_is_true(json_object_get(json_array_get(json_object_get(v, "results"), 0), "applied"));
-    json_decref(v);
-    return yes;
-}
-
 /* ---- schema boot ---------------------------------------------------------- */
 
 /* Records every object a CREATE made (not the CREATE OR REPLACE kinds, which
@@ -297,7 +289,7 @@ static void *kv_writer_run(void *arg)
         long status;
         char *reply;
         if (campaign_post(&curl, w->base, "/api/v1/kv", body, &status, &reply) == CALL_ANSWERED && status == 200 &&
-            applied(reply))
+            campaign_applied(reply))
             atomic_fetch_add(&w->acked, 1);
         else
             w->failed++;
@@ -403,61 +395,26 @@ static void sweepers_on_three_brokers_delete_each_row_once_and_never_block_write
 #define MAX_KEYS 100000
 
 typedef struct rr_writer {
-    int id;
-    const char *ns;
+    campaign_writer cw;
     const char *bases[NB];
     atomic_bool *stop;
-    long long incr_acked, incr_unknown;
-    int keys;                 /* putIfAbsent attempts: key p<id>-<n>, n < keys */
-    unsigned char *key_state; /* per n: 1 acknowledged, 2 unknown */
-    atomic_llong acked;
     long long switches;       /* moves to the next broker */
     long long no_answer;      /* sent, and no answer came back */
 } rr_writer;
 
-/* A client behind a load balancer: a refused connection or a 503 sends the
- * next call to the next broker. */
+/* A client behind a load balancer: a refused connection sends the same
+ * write to the next broker, any other failure the next write. */
 static void *rr_writer_run(void *arg)
 {
     rr_writer *w = arg;
     void *curl = NULL;
-    char body[256];
-    int at = w->id % NB;
-    for (long long n = 0; !atomic_load(w->stop) && w->keys < MAX_KEYS; n++) {
-        bool is_incr = n % 2 == 0;
-        if (is_incr)
-            snprintf(body, sizeof body,
-                     "{\"operations\":[{\"op\":\"incr\",\"ns\":\"%s\",\"key\":\"c%d\",\"delta\":1,\"forever\":true}]}",
-                     w->ns, w->id);
-        else
-            snprintf(body, sizeof body,
-                     "{\"operations\":[{\"op\":\"putIfAbsent\",\"ns\":\"%s\",\"key\":\"p%d-%d\",\"value\":%d,"
-                     "\"forever\":true}]}",
-                     w->ns, w->id, w->keys, w->keys);
-        long status;
-        char *reply;
-        campaign_outcome out = campaign_post(&curl, w->bases[at], "/api/v1/kv", body, &status, &reply);
-        if (out == CALL_NOT_SENT) {
-            at = (at + 1) % NB; /* that broker is down: the same write goes to the next */
-            w->switches++;
-            n--;
-            continue;
-        }
-        bool acked = out == CALL_ANSWERED && status == 200 && applied(reply);
-        free(reply);
+    int at = w->cw.id % NB;
+    while (!atomic_load(w->stop) && campaign_writer_has_room(&w->cw)) {
+        bool acked;
+        campaign_outcome out = campaign_write_next(&w->cw, &curl, w->bases[at], &acked);
         if (out == CALL_NO_ANSWER)
             w->no_answer++;
-        if (is_incr) {
-            if (acked)
-                w->incr_acked++;
-            else
-                w->incr_unknown++;
-        } else {
-            w->key_state[w->keys++] = acked ? 1 : 2;
-        }
-        if (acked) {
-            atomic_fetch_add(&w->acked, 1);
-        } else {
+        if (!acked) {
             at = (at + 1) % NB;
             w->switches++;
         }
@@ -470,7 +427,7 @@ static long long rr_acked(rr_writer *w, int n)
 {
     long long sum = 0;
     for (int i = 0; i < n; i++)
-        sum += atomic_load(&w[i].acked);
+        sum += atomic_load(&w[i].cw.acked);
     return sum;
 }
 
@@ -488,7 +445,8 @@ static void rolling_restart_under_write_load_loses_no_acknowledged_write(void **
     rr_writer w[WRITERS];
     pthread_t th[WRITERS];
     for (int i = 0; i < WRITERS; i++) {
-        w[i] = (rr_writer){.id = i, .ns = ns, .stop = &stop, .key_state = calloc(MAX_KEYS, 1)};
+        w[i] = (rr_writer){.cw = {.id = i, .ns = ns, .max_keys = MAX_KEYS, .key_state = calloc(MAX_KEYS, 1)},
+                           .stop = &stop};
         for (int k = 0; k < NB; k++)
             w[i].bases[k] = b[k].base;
         pthread_create(&th[i], NULL, rr_writer_run, &w[i]);
@@ -521,22 +479,10 @@ static void rolling_restart_under_write_load_loses_no_acknowledged_write(void **
     assert_int_equal(PQstatus(conn), CONNECTION_OK);
     long long acked = 0, unknown = 0, lost = 0, doubled = 0, switches = 0, no_answer = 0;
     for (int i = 0; i < WRITERS; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "c%d", i);
-        const char *p[] = {ns, key};
-        PGresult *r = pgtest_exec(conn, "SELECT value::text FROM queen.kv WHERE namespace = $1 AND key = $2", 2, p);
-        long long counter = PQntuples(r) ? atoll(PQgetvalue(r, 0, 0)) : 0;
-        PQclear(r);
-        acked += w[i].incr_acked;
-        unknown += w[i].incr_unknown;
         switches += w[i].switches;
         no_answer += w[i].no_answer;
-        if (counter < w[i].incr_acked)
-            lost += w[i].incr_acked - counter;
-        if (counter > w[i].incr_acked + w[i].incr_unknown)
-            doubled += counter - w[i].incr_acked - w[i].incr_unknown;
-        campaign_check_puts(conn, ns, i, w[i].key_state, w[i].keys, &acked, &lost, &unknown);
-        free(w[i].key_state);
+        campaign_check_writer(conn, &w[i].cw, &acked, &unknown, &lost, &doubled);
+        free(w[i].cw.key_state);
     }
     PQfinish(conn);
     print_message("# figure many_brokers.rolling.writes_acknowledged %lld\n", acked);
@@ -591,7 +537,7 @@ static void *quota_writer_run(void *arg)
         long status;
         char *reply;
         campaign_outcome out = campaign_post(&curl, w->base, "/api/v1/kv", body, &status, &reply);
-        if (out == CALL_ANSWERED && status == 200 && applied(reply))
+        if (out == CALL_ANSWERED && status == 200 && campaign_applied(reply))
             w->admitted++;
         else if (out == CALL_ANSWERED && status == 403 && strstr(reply, "kv_quota_exceeded") != NULL)
             w->refused = true;

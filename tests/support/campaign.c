@@ -2,6 +2,7 @@
 #include "campaign.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,8 +214,8 @@ int campaign_main(const char *prefix, const char *test_name, campaign_test_fn te
     return _cmocka_run_group_tests(prefix, tests, 1, rig_up, rig_down);
 }
 
-void campaign_check_puts(PGconn *conn, const char *ns, int writer, const unsigned char *key_state, int keys,
-                         long long *acked, long long *lost, long long *unknown)
+static void check_puts(PGconn *conn, const char *ns, int writer, const unsigned char *key_state, int keys,
+                       long long *acked, long long *lost, long long *unknown)
 {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "p%d-", writer);
@@ -244,4 +245,73 @@ void campaign_check_puts(PGconn *conn, const char *ns, int writer, const unsigne
         }
     }
     free(seen);
+}
+
+bool campaign_applied(const char *reply)
+{
+    json_t *v = reply ? json_loads(reply, JSON_DECODE_ANY, NULL) : NULL;
+    bool yes = json_is_true(json_object_get(json_array_get(json_object_get(v, "results"), 0), "applied"));
+    json_decref(v);
+    return yes;
+}
+
+bool campaign_writer_has_room(const campaign_writer *w)
+{
+    return w->keys < w->max_keys;
+}
+
+campaign_outcome campaign_write_next(campaign_writer *w, void **curl, const char *base, bool *acked)
+{
+    char body[256];
+    bool is_incr = w->calls % 2 == 0;
+    if (is_incr)
+        snprintf(body, sizeof body,
+                 "{\"operations\":[{\"op\":\"incr\",\"ns\":\"%s\",\"key\":\"c%d\",\"delta\":1,\"forever\":true}]}",
+                 w->ns, w->id);
+    else
+        snprintf(body, sizeof body,
+                 "{\"operations\":[{\"op\":\"putIfAbsent\",\"ns\":\"%s\",\"key\":\"p%d-%d\",\"value\":%d,"
+                 "\"forever\":true}]}",
+                 w->ns, w->id, w->keys, w->keys);
+    long status;
+    char *reply;
+    campaign_outcome out = campaign_post(curl, base, "/api/v1/kv", body, &status, &reply);
+    *acked = false;
+    if (out == CALL_NOT_SENT)
+        return out;
+    *acked = out == CALL_ANSWERED && status == 200 && campaign_applied(reply);
+    free(reply);
+    w->calls++;
+    if (is_incr) {
+        if (*acked)
+            w->incr_acked++;
+        else
+            w->incr_unknown++;
+    } else {
+        w->key_state[w->keys++] = *acked ? 1 : 2;
+    }
+    if (*acked)
+        atomic_fetch_add(&w->acked, 1);
+    return out;
+}
+
+void campaign_check_writer(PGconn *conn, const campaign_writer *w, long long *acked, long long *unknown,
+                           long long *lost, long long *doubled)
+{
+    char key[32];
+    snprintf(key, sizeof key, "c%d", w->id);
+    const char *p[] = {w->ns, key};
+    PGresult *r = pgtest_exec(conn, "SELECT value::text FROM queen.kv WHERE namespace = $1 AND key = $2", 2, p);
+    long long counter = PQntuples(r) ? atoll(PQgetvalue(r, 0, 0)) : 0;
+    PQclear(r);
+    *acked += w->incr_acked;
+    *unknown += w->incr_unknown;
+    if (counter < w->incr_acked)
+        *lost += w->incr_acked - counter;
+    if (counter > w->incr_acked + w->incr_unknown)
+        *doubled += counter - w->incr_acked - w->incr_unknown;
+    if (counter < w->incr_acked || counter > w->incr_acked + w->incr_unknown)
+        print_message("# counter %s: %lld, acknowledged %lld, unknown %lld\n", key, counter, w->incr_acked,
+                      w->incr_unknown);
+    check_puts(conn, w->ns, w->id, w->key_state, w->keys, acked, lost, unknown);
 }

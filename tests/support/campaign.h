@@ -7,6 +7,7 @@
 #ifndef QUEEN_TEST_CAMPAIGN_H
 #define QUEEN_TEST_CAMPAIGN_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include <libpq-fe.h>
@@ -71,13 +72,37 @@ extern campaign_rig RIG;
 /* A suite's main: its one test on a fresh rig (the database named after
  * prefix), torn down whatever happens: the cluster left running, the
  * broker stopped, the database dropped. Returns cmocka's verdict. */
-/* Writer `writer` made `keys` putIfAbsent attempts of key p<writer>-<n> with
- * value n; key_state[n] is 1 when it was acknowledged, anything else when
- * its outcome is unknown. Reads them back from ns and adds to *acked, *lost
- * (an acknowledged key missing or holding another value, each named) and
- * *unknown. */
-void campaign_check_puts(PGconn *conn, const char *ns, int writer, const unsigned char *key_state, int keys,
-                         long long *acked, long long *lost, long long *unknown);
+/* Whether a POST /api/v1/kv reply says its first operation applied. */
+bool campaign_applied(const char *reply);
+
+/* One writer of the suites' write pattern: even calls add 1 to its counter
+ * c<id>, odd calls putIfAbsent a new key p<id>-<n> with value n (both
+ * forever, each a POST /api/v1/kv of one operation). What each answer says is
+ * recorded (acknowledged: 200 with applied true; anything else that was
+ * sent: unknown), so campaign_check_writer can find lost and doubled effects
+ * afterwards. key_state: max_keys zeroed bytes, caller-owned. */
+typedef struct campaign_writer {
+    int id;
+    const char *ns;
+    int max_keys;
+    unsigned char *key_state; /* per n: 0 never sent, 1 acknowledged, 2 unknown */
+    int keys;                 /* putIfAbsent attempts so far */
+    long long calls, incr_acked, incr_unknown;
+    atomic_llong acked;       /* all acknowledged writes, for progress */
+} campaign_writer;
+
+/* The writer's next call, to base. CALL_NOT_SENT records nothing: the same
+ * write is the next one. *acked: it was acknowledged. */
+campaign_outcome campaign_write_next(campaign_writer *w, void **curl, const char *base, bool *acked);
+/* Whether the writer can make another call (its keys are not used up). */
+bool campaign_writer_has_room(const campaign_writer *w);
+
+/* Reads the writer's effects back from its namespace and adds to the
+ * totals: its counter against its acknowledged and unknown incrs (below the
+ * acknowledged: lost; above both: doubled), and every acknowledged key present
+ * with the value it was given (each missing one named). */
+void campaign_check_writer(PGconn *conn, const campaign_writer *w, long long *acked, long long *unknown,
+                           long long *lost, long long *doubled);
 
 typedef void (*campaign_test_fn)(void **state);
 int campaign_main(const char *prefix, const char *test_name, campaign_test_fn test);
