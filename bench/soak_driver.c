@@ -323,22 +323,8 @@ static void *consumer(void *arg)
         json_t *ops = json_array(), *kv = json_array();
         size_t n = json_array_size(msgs), i;
         for (i = 0; i < n; i++) {
-            json_t *m = json_array_get(msgs, i);
-            const char *mid = json_string_value(json_object_get(m, "id"));
-            json_t *tid = json_object_get(m, "transactionId"), *pid = json_object_get(m, "partitionId"),
-                   *lid = json_object_get(m, "leaseId"), *part = json_object_get(m, "partition");
-            if (mid == NULL || tid == NULL || pid == NULL || lid == NULL || part == NULL)
+            if (!wire_step_add(ops, kv, json_array_get(msgs, i), "soak_out", "soak_marker", 60))
                 break;
-            char out_tx[128], marker[128];
-            snprintf(out_tx, sizeof out_tx, "out-%s", mid);
-            snprintf(marker, sizeof marker, "done:%s", mid);
-            json_array_append_new(ops, json_pack("{s:s, s:O, s:O, s:O}", "type", "ack", "transactionId", tid,
-                                                 "partitionId", pid, "leaseId", lid));
-            json_array_append_new(ops, json_pack("{s:s, s:[{s:s, s:O, s:{s:s}, s:s}]}", "type", "push", "items",
-                                                 "queue", "soak_out", "partition", part, "payload", "src", mid,
-                                                 "transactionId", out_tx));
-            json_array_append_new(kv, json_pack("{s:s, s:s, s:s, s:b, s:i}", "op", "putIfAbsent", "ns", "soak_marker",
-                                                "key", marker, "value", 1, "ttlSeconds", 60));
         }
         json_t *tx = json_pack("{s:o, s:o}", "operations", ops, "kv", kv);
         char *body = json_dumps(tx, JSON_COMPACT);

@@ -172,22 +172,8 @@ static void *consume(void *arg)
             json_t *ops = json_array(), *kv = json_array();
             size_t k, end = i + (size_t)g_per_tx < n ? i + (size_t)g_per_tx : n;
             for (k = i; k < end; k++) {
-                json_t *m = json_array_get(msgs, k);
-                const char *mid = json_string_value(json_object_get(m, "id"));
-                json_t *tid = json_object_get(m, "transactionId"), *pid = json_object_get(m, "partitionId"),
-                       *lid = json_object_get(m, "leaseId"), *part = json_object_get(m, "partition");
-                if (mid == NULL || tid == NULL || pid == NULL || lid == NULL || part == NULL)
+                if (!wire_step_add(ops, kv, json_array_get(msgs, k), out_queue, "wire", 3600))
                     break;
-                char out_tx[128], marker[128];
-                snprintf(out_tx, sizeof out_tx, "out-%s", mid);
-                snprintf(marker, sizeof marker, "done:%s", mid);
-                json_array_append_new(ops, json_pack("{s:s, s:O, s:O, s:O}", "type", "ack", "transactionId", tid,
-                                                     "partitionId", pid, "leaseId", lid));
-                json_array_append_new(ops, json_pack("{s:s, s:[{s:s, s:O, s:{s:s}, s:s}]}", "type", "push", "items",
-                                                     "queue", out_queue, "partition", part, "payload", "src", mid,
-                                                     "transactionId", out_tx));
-                json_array_append_new(kv, json_pack("{s:s, s:s, s:s, s:b, s:i}", "op", "putIfAbsent", "ns", "wire",
-                                                    "key", marker, "value", 1, "ttlSeconds", 3600));
             }
             if (k < end) {
                 note_error(w, 200, "pop message without id/transactionId/partitionId/leaseId/partition", &out);
