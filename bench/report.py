@@ -292,8 +292,11 @@ def render(work, out_path):
         body.append(["kv_apply_v1 one-op >= 0.6 x the raw statement", "not measured", "n/a"])
     wr = [(k[2], r["ops"]) for k, r in rows.items() if k[0] == "wire" and k[1] == "tx1"]
     if wr:
+        def floor(c):
+            f = rows.get(("wireraw", "tx1", c))
+            return " (raw SQL floor %s)" % n(f["ops"]) if f else ""
         body.append(["wire >= 3,000 messages/s, one message per transaction, 4 and 16 consumers",
-                     ", ".join("%d consumers %s" % (c, n(x)) for c, x in sorted(wr)),
+                     ", ".join("%d consumers %s%s" % (c, n(x), floor(c)) for c, x in sorted(wr)),
                      "met" if min(x for _, x in wr) >= 3000 else "missed"])
     else:
         body.append(["wire >= 3,000 messages/s, one message per transaction", "not measured", "n/a"])
@@ -404,12 +407,16 @@ def render(work, out_path):
             per = k[1][2:] if k[1].startswith("tx") else "1"
             extra = kv_line(os.path.join(work, "wire-%s-%s.result" % (per, k[2])), "WIRERESULT") or {}
             cpu = r.get("cpu") or [0, 0, 0, 0, 0]
-            body.append([per, k[2], 16, n(r["ops"]) + ("\\*" if noisy(r) else "") + flag(r), ms(r["p50"]), ms(r["p99"]),
+            raw = rows.get(("wireraw", k[1], k[2]))
+            body.append([per, k[2], 16, n(r["ops"]) + ("\\*" if noisy(r) else "") + flag(r),
+                         (n(raw["ops"]) + ("\\*" if noisy(raw) else "")) if raw else "",
+                         ms(r["p50"]), ms(r["p99"]),
                          "%.2f" % (int(extra.get("pop_p50_us", 0)) / 1000.0),
                          "%.2f" % (int(extra.get("pop_p99_us", 0)) / 1000.0),
                          extra.get("messages", "?"), "%s of %s" % (extra.get("empty_pops", "?"), extra.get("pops", "?")),
                          "%.0f / %.0f / %.0f" % (cpu[3], cpu[2], cpu[1])])
-        L += table(["messages per transaction", "consumers", "partitions", "messages/s", "commit p50 ms",
+        L += table(["messages per transaction", "consumers", "partitions", "messages/s",
+                    "raw SQL floor messages/s", "commit p50 ms",
                     "commit p99 ms", "pop p50 ms", "pop p99 ms", "messages committed", "empty pops (204) of pops",
                     "CPU us/message: postgres / broker / client"], body)
         L.append("")
@@ -419,6 +426,17 @@ def render(work, out_path):
                  "committed (`success:true`). Commands:")
         L.append("")
         L += ["    " + r["cmd"] for _, r in wire]
+        raws = sorted((k, r) for k, r in rows.items() if k[0] == "wireraw")
+        if raws:
+            L.append("")
+            L.append("The raw SQL floor: the same work per message on the same partitions with none of the rules "
+                     "(cursor advance, offset bump, message insert and marker as one statement, one commit; every "
+                     "tenth message a lease plus a read of 10 as the pop), pgbench on the same cluster right after "
+                     "the point. It is what this machine does for the work itself; the broker's figure over it is "
+                     "the price of the rules, the HTTP hop and the client. `$URL` as above, after "
+                     "`psql $URL -v q=QUEUE -f bench/wire_raw/setup.sql`:")
+            L.append("")
+            L += ["    " + r["cmd"] for _, r in raws]
     else:
         L.append("Not measured in this run (see above).")
     L.append("")

@@ -14,7 +14,9 @@
 #   3 batch    25 ops per call (mix), direct and through the broker, ops/s per op
 #   4 wire     bench/wire_bench.c: pop, then one POST /api/v1/transaction
 #              per message (ack + push + putIfAbsent marker) or per 10
-#              messages (10 of each), 4 and 16 consumers, 16 partitions
+#              messages (10 of each), 4 and 16 consumers, 16 partitions;
+#              after each one-message point, its raw SQL floor (pgbench
+#              bench/wire_raw/raw_tx.sql: the same work with no rules)
 #   5 raw      plain single-row upsert, select and counter upsert on queen.kv in pgbench
 #   6 redis    redis-server (no persistence) + redis-benchmark SET/GET/INCR
 #   7 rss      broker VmRSS idle and under wrk -c 256 (VmHWM too)
@@ -302,6 +304,12 @@ if want wire; then
         "$BUILD/bench/wire_bench $BROKER 0 16 $WIRE_PREFILL 10 $SECS $wq && $cmd" $cpu
       say "wire $per msg/tx, $wc consumers: $r | cpu us/msg total client broker pg other: $cpu"
       cp "$WORK/logs/wire-$per-$wc.txt" "$WORK/wire-$per-$wc.result"
+      # The same work with none of the rules, on the same partitions: the
+      # machine's floor for a one-message transaction (bench/wire_raw).
+      if [ "$per" = 1 ]; then
+        PSQL -q -v q="$wq" -f "$ROOT/bench/wire_raw/setup.sql" >/dev/null &&
+          pgb wireraw tx1 "$wc" 1 -f bench/wire_raw/raw_tx.sql
+      fi
     else
       say "wire scenario failed or routes missing: $(head -c 300 "$WORK/logs/wire-prefill-$per-$wc.txt" "$WORK/logs/wire-$per-$wc.txt" 2>/dev/null)"
       echo "wire=skipped: $(cat "$WORK/logs/wire-prefill-$per-$wc.txt" "$WORK/logs/wire-$per-$wc.txt" 2>/dev/null | grep -v '^WIRERESULT' | head -c 200 | tr '\n\t' '  ')" >>"$WORK/meta.env"
