@@ -2,7 +2,7 @@
 -- configuration / listing / deletion, and the transaction wire that commits
 -- kv ops, pushes and acks in ONE transaction.
 --
--- Owns: queen._log_ack_check_v1, queen._log_ack_apply_v1, queen.log_ack_v1,
+-- Owns: queen._log_ack_check_v1, queen._log_ack_target_v1, queen._log_ack_apply_v1, queen.log_ack_v1,
 --       queen.log_lease_extend_v1, queen._log_queue_option_specs_v1,
 --       queen._log_queue_option_check_v1, queen._log_queue_options_v1,
 --       queen.log_configure_v1, queen.log_queues_v1,
@@ -104,6 +104,29 @@ BEGIN
 END
 $$;
 
+-- _log_ack_target_v1(partition, group, transactionId, committed) -> the
+-- message an ack names: transactionId -> offset, the oldest not yet consumed,
+-- else the newest (an ack at or below the cursor is then a no-op). A message
+-- requeued for one group (029's for_group) is that group's alone. LANGUAGE
+-- sql and STABLE, so both of _log_ack_apply_v1's row queries inline it.
+-- for_group is added by 029, which applies after this file: the body is
+-- checked when it first runs, not here (a LANGUAGE sql body is otherwise
+-- checked at creation).
+SET check_function_bodies = off;
+CREATE OR REPLACE FUNCTION queen._log_ack_target_v1(p_part UUID, p_grp TEXT, p_txid TEXT, p_committed BIGINT)
+RETURNS TABLE (msg_offset BIGINT, id UUID, payload JSONB, created_at TIMESTAMPTZ)
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT mm.msg_offset, mm.id, mm.payload, mm.created_at
+    FROM queen.log_messages mm
+    WHERE mm.partition_id = p_part AND mm.transaction_id = p_txid COLLATE "C"
+      AND (mm.for_group IS NULL OR mm.for_group = p_grp COLLATE "C")
+    ORDER BY (mm.msg_offset > p_committed) DESC,
+             CASE WHEN mm.msg_offset > p_committed THEN mm.msg_offset ELSE -mm.msg_offset END
+    LIMIT 1
+$$;
+RESET check_function_bodies;
+
 -- _log_ack_apply_v1(tenant, acks, required_leases) -> jsonb[] of
 -- {index, transactionId, success, error, queueName, partitionName,
 -- leaseReleased, dlq, noop} (the names null when the partition is not this
@@ -121,6 +144,7 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
     r          RECORD;
+    v_rows     REFCURSOR;
     v_c        queen.log_consumers%ROWTYPE;
     v_res      JSONB[] := '{}';
     v_n        INTEGER := jsonb_array_length(p_acks);
@@ -135,82 +159,105 @@ DECLARE
     v_k        INTEGER;
     v_lease    TEXT;
     v_key      RECORD;
+    v_one      JSONB;
+    v_read     BOOLEAN := false;  -- v_c already holds the one ack's locked row
 BEGIN
-    -- The cursor locks, in ascending (partition, group). Only rows of this
-    -- tenant; an ack naming another tenant's partition locks nothing. Keys
-    -- first (primary-key and lease-index lookups), then one lock per key in
-    -- order, so no plan can scan the table or lock out of order.
-    FOR v_key IN
-        SELECT k.pid, k.grp
-        FROM (SELECT (a ->> 'pid')::uuid AS pid, (a ->> 'grp') COLLATE "C" AS grp
-              FROM jsonb_array_elements(p_acks) AS a
-              UNION
-              SELECT lc.partition_id, lc.consumer_group
-              FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l
-              JOIN queen.log_consumers lc ON lc.lease_id = (l #>> '{}')::uuid) AS k
-        -- The tenant of each key by primary-key lookups (a subplan per key):
-        -- as a join, the generic plan (which guesses 100 keys) hashed the
-        -- whole of log_partitions and queues on every ack.
-        WHERE (SELECT q.tenant_id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-               WHERE p.id = k.pid) = p_tenant
-        ORDER BY k.pid, k.grp
-    LOOP
-        PERFORM 1 FROM queen.log_consumers
-        WHERE partition_id = v_key.pid AND consumer_group = v_key.grp
-        FOR UPDATE;
-    END LOOP;
+    IF v_n = 1 AND COALESCE(p_leases, '[]') = '[]' THEN
+        -- One ack and no required lease, the consumer's usual transaction:
+        -- one key, so the lock is one lookup, and the row is read by plain
+        -- lookups. The general path's key set, sort and lateral plan below
+        -- cost more to start in each transaction than to run for one row.
+        -- The locking read is also the row the decision below reads (it
+        -- sees the latest committed version), so it is not read twice.
+        v_one := p_acks -> 0;
+        SELECT c.* INTO v_c FROM queen.log_consumers c
+        WHERE c.partition_id = (v_one ->> 'pid')::uuid AND c.consumer_group = (v_one ->> 'grp')
+          AND (SELECT q.tenant_id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+               WHERE p.id = c.partition_id) = p_tenant
+        FOR UPDATE OF c;
+        v_read := true;
+        OPEN v_rows FOR
+            SELECT (v_one ->> 'i')::integer AS i, v_one ->> 'txid' AS txid, (v_one ->> 'pid')::uuid AS pid,
+                   v_one ->> 'grp' AS grp, (v_one ->> 'lease')::uuid AS lease, v_one ->> 'status' AS status,
+                   v_one ->> 'error' AS error,
+                   p.id AS part, p.name AS pname, q.id AS qid, q.name AS qname, q.retry_limit,
+                   m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
+            FROM (SELECT) AS one
+            LEFT JOIN (queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant)
+                   ON p.id = (v_one ->> 'pid')::uuid
+            LEFT JOIN LATERAL queen._log_ack_target_v1(p.id, v_one ->> 'grp', v_one ->> 'txid',
+                                                       v_c.committed_offset) AS m ON true;
+    ELSE
+        -- The cursor locks, in ascending (partition, group). Only rows of
+        -- this tenant; an ack naming another tenant's partition locks
+        -- nothing. Keys first (primary-key and lease-index lookups), then
+        -- one lock per key in order, so no plan can scan the table or lock
+        -- out of order.
+        FOR v_key IN
+            SELECT k.pid, k.grp
+            FROM (SELECT (a ->> 'pid')::uuid AS pid, (a ->> 'grp') COLLATE "C" AS grp
+                  FROM jsonb_array_elements(p_acks) AS a
+                  UNION
+                  SELECT lc.partition_id, lc.consumer_group
+                  FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l
+                  JOIN queen.log_consumers lc ON lc.lease_id = (l #>> '{}')::uuid) AS k
+            -- The tenant of each key by primary-key lookups (a subplan per
+            -- key): as a join, the generic plan (which guesses 100 keys)
+            -- hashed the whole of log_partitions and queues on every ack.
+            WHERE (SELECT q.tenant_id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+                   WHERE p.id = k.pid) = p_tenant
+            ORDER BY k.pid, k.grp
+        LOOP
+            PERFORM 1 FROM queen.log_consumers
+            WHERE partition_id = v_key.pid AND consumer_group = v_key.grp
+            FOR UPDATE;
+        END LOOP;
 
-    -- Required leases: live, of this tenant, and now held until commit.
-    FOR v_k IN 0 .. jsonb_array_length(COALESCE(p_leases, '[]')) - 1 LOOP
-        v_lease := p_leases -> v_k #>> '{}';
-        PERFORM 1
-        FROM queen.log_consumers c
-        JOIN queen.log_partitions p ON p.id = c.partition_id
-        JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
-        WHERE c.lease_id = v_lease::uuid AND c.lease_expires_at > now();
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
-                DETAIL = jsonb_build_object('requiredLeaseIndex', v_k, 'leaseId', v_lease,
-                                            'error', 'lease_not_live')::text;
-        END IF;
-    END LOOP;
-
-    FOR r IN
-        SELECT a.i, a.txid, a.pid, a.grp, a.lease, a.status, a.error,
-               p.id AS part, p.name AS pname, p.qid, p.qname, p.retry_limit,
-               m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
-        FROM jsonb_to_recordset(p_acks) AS a(i INTEGER, txid TEXT, pid UUID, grp TEXT,
-                                             lease UUID, status TEXT, error TEXT)
-        -- Partition (of this tenant) and cursor by primary-key lookups per
-        -- ack: OFFSET 0 keeps each a nested lookup, where as plain joins the
-        -- generic plan (which guesses 100 acks) hashed the whole of
-        -- log_partitions, queues and log_consumers on every call.
-        LEFT JOIN LATERAL (
-            SELECT p.id, p.name, q.id AS qid, q.name AS qname, q.retry_limit
-            FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
-            WHERE p.id = a.pid
-            OFFSET 0) AS p ON true
-        LEFT JOIN LATERAL (
-            SELECT c.committed_offset
+        -- Required leases: live, of this tenant, and now held until commit.
+        FOR v_k IN 0 .. jsonb_array_length(COALESCE(p_leases, '[]')) - 1 LOOP
+            v_lease := p_leases -> v_k #>> '{}';
+            PERFORM 1
             FROM queen.log_consumers c
-            WHERE c.partition_id = p.id AND c.consumer_group = a.grp COLLATE "C"
-            OFFSET 0) AS c ON true
-        LEFT JOIN LATERAL (
-            -- transactionId -> offset: the oldest not yet consumed, else the
-            -- newest (an ack at or below the cursor is a no-op).
-            SELECT mm.msg_offset, mm.id, mm.payload, mm.created_at
-            FROM queen.log_messages mm
-            WHERE mm.partition_id = p.id AND mm.transaction_id = a.txid COLLATE "C"
-              AND (mm.for_group IS NULL OR mm.for_group = a.grp COLLATE "C") -- 029's requeue
-            ORDER BY (mm.msg_offset > c.committed_offset) DESC,
-                     CASE WHEN mm.msg_offset > c.committed_offset THEN mm.msg_offset
-                          ELSE -mm.msg_offset END
-            LIMIT 1) AS m ON true
-        ORDER BY a.pid, a.grp COLLATE "C", m.msg_offset NULLS FIRST, a.i
+            JOIN queen.log_partitions p ON p.id = c.partition_id
+            JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+            WHERE c.lease_id = v_lease::uuid AND c.lease_expires_at > now();
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
+                    DETAIL = jsonb_build_object('requiredLeaseIndex', v_k, 'leaseId', v_lease,
+                                                'error', 'lease_not_live')::text;
+            END IF;
+        END LOOP;
+
+        OPEN v_rows FOR
+            SELECT a.i, a.txid, a.pid, a.grp, a.lease, a.status, a.error,
+                   p.id AS part, p.name AS pname, p.qid, p.qname, p.retry_limit,
+                   m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
+            FROM jsonb_to_recordset(p_acks) AS a(i INTEGER, txid TEXT, pid UUID, grp TEXT,
+                                                 lease UUID, status TEXT, error TEXT)
+            -- Partition (of this tenant) and cursor by primary-key lookups
+            -- per ack: OFFSET 0 keeps each a nested lookup, where as plain
+            -- joins the generic plan (which guesses 100 acks) hashed the
+            -- whole of log_partitions, queues and log_consumers on every call.
+            LEFT JOIN LATERAL (
+                SELECT p.id, p.name, q.id AS qid, q.name AS qname, q.retry_limit
+                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+                WHERE p.id = a.pid
+                OFFSET 0) AS p ON true
+            LEFT JOIN LATERAL (
+                SELECT c.committed_offset
+                FROM queen.log_consumers c
+                WHERE c.partition_id = p.id AND c.consumer_group = a.grp COLLATE "C"
+                OFFSET 0) AS c ON true
+            LEFT JOIN LATERAL queen._log_ack_target_v1(p.id, a.grp, a.txid, c.committed_offset) AS m ON true
+            ORDER BY a.pid, a.grp COLLATE "C", m.msg_offset NULLS FIRST, a.i;
+    END IF;
+
     LOOP
+        FETCH v_rows INTO r;
+        EXIT WHEN NOT FOUND;
         v_err := NULL; v_noop := false; v_released := false; v_dlq := false;
 
-        IF r.part IS NOT NULL THEN
+        IF r.part IS NOT NULL AND NOT v_read THEN
             SELECT * INTO v_c FROM queen.log_consumers
             WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
         END IF;
@@ -273,6 +320,7 @@ BEGIN
             'error', v_err, 'queueName', r.qname, 'partitionName', r.pname,
             'leaseReleased', v_released, 'dlq', v_dlq, 'noop', v_noop);
     END LOOP;
+    CLOSE v_rows;
 
     IF COALESCE(array_length(v_res, 1), 0) <> v_n OR array_position(v_res, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',

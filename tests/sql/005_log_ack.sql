@@ -3,7 +3,7 @@
 -- refusal. Expiry is simulated by moving lease_expires_at. Own tenant; rolled
 -- back.
 BEGIN;
-SELECT plan(87);
+SELECT plan(89);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2 \gset
 
 -- pg_temp helpers: push n messages k1..kn to (queue, partition) and pop them.
@@ -198,6 +198,57 @@ SELECT throws_ok(format($$ SELECT queen.log_transaction_wire_v1('{"tenant":%s,"o
 SELECT throws_ok(format($$ SELECT queen.log_transaction_wire_v1('{"tenant":%s,"operations":[{"type":"pop"}]}') $$, to_json(:'t'::text)), '22023', 'log_bad_operation', 'wire: unknown operation type');
 SELECT throws_ok(format($$ SELECT queen.log_transaction_wire_v1('{"tenant":%s,"operations":[{"type":"push","items":[{"queue":"q"}]}]}') $$, to_json(:'t'::text)), '22023', 'log_bad_payload', 'wire: a bad push item');
 SELECT throws_ok(format($$ SELECT queen.log_transaction_wire_v1('{"tenant":%s,"operations":[],"requiredLeases":["x"]}') $$, to_json(:'t'::text)), '22023', 'log_bad_lease_id', 'wire: a bad required lease');
+
+-- ---------------------------------------------------------------- one ack, two paths
+-- _log_ack_apply_v1 reads a lone ack's rows by its own short path; with a
+-- second ack in the call it takes the general one. Each case below runs both
+-- ways, each undone before the next, and the lone ack's verdict must be the
+-- same (the second ack names no message, so it decides and writes nothing).
+CREATE FUNCTION pg_temp.both_paths(p_t uuid, p_ack jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_one jsonb[];
+    v_two jsonb[];
+BEGIN
+    BEGIN
+        v_one := queen._log_ack_apply_v1(p_t, jsonb_build_array(p_ack || '{"i": 0}'), '[]');
+        RAISE EXCEPTION 'undo';
+    EXCEPTION WHEN raise_exception THEN NULL;
+    END;
+    BEGIN
+        v_two := queen._log_ack_apply_v1(p_t, jsonb_build_array(p_ack || '{"i": 0}',
+                     p_ack || '{"i": 1, "txid": "no-such-message"}'), '[]');
+        RAISE EXCEPTION 'undo';
+    EXCEPTION WHEN raise_exception THEN NULL;
+    END;
+    RETURN CASE WHEN v_one[1] IS NOT DISTINCT FROM v_two[1] THEN NULL
+                ELSE jsonb_build_object('ack', p_ack, 'one', v_one[1], 'general', v_two[1]) END;
+END $$;
+CREATE FUNCTION pg_temp.ack_row(p_tx text, p_pid text, p_lease text, p_status text DEFAULT 'completed',
+                                p_group text DEFAULT '__QUEUE_MODE__') RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object('txid', p_tx, 'pid', p_pid, 'grp', p_group, 'lease', p_lease,
+                              'status', p_status, 'error', NULL) $$;
+SELECT pg_temp.fill(:'t', 't005_p', 4);
+SELECT b ->> 'partitionId' AS ppid, b ->> 'leaseId' AS pl
+FROM (SELECT queen.log_pop_v1(:'t', 't005_p', NULL, NULL, 2, NULL, NULL, NULL) AS b) s \gset
+SELECT pg_temp.ack(:'t', 'k1', :'ppid', :'pl') IS NOT NULL AS acked_k1 \gset
+CREATE TEMP TABLE parity AS
+SELECT pg_temp.both_paths(tt, a) AS mismatch FROM (VALUES
+    (:'t'::uuid, pg_temp.ack_row('k2', :'ppid', :'pl')),                     -- end of batch: releases
+    (:'t', pg_temp.ack_row('k1', :'ppid', :'pl')),                           -- at the cursor: noop
+    (:'t', pg_temp.ack_row('k3', :'ppid', :'pl')),                           -- outside_lease
+    (:'t', pg_temp.ack_row('k2', :'ppid', gen_random_uuid()::text)),         -- lease_mismatch
+    (:'t', pg_temp.ack_row('k3', :'ppid', NULL)),                            -- no lease named: applies
+    (:'t', pg_temp.ack_row('k2', :'ppid', :'pl', 'failed')),                 -- failed: releases
+    (:'t', pg_temp.ack_row('nope', :'ppid', :'pl')),                         -- message_not_found
+    (:'t', pg_temp.ack_row('k2', :'ppid', NULL, 'completed', 'never')),      -- not_delivered
+    (:'t2', pg_temp.ack_row('k2', :'ppid', :'pl')),                          -- another tenant's
+    (:'t', pg_temp.ack_row('k2', gen_random_uuid()::text, :'pl'))            -- unknown partition
+) AS c(tt, a);
+UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second' WHERE lease_id = :'pl'::uuid;
+INSERT INTO parity SELECT pg_temp.both_paths(:'t', pg_temp.ack_row('k2', :'ppid', :'pl'));  -- lease_expired
+SELECT is((SELECT count(*)::int FROM parity), 11, 'one ack, two paths: every case ran');
+SELECT is((SELECT jsonb_agg(mismatch) FROM parity WHERE mismatch IS NOT NULL), NULL,
+          'one ack, two paths: the same verdict, names and flags in every case');
 
 SELECT * FROM finish();
 ROLLBACK;
