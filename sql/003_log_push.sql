@@ -3,7 +3,7 @@
 -- partition row lock, appends to the log, and wakes long-polling pops.
 --
 -- Owns: queen._log_push_check_v1, queen._log_push_apply_v1, queen.log_push_v1,
--- queen.log_notify_pushed_v1.
+-- queen.log_notify_announce_v1, queen.log_notify_pushed_v1.
 -- May call: 001 (tables, log_name_ok_v1, _log_require_tenant_v1,
 -- _log_partition_retry_v1). Never names queen.kv; takes no kv lock (the wire
 -- in 005 calls kv first, then this).
@@ -338,24 +338,43 @@ BEGIN
 END
 $$;
 
--- log_notify_pushed_v1(tenant, results) -> integer: the deferred half of a
--- push's NOTIFY (see the top of this file). results is what log_push_v1
--- returned (an array) or what log_transaction_wire_v1 returned (an object
--- whose results hold the pushes as type 'push'); one pg_notify per queue
--- that received a message (status 'queued'), the count is returned. Run it
--- in its own transaction after the push committed; the broker does so with
--- synchronous_commit off, since a notification is never durable anyway and
--- the lock it takes is held until that transaction's commit is flushed.
+-- log_notify_announce_v1(batch) -> integer: the deferred half of pushes'
+-- NOTIFY (see the top of this file), for any number of them at once. batch:
+-- [{"t": tenant, "r": results}, ...], results as log_push_v1 returned it (an
+-- array) or as log_transaction_wire_v1 did (an object whose results hold the
+-- pushes as type 'push'). One pg_notify per (tenant, queue) that received a
+-- message (status 'queued'), however many elements name it; an element with
+-- no tenant notifies nothing. Returns the count. Run it in its own
+-- transaction after the pushes committed; the broker's notifier does, with
+-- synchronous_commit off (a notification is never durable anyway, and the
+-- lock it takes is held until that transaction's commit is flushed), once
+-- for every push committed since its previous statement: one set-based
+-- statement, where one function call per push cost the notifier's backend
+-- ~370 us per message under the wire benchmark (bench/RESULTS.md).
+CREATE OR REPLACE FUNCTION queen.log_notify_announce_v1(p_batch JSONB)
+RETURNS INTEGER
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+BEGIN
+    -- plpgsql, not sql: its one query is planned once per session, where a
+    -- LANGUAGE sql body that cannot be inlined is planned again on every call.
+    RETURN (SELECT count(pg_notify('queen_push', s.channel_key))::integer
+    FROM (SELECT DISTINCT (b ->> 't')::uuid::text || ':' || (e ->> 'queueName') AS channel_key
+          FROM jsonb_array_elements(CASE jsonb_typeof(p_batch) WHEN 'array' THEN p_batch ELSE '[]' END) AS b
+          CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(b -> 'r')
+                                                      WHEN 'object' THEN COALESCE(b -> 'r' -> 'results', '[]')
+                                                      WHEN 'array' THEN b -> 'r'
+                                                      ELSE '[]' END) AS e
+          WHERE jsonb_typeof(b -> 't') = 'string'
+            AND e ->> 'status' = 'queued' AND COALESCE(e ->> 'type', 'push') = 'push'
+            AND e ->> 'queueName' IS NOT NULL) AS s);
+END
+$$;
+
+-- log_notify_pushed_v1(tenant, results) -> integer: the same for one push.
 CREATE OR REPLACE FUNCTION queen.log_notify_pushed_v1(p_tenant UUID, p_results JSONB)
 RETURNS INTEGER
 LANGUAGE sql VOLATILE PARALLEL UNSAFE
 AS $$
-    SELECT count(pg_notify('queen_push', p_tenant::text || ':' || s.queue))::integer
-    FROM (SELECT DISTINCT e ->> 'queueName' AS queue
-          FROM jsonb_array_elements(CASE jsonb_typeof(p_results) WHEN 'object' THEN p_results -> 'results'
-                                                                 WHEN 'array' THEN p_results
-                                                                 ELSE '[]' END) AS e
-          WHERE e ->> 'status' = 'queued' AND COALESCE(e ->> 'type', 'push') = 'push'
-            AND e ->> 'queueName' IS NOT NULL) AS s
-    WHERE p_tenant IS NOT NULL;
+    SELECT queen.log_notify_announce_v1(jsonb_build_array(jsonb_build_object('t', p_tenant, 'r', p_results)));
 $$;

@@ -164,7 +164,7 @@ int engine_call_body(queen *q, const char *tenant, const char *name, const char 
  * notification is never durable anyway; the push itself stays durable. */
 /* The queues of results (a push's array, or a transaction's object whose
  * results hold its pushes as type "push") that received a message, each
- * once, as the array log_notify_pushed_v1 reads: [{"queueName": q, "status":
+ * once, as the array log_notify_announce_v1 reads per push: [{"queueName": q, "status":
  * "queued"}, ...]. malloc'd; NULL when none did (all duplicates, no push) or
  * memory is short. The notifier then carries names, not whole results (a
  * push of 100 messages answers ~25 KB). */

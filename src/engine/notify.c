@@ -37,8 +37,7 @@
  * the statement's transaction PostgreSQL delivers identical notifications
  * once, so a burst of pushes to a queue costs one. synchronous_commit is off
  * for this connection (set at connect): a notification is never durable. */
-#define SQL_ANNOUNCE                                                                                                    \
-    "SELECT count(queen.log_notify_pushed_v1((e ->> 't')::uuid, e -> 'r')) FROM jsonb_array_elements($1::jsonb) AS e"
+#define SQL_ANNOUNCE "SELECT queen.log_notify_announce_v1($1::jsonb)"
 
 struct queen_notifier {
     pthread_mutex_t mu;

@@ -2,7 +2,7 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(57);
+SELECT plan(61);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
@@ -165,6 +165,26 @@ SELECT is(queen.log_notify_pushed_v1(:'t', '{"success":true,"results":[{"type":"
           '... from a transaction result only its pushes count');
 SELECT is(queen.log_notify_pushed_v1(:'t', '{"success":false,"error":"x"}'), 0, '... a failed transaction notifies nothing');
 SELECT is(queen.log_notify_pushed_v1(NULL, '[{"queueName":"a","status":"queued"}]'), 0, '... nor a NULL tenant');
+
+-- The batch the broker's notifier sends (log_notify_announce_v1): the same
+-- rule over many pushes, each (tenant, queue) once however many name it.
+SELECT gen_random_uuid() AS t3 \gset
+SELECT is(queen.log_notify_announce_v1(jsonb_build_array(
+          jsonb_build_object('t', :'t', 'r', '[{"queueName":"a","status":"queued"}]'::jsonb),
+          jsonb_build_object('t', :'t', 'r', '{"success":true,"results":[{"type":"push","queueName":"a","status":"queued"},
+                                               {"type":"push","queueName":"b","status":"queued"}]}'::jsonb),
+          jsonb_build_object('t', :'t3', 'r', '[{"queueName":"a","status":"queued"}]'::jsonb),
+          jsonb_build_object('t', :'t3', 'r', '[{"queueName":"c","status":"duplicate"}]'::jsonb))), 3,
+          'log_notify_announce_v1: one notification per (tenant, queue) across the batch');
+SELECT is(queen.log_notify_announce_v1(jsonb_build_array(
+          jsonb_build_object('t', NULL, 'r', '[{"queueName":"a","status":"queued"}]'::jsonb),
+          jsonb_build_object('r', '[{"queueName":"a","status":"queued"}]'::jsonb),
+          jsonb_build_object('t', :'t', 'r', '{"success":false,"error":"x"}'::jsonb),
+          jsonb_build_object('t', :'t', 'r', '"nothing"'::jsonb))), 0,
+          '... an element without a tenant, a failed transaction or a result of another shape notifies nothing');
+SELECT is(queen.log_notify_announce_v1('{}'), 0, '... nor a batch that is not an array');
+SELECT throws_ok($$ SELECT queen.log_notify_announce_v1('[{"t":"not-a-uuid","r":[{"queueName":"a","status":"queued"}]}]') $$,
+                 '22P02', NULL, '... a tenant that is not a uuid fails the statement rather than notify a channel no one listens on');
 
 SELECT * FROM finish();
 ROLLBACK;
