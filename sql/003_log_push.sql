@@ -229,60 +229,124 @@ BEGIN
         END LOOP;
     END IF;
 
-    FOR v_i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
-        v_item := p_items -> v_i;
-        v_key  := (v_item ->> 'queue') || chr(31) || COALESCE(v_item ->> 'partition', 'Default');
-        v_part := v_parts -> v_key;
-        v_msg  := gen_random_uuid();
-        v_trace := NULLIF(v_item ->> 'traceId', '')::uuid;
-        v_txn  := CASE WHEN jsonb_typeof(v_item -> 'transactionId') = 'string'
-                       THEN v_item ->> 'transactionId' ELSE v_msg::text END;
-        v_next := (v_part ->> 'next')::bigint + 1;
-        -- Exact dedup inside the window and the append, in one statement,
-        -- under the partition lock: the row goes in unless a message of the
-        -- window already holds its transactionId (the probe also sees the
-        -- rows this very call inserted, created_at = now()). A generated
-        -- transactionId (the new message id) is never probed.
-        INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
-                                        trace_id)
-        SELECT (v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace
-        WHERE jsonb_typeof(v_item -> 'transactionId') IS DISTINCT FROM 'string'
-           OR NOT EXISTS (SELECT 1 FROM queen.log_messages m
-                          WHERE m.partition_id = (v_part ->> 'id')::uuid
-                            AND m.transaction_id = v_txn
-                            AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer));
-        v_dup := NULL;
-        IF NOT FOUND THEN
-            -- A duplicate: name the newest message of the window holding it.
-            SELECT m.id, m.trace_id INTO v_dup, v_dup_tr
-            FROM queen.log_messages m
-            WHERE m.partition_id = (v_part ->> 'id')::uuid
-              AND m.transaction_id = v_txn
-              AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer)
-            ORDER BY m.msg_offset DESC
-            LIMIT 1;
-            IF v_dup IS NULL THEN
-                -- Its holder was deleted between the two statements (retention
-                -- does not take the partition lock): the window no longer holds
-                -- the transactionId, so the message goes in.
-                INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
-                                                trace_id)
-                VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace);
+    IF jsonb_array_length(p_items) = 1 THEN
+        -- One item: a probe-and-insert statement and its result. (The
+        -- statement below does the same for any number of items, but its
+        -- window functions cost more to start than this costs to run.)
+        FOR v_i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
+            v_item := p_items -> v_i;
+            v_key  := (v_item ->> 'queue') || chr(31) || COALESCE(v_item ->> 'partition', 'Default');
+            v_part := v_parts -> v_key;
+            v_msg  := gen_random_uuid();
+            v_trace := NULLIF(v_item ->> 'traceId', '')::uuid;
+            v_txn  := CASE WHEN jsonb_typeof(v_item -> 'transactionId') = 'string'
+                           THEN v_item ->> 'transactionId' ELSE v_msg::text END;
+            v_next := (v_part ->> 'next')::bigint + 1;
+            -- Exact dedup inside the window and the append, in one statement,
+            -- under the partition lock: the row goes in unless a message of the
+            -- window already holds its transactionId (the probe also sees the
+            -- rows this very call inserted, created_at = now()). A generated
+            -- transactionId (the new message id) is never probed.
+            INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
+                                            trace_id)
+            SELECT (v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace
+            WHERE jsonb_typeof(v_item -> 'transactionId') IS DISTINCT FROM 'string'
+               OR NOT EXISTS (SELECT 1 FROM queen.log_messages m
+                              WHERE m.partition_id = (v_part ->> 'id')::uuid
+                                AND m.transaction_id = v_txn
+                                AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer));
+            v_dup := NULL;
+            IF NOT FOUND THEN
+                -- A duplicate: name the newest message of the window holding it.
+                SELECT m.id, m.trace_id INTO v_dup, v_dup_tr
+                FROM queen.log_messages m
+                WHERE m.partition_id = (v_part ->> 'id')::uuid
+                  AND m.transaction_id = v_txn
+                  AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer)
+                ORDER BY m.msg_offset DESC
+                LIMIT 1;
+                IF v_dup IS NULL THEN
+                    -- Its holder was deleted between the two statements (retention
+                    -- does not take the partition lock): the window no longer holds
+                    -- the transactionId, so the message goes in.
+                    INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
+                                                    trace_id)
+                    VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace);
+                END IF;
             END IF;
-        END IF;
-        IF v_dup IS NULL THEN
-            v_parts := jsonb_set(v_parts, ARRAY[v_key], v_part || jsonb_build_object('next', v_next, 'dirty', true));
-            v_out := array_append(v_out, jsonb_build_object(
-                'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
-                'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
-                'trace_id', v_trace, 'status', 'queued'));
-        ELSE
-            v_out := array_append(v_out, jsonb_build_object(
-                'index', v_i, 'message_id', v_dup, 'transaction_id', v_txn,
-                'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
-                'trace_id', v_dup_tr, 'status', 'duplicate'));
-        END IF;
-    END LOOP;
+            IF v_dup IS NULL THEN
+                v_parts := jsonb_set(v_parts, ARRAY[v_key], v_part || jsonb_build_object('next', v_next, 'dirty', true));
+                v_out := array_append(v_out, jsonb_build_object(
+                    'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
+                    'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
+                    'trace_id', v_trace, 'status', 'queued'));
+            ELSE
+                v_out := array_append(v_out, jsonb_build_object(
+                    'index', v_i, 'message_id', v_dup, 'transaction_id', v_txn,
+                    'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
+                    'trace_id', v_dup_tr, 'status', 'duplicate'));
+            END IF;
+        END LOOP;
+    ELSE
+        -- Several items: ONE statement decides and appends them all, where a
+        -- statement per item paid an executor start-up per item (a push of
+        -- 100 took ~100 us per message against ~35 for the bare insert).
+        -- The same rule as the loop above, item by item in item order: a
+        -- named item (a transactionId of its own) is a duplicate when the
+        -- dedup window already holds its transactionId: the newest such
+        -- message of the partition, else the first item of this call that
+        -- names it (an item inserted by this call is in the window unless the
+        -- window is 0, which dedups nothing); every other item goes in at
+        -- the partition's next offset.
+        WITH item AS (
+            SELECT (o.i - 1)::integer AS i, o.e,
+                   (o.e ->> 'queue') || chr(31) || COALESCE(o.e ->> 'partition', 'Default') AS k,
+                   jsonb_typeof(o.e -> 'transactionId') = 'string' AS named,
+                   gen_random_uuid() AS msg, NULLIF(o.e ->> 'traceId', '')::uuid AS trace
+            FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, i)
+        ), placed AS (
+            SELECT item.*, (v_parts -> item.k ->> 'id')::uuid AS pid,
+                   (v_parts -> item.k ->> 'next')::bigint AS base,
+                   (v_parts -> item.k ->> 'window')::integer AS win,
+                   CASE WHEN item.named THEN item.e ->> 'transactionId' ELSE item.msg::text END AS txn
+            FROM item
+        ), probed AS (
+            SELECT placed.*, h.id AS h_id, h.trace_id AS h_trace,
+                   first_value(placed.i) OVER (PARTITION BY placed.pid, placed.txn ORDER BY placed.i) AS first_i
+            FROM placed
+            LEFT JOIN LATERAL (
+                SELECT m.id, m.trace_id FROM queen.log_messages m
+                WHERE placed.named AND m.partition_id = placed.pid AND m.transaction_id = placed.txn
+                  AND m.created_at > now() - make_interval(secs => placed.win)
+                ORDER BY m.msg_offset DESC
+                LIMIT 1) AS h ON true
+        ), decided AS (
+            SELECT probed.*,
+                   h_id IS NULL AND (first_i = i OR NOT named OR win <= 0) AS fresh
+            FROM probed
+        ), numbered AS (
+            SELECT decided.*,
+                   CASE WHEN fresh THEN base + row_number() OVER (PARTITION BY pid, fresh ORDER BY i) END AS off
+            FROM decided
+        ), appended AS (
+            INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
+                                            trace_id)
+            SELECT pid, off, msg, txn, e -> 'payload', now(), trace FROM numbered WHERE fresh
+            RETURNING 1
+        )
+        SELECT (SELECT array_agg(jsonb_build_object(
+                           'index', n.i,
+                           'message_id', CASE WHEN n.fresh THEN n.msg WHEN n.h_id IS NOT NULL THEN n.h_id
+                                              ELSE f.msg END,
+                           'transaction_id', n.txn, 'queueName', n.e ->> 'queue', 'partition_id', n.pid,
+                           'trace_id', CASE WHEN n.fresh THEN n.trace WHEN n.h_id IS NOT NULL THEN n.h_trace
+                                            ELSE f.trace END,
+                           'status', CASE WHEN n.fresh THEN 'queued' ELSE 'duplicate' END) ORDER BY n.i)
+                FROM numbered n LEFT JOIN numbered f ON NOT n.fresh AND n.h_id IS NULL AND f.i = n.first_i),
+               v_parts || COALESCE((SELECT jsonb_object_agg(t.k, (v_parts -> t.k) || jsonb_build_object('next', t.last, 'dirty', true))
+                                    FROM (SELECT k, max(off) AS last FROM numbered WHERE fresh GROUP BY k) AS t), '{}')
+        INTO v_out, v_parts;
+    END IF;
 
     IF v_single THEN
         -- The one partition's offset (if a message went in) and its

@@ -2,7 +2,7 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(61);
+SELECT plan(63);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
@@ -185,6 +185,54 @@ SELECT is(queen.log_notify_announce_v1(jsonb_build_array(
 SELECT is(queen.log_notify_announce_v1('{}'), 0, '... nor a batch that is not an array');
 SELECT throws_ok($$ SELECT queen.log_notify_announce_v1('[{"t":"not-a-uuid","r":[{"queueName":"a","status":"queued"}]}]') $$,
                  '22P02', NULL, '... a tenant that is not a uuid fails the statement rather than notify a channel no one listens on');
+
+-- One call of several items and the same items one call each decide alike:
+-- statuses, offsets, and which message (by partition and offset) each
+-- duplicate names. Two queues of the same state take the same items; one
+-- queue dedups nothing (window 0), where the items' repeats all go in.
+CREATE FUNCTION pg_temp.both_ways(p_t uuid, p_q text, p_items jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_all  jsonb;
+    v_each jsonb := '[]';
+    v_i    int;
+BEGIN
+    FOREACH v_i IN ARRAY ARRAY[0, 1] LOOP
+        PERFORM queen.log_push_v1(p_t, jsonb_build_array(jsonb_build_object('queue', p_q || v_i, 'partition', 'x',
+                                  'payload', 0, 'transactionId', 'old')));
+    END LOOP;
+    v_all := queen.log_push_v1(p_t, (SELECT jsonb_agg(e || jsonb_build_object('queue', p_q || '0'))
+                                      FROM jsonb_array_elements(p_items) e));
+    FOR v_i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
+        v_each := v_each || (queen.log_push_v1(p_t, jsonb_build_array(p_items -> v_i || jsonb_build_object('queue', p_q || '1'))) -> 0);
+    END LOOP;
+    -- each result as (status, partition name, offset of the message it names)
+    RETURN (SELECT jsonb_agg(jsonb_build_array(r ->> 'status', p.name, m.msg_offset) ORDER BY o)
+            FROM jsonb_array_elements(v_all) WITH ORDINALITY x(r, o)
+            JOIN queen.log_messages m ON m.id = (r ->> 'message_id')::uuid
+            JOIN queen.log_partitions p ON p.id = m.partition_id)
+        || (SELECT jsonb_agg(jsonb_build_array(r ->> 'status', p.name, m.msg_offset) ORDER BY o)
+            FROM jsonb_array_elements(v_each) WITH ORDINALITY x(r, o)
+            JOIN queen.log_messages m ON m.id = (r ->> 'message_id')::uuid
+            JOIN queen.log_partitions p ON p.id = m.partition_id);
+END $$;
+SELECT '[{"partition":"x","payload":1,"transactionId":"a"},
+         {"partition":"y","payload":2,"transactionId":"a"},
+         {"partition":"x","payload":3},
+         {"partition":"x","payload":4,"transactionId":"a"},
+         {"partition":"x","payload":5,"transactionId":"old"},
+         {"partition":"y","payload":6,"transactionId":"old"},
+         {"partition":"x","payload":7,"transactionId":"b"},
+         {"partition":"x","payload":8,"transactionId":"a"},
+         {"partition":"y","payload":9,"transactionId":"a"},
+         {"partition":"x","payload":10}]' AS mixed \gset
+SELECT is(r -> 0, r -> 1, 'several items in one call and one per call: the same statuses, offsets and named messages')
+FROM (SELECT (SELECT jsonb_build_array(jsonb_path_query_array(v, '$[0 to 9]'), jsonb_path_query_array(v, '$[10 to 19]'))
+              FROM (SELECT pg_temp.both_ways(:'t', 't003_w', :'mixed') AS v) s) AS r) s;
+SELECT queen.log_configure_v1(:'t', q, '{"dedupWindowSeconds":0}') IS NOT NULL AS configured
+FROM unnest(ARRAY['t003_z0', 't003_z1']) AS q;
+SELECT is(r -> 0, r -> 1, '... and so with dedup off, where the repeats go in')
+FROM (SELECT (SELECT jsonb_build_array(jsonb_path_query_array(v, '$[0 to 9]'), jsonb_path_query_array(v, '$[10 to 19]'))
+              FROM (SELECT pg_temp.both_ways(:'t', 't003_z', :'mixed') AS v) s) AS r) s;
 
 SELECT * FROM finish();
 ROLLBACK;
