@@ -10,9 +10,18 @@
 STACK_PG_DIR= STACK_PG_URL= STACK_BROKER_PID= STACK_BROKER_URL= STACK_PG_UP=
 
 # stack_pg_up DIR PORT [--fast]: start (initdb when needed) the cluster.
+# A start that fails is tried again for up to 10 s: a cluster just stopped on
+# the same port, or a client socket that took PORT as its ephemeral port,
+# holds the address for a moment (seen as "Address already in use").
 stack_pg_up() {
   STACK_PG_DIR=$1
-  bash "$ROOT/scripts/pg.sh" up "$1" "$2" ${3:-}
+  local attempt
+  for attempt in 1 2 3 4 5 6; do
+    if bash "$ROOT/scripts/pg.sh" up "$1" "$2" ${3:-}; then break; fi
+    [ "$attempt" -lt 6 ] || die "PostgreSQL did not start on port $2 (see $1/server.log)"
+    say "PostgreSQL did not start on port $2; trying again in 2 s"
+    sleep 2
+  done
   STACK_PG_UP=1
   STACK_PG_URL=$(bash "$ROOT/scripts/pg.sh" url "$1" "$2")
 }
