@@ -160,7 +160,8 @@ DECLARE
     v_lease    TEXT;
     v_key      RECORD;
     v_one      JSONB;
-    v_read     BOOLEAN := false;  -- v_c already holds the one ack's locked row
+    v_dirty    BOOLEAN := false;  -- v_c moved since it was read; not yet written back
+    v_more     BOOLEAN;
 BEGIN
     IF v_n = 1 AND COALESCE(p_leases, '[]') = '[]' THEN
         -- One ack and no required lease, the consumer's usual transaction:
@@ -175,7 +176,6 @@ BEGIN
           AND (SELECT q.tenant_id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
                WHERE p.id = c.partition_id) = p_tenant
         FOR UPDATE OF c;
-        v_read := true;
         OPEN v_rows FOR
             SELECT (v_one ->> 'i')::integer AS i, v_one ->> 'txid' AS txid, (v_one ->> 'pid')::uuid AS pid,
                    v_one ->> 'grp' AS grp, (v_one ->> 'lease')::uuid AS lease, v_one ->> 'status' AS status,
@@ -252,19 +252,34 @@ BEGIN
             ORDER BY a.pid, a.grp COLLATE "C", m.msg_offset NULLS FIRST, a.i;
     END IF;
 
+    -- The cursor row: read once per key (rows come ordered by key) and then
+    -- kept in v_c as the acks of that key move it; written back once, when
+    -- the key changes or after the last ack. Only this call writes it (it
+    -- holds the row lock), so what v_c keeps is what the row holds.
     LOOP
         FETCH v_rows INTO r;
-        EXIT WHEN NOT FOUND;
+        v_more := FOUND;
+        IF v_dirty AND (NOT v_more OR v_c.partition_id IS DISTINCT FROM r.part
+                        OR v_c.consumer_group IS DISTINCT FROM r.grp COLLATE "C") THEN
+            UPDATE queen.log_consumers
+            SET committed_offset = v_c.committed_offset, lease_id = v_c.lease_id,
+                lease_expires_at = v_c.lease_expires_at, fail_offset = v_c.fail_offset,
+                fail_count = v_c.fail_count
+            WHERE partition_id = v_c.partition_id AND consumer_group = v_c.consumer_group;
+            v_dirty := false;
+        END IF;
+        EXIT WHEN NOT v_more;
         v_err := NULL; v_noop := false; v_released := false; v_dlq := false;
 
-        IF r.part IS NOT NULL AND NOT v_read THEN
+        IF r.part IS NOT NULL AND (v_c.partition_id IS DISTINCT FROM r.part
+                                   OR v_c.consumer_group IS DISTINCT FROM r.grp COLLATE "C") THEN
             SELECT * INTO v_c FROM queen.log_consumers
             WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
         END IF;
 
         IF r.part IS NULL THEN
             v_err := 'partition_not_found';
-        ELSIF v_c.partition_id IS NULL OR NOT FOUND THEN
+        ELSIF v_c.partition_id IS NULL THEN
             v_err := 'not_delivered';
         ELSIF r.msg_offset IS NULL THEN
             v_err := 'message_not_found';
@@ -279,18 +294,18 @@ BEGIN
         ELSIF v_block_p = r.part AND v_block_g = r.grp AND r.msg_offset > v_block_o THEN
             v_err := 'after_failed';
         ELSIF r.status = 'completed' THEN
+            -- Through this message; the lease ends with its batch; a retry
+            -- count of a message now behind the cursor is forgotten.
             v_released := v_c.lease_id IS NOT NULL AND r.msg_offset >= v_c.batch_end;
-            UPDATE queen.log_consumers
-            SET committed_offset = r.msg_offset,
-                lease_id         = CASE WHEN v_released THEN NULL ELSE lease_id END,
-                lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
-                fail_offset      = CASE WHEN fail_offset <= r.msg_offset THEN 0 ELSE fail_offset END,
-                fail_count       = CASE WHEN fail_offset <= r.msg_offset THEN 0 ELSE fail_count END
-            WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
+            v_c.committed_offset := r.msg_offset;
+            IF v_c.fail_offset <= r.msg_offset THEN
+                v_c.fail_offset := 0; v_c.fail_count := 0;
+            END IF;
         ELSE
             -- failed: one unit of retryLimit for this message.
             v_count := CASE WHEN v_c.fail_offset = r.msg_offset THEN v_c.fail_count + 1 ELSE 1 END;
             IF v_count > r.retry_limit THEN
+                -- Past the limit: dead-lettered and consumed.
                 v_dlq := true;
                 INSERT INTO queen.log_dead_letters (tenant_id, queue_id, queue_name, partition_id,
                     partition_name, consumer_group, msg_offset, message_id, transaction_id,
@@ -298,22 +313,22 @@ BEGIN
                 VALUES (p_tenant, r.qid, r.qname, r.part, r.pname, r.grp, r.msg_offset, r.mid,
                     r.txid, r.payload, r.error, v_count, r.mcreated, now());
                 v_released := v_c.lease_id IS NOT NULL AND r.msg_offset >= v_c.batch_end;
-                UPDATE queen.log_consumers
-                SET committed_offset = r.msg_offset,
-                    lease_id         = CASE WHEN v_released THEN NULL ELSE lease_id END,
-                    lease_expires_at = CASE WHEN v_released THEN NULL ELSE lease_expires_at END,
-                    fail_offset = 0, fail_count = 0
-                WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
+                v_c.committed_offset := r.msg_offset;
+                v_c.fail_offset := 0; v_c.fail_count := 0;
             ELSE
+                -- Redelivered from this message on: the cursor stops before
+                -- it and the lease ends now.
                 v_released := v_c.lease_id IS NOT NULL;
-                UPDATE queen.log_consumers
-                SET committed_offset = GREATEST(committed_offset, r.msg_offset - 1),
-                    lease_id = NULL, lease_expires_at = NULL,
-                    fail_offset = r.msg_offset, fail_count = v_count
-                WHERE partition_id = r.part AND consumer_group = r.grp COLLATE "C";
+                v_c.committed_offset := GREATEST(v_c.committed_offset, r.msg_offset - 1);
+                v_c.lease_id := NULL; v_c.lease_expires_at := NULL;
+                v_c.fail_offset := r.msg_offset; v_c.fail_count := v_count;
                 v_block_p := r.part; v_block_g := r.grp; v_block_o := r.msg_offset;
             END IF;
         END IF;
+        IF v_released THEN
+            v_c.lease_id := NULL; v_c.lease_expires_at := NULL;
+        END IF;
+        v_dirty := v_dirty OR (v_err IS NULL AND NOT v_noop);
 
         v_res[r.i + 1] := jsonb_build_object(
             'index', r.i, 'transactionId', r.txid, 'success', v_err IS NULL,
