@@ -564,7 +564,7 @@ typedef struct queen_stats {
         long long connected, reconnects, notifies; /* the LISTEN connection */
         /* pushes' notifications handed to the notifier, the statements that
          * sent them (one per batch), and those dropped */
-        long long announced, announce_statements, announce_dropped;
+        long long announced, announce_statements, announce_dropped, local_wakes;
     } notifier;
     long long waiters; /* long-poll waiters registered now */
 } queen_stats;

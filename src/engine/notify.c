@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <libpq-fe.h>
 
 #include "logging.h"
@@ -38,6 +39,13 @@
  * once, so a burst of pushes to a queue costs one. synchronous_commit is off
  * for this connection (set at connect): a notification is never durable. */
 #define SQL_ANNOUNCE "SELECT queen.log_notify_announce_v1($1::jsonb)"
+/* At most one announcing statement per ANNOUNCE_GAP_MS: at a few thousand
+ * pushes a second nearly every push was its own statement (~150 us of the
+ * database's CPU each, bench/RESULTS.md); held this long, the pushes of the
+ * gap share one. The first push after a quiet gap goes at once. Only other
+ * brokers' waiters wait for it: this broker's own are woken from the
+ * announcement itself (notifier_announce), without the round trip. */
+#define ANNOUNCE_GAP_MS 2
 
 struct queen_notifier {
     pthread_mutex_t mu;
@@ -54,7 +62,11 @@ struct queen_notifier {
     /* Announcements (under mu): "{...},{...}" gathered since the last send. */
     char *pending;
     size_t pending_len, pending_cap;
-    atomic_ulong announced, announce_statements, announce_dropped;
+    /* Keys of this broker's waiters that announcements name (under mu):
+     * "<tenant>:<queue>" each followed by a NUL, fired on the next turn. */
+    char *local;
+    size_t local_len, local_cap;
+    atomic_ulong announced, announce_statements, announce_dropped, local_wakes;
 };
 
 /* ---- deadline heap (under mu) ------------------------------------------ */
@@ -171,6 +183,16 @@ static bool make_key(char *key, const char *tenant, const char *queue)
     return true;
 }
 
+/* The any-queue key of the tenant that is the first tenant_len bytes of key. */
+static bool make_any_key(char *any, const char *key, size_t tenant_len)
+{
+    if (tenant_len + 1 + sizeof ANY_QUEUE > NOTIFY_KEY_MAX)
+        return false;
+    memcpy(any, key, tenant_len + 1);
+    memcpy(any + tenant_len + 1, ANY_QUEUE, sizeof ANY_QUEUE);
+    return true;
+}
+
 static bool add_locked(queen_notifier *n, queen_waiter *w, int timeout_ms, bool recheck)
 {
     long long now = engine_now_ms();
@@ -252,23 +274,52 @@ static bool pend(queen_notifier *n, const char *text)
     return engine_buf_append(&n->pending, &n->pending_len, &n->pending_cap, text, strlen(text));
 }
 
+/* Appends to n->local the key of every queue results names as queued
+ * (under mu). The same reading as log_notify_announce_v1: an array of
+ * results, or an object whose results hold them; an element counts when its
+ * status is "queued", its type absent or "push", and it names its queue.
+ * Returns false when memory is short (the NOTIFY still wakes them). */
+static bool local_keys_locked(queen_notifier *n, const char *tenant, const char *results)
+{
+    json_t *doc = json_loads(results, JSON_DECODE_ANY, NULL);
+    json_t *list = json_is_object(doc) ? json_object_get(doc, "results") : doc;
+    bool ok = true;
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        const char *status = json_string_value(json_object_get(e, "status"));
+        const char *type = json_string_value(json_object_get(e, "type"));
+        const char *queue = json_string_value(json_object_get(e, "queueName"));
+        char key[NOTIFY_KEY_MAX];
+        if (status == NULL || strcmp(status, "queued") != 0 || (type != NULL && strcmp(type, "push") != 0) ||
+            queue == NULL || !make_key(key, tenant, queue))
+            continue;
+        ok = ok && engine_buf_append(&n->local, &n->local_len, &n->local_cap, key, strlen(key) + 1);
+    }
+    json_decref(doc);
+    return ok;
+}
+
 bool notifier_announce(queen_notifier *n, const char *tenant, const char *results)
 {
     if (n == NULL || tenant == NULL || results == NULL)
         return false;
     pthread_mutex_lock(&n->mu);
-    bool first = n->pending_len == 0;
+    /* Either list empty: the thread may be asleep toward a deadline. */
+    bool wake = n->pending_len == 0 || n->local_len == 0;
     size_t was = n->pending_len;
-    bool ok = !n->stopping && was + strlen(results) < ANNOUNCE_MAX_PENDING && pend(n, first ? "{\"t\":\"" : ",{\"t\":\"") &&
+    bool ok = !n->stopping && was + strlen(results) < ANNOUNCE_MAX_PENDING && pend(n, was == 0 ? "{\"t\":\"" : ",{\"t\":\"") &&
               pend(n, tenant) && pend(n, "\",\"r\":") && pend(n, results) && pend(n, "}");
     if (!ok && n->pending != NULL) {
         n->pending_len = was; /* a half-written element never leaves */
         n->pending[was] = '\0';
     }
+    if (ok)
+        local_keys_locked(n, tenant, results);
     pthread_mutex_unlock(&n->mu);
     if (ok) {
         atomic_fetch_add(&n->announced, 1);
-        if (first)
+        if (wake)
             poke(n); /* the thread sends it; later ones ride along until then */
     } else {
         atomic_fetch_add(&n->announce_dropped, 1);
@@ -376,6 +427,7 @@ typedef struct announcer {
     char *sending; /* "[...]" in flight, NULL when none */
     size_t sending_len;
     bool want_write; /* the statement is not all sent yet: poll for POLLOUT */
+    long long last_sent; /* monotonic ms of the last statement (ANNOUNCE_GAP_MS) */
     long long last_error_log;
 } announcer;
 
@@ -401,12 +453,16 @@ static void announce_requeue(queen_notifier *n, announcer *a)
     a->want_write = false;
 }
 
-/* Sends everything pending as one statement when none is in flight. false
- * when the connection failed (the caller drops it). */
-static bool announce_send(queen_notifier *n, announcer *a, PGconn *pg)
+/* Sends everything pending as one statement when none is in flight and the
+ * gap since the last one has passed (or now: at shutdown). false when the
+ * connection failed (the caller drops it). */
+static bool announce_send(queen_notifier *n, announcer *a, PGconn *pg, bool now)
 {
     if (a->sending != NULL)
         return true;
+    long long t = engine_now_ms();
+    if (!now && t - a->last_sent < ANNOUNCE_GAP_MS)
+        return true; /* the loop wakes for it when the gap is over */
     pthread_mutex_lock(&n->mu);
     if (n->pending_len == 0) {
         pthread_mutex_unlock(&n->mu);
@@ -427,6 +483,7 @@ static bool announce_send(queen_notifier *n, announcer *a, PGconn *pg)
         return true; /* out of memory: it stays pending for the next turn */
     a->sending = batch;
     a->sending_len = len;
+    a->last_sent = t;
     const char *params[] = {batch};
     if (!PQsendQueryParams(pg, SQL_ANNOUNCE, 1, NULL, params, NULL, NULL, 0))
         return false;
@@ -495,7 +552,7 @@ static void announce_drain(queen_notifier *n, announcer *a, PGconn *pg)
 {
     long long until = engine_now_ms() + ANNOUNCE_DRAIN_MS;
     for (;;) {
-        if (a->sending == NULL && !announce_send(n, a, pg))
+        if (a->sending == NULL && !announce_send(n, a, pg, true))
             return;
         if (a->sending == NULL)
             return; /* nothing was pending */
@@ -560,6 +617,10 @@ static void *notifier_main(void *arg)
         pthread_mutex_lock(&n->mu);
         bool stopping = n->stopping;
         long long next_due = n->nheap > 0 ? due(n->heap[0]) : LLONG_MAX;
+        if (n->local_len > 0)
+            next_due = now; /* announced since the last turn: fire them now */
+        else if (pg != NULL && n->pending_len > 0 && ann.sending == NULL && ann.last_sent + ANNOUNCE_GAP_MS < next_due)
+            next_due = ann.last_sent + ANNOUNCE_GAP_MS; /* held for the gap */
         pthread_mutex_unlock(&n->mu);
         if (stopping)
             break;
@@ -622,7 +683,7 @@ static void *notifier_main(void *arg)
                 announce_collect(&ann, pg);
             }
         }
-        if (pg != NULL && !announce_send(n, &ann, pg)) {
+        if (pg != NULL && !announce_send(n, &ann, pg, false)) {
             connection_lost(n, &pg, &ann, " while announcing");
             next_connect = engine_now_ms();
             wake_all = true;
@@ -632,6 +693,22 @@ static void *notifier_main(void *arg)
         pthread_mutex_lock(&n->mu);
         if (wake_all)
             take_all(n, true, &fire);
+        /* This broker's waiters of what it announced: their pushes have
+         * committed, and this turn comes before the NOTIFY's can. */
+        unsigned long local_woken = 0;
+        for (size_t off = 0; off < n->local_len; off += strlen(n->local + off) + 1) {
+            const char *key = n->local + off;
+            queen_waiter *was = fire;
+            take_key(n, key, &fire);
+            /* The tenant's any-queue waiters too (a tenant has no ':'). */
+            char any[NOTIFY_KEY_MAX];
+            const char *colon = strchr(key, ':');
+            if (colon != NULL && make_any_key(any, key, (size_t)(colon - key)))
+                take_key(n, any, &fire);
+            for (queen_waiter *w = fire; w != was; w = w->next)
+                local_woken++;
+        }
+        n->local_len = 0;
         for (size_t i = 0; i < nkeys; i++) {
             take_key(n, keys[i], &fire);
             /* keys[i] is "<tenant>:<queue>": its tenant's any-queue waiters too. */
@@ -642,6 +719,8 @@ static void *notifier_main(void *arg)
         }
         take_due(n, engine_now_ms(), &fire);
         pthread_mutex_unlock(&n->mu);
+        if (local_woken > 0)
+            atomic_fetch_add(&n->local_wakes, local_woken);
         for (size_t i = 0; i < nkeys; i++)
             free(keys[i]);
         fire_list(n, fire);
@@ -715,6 +794,7 @@ void notifier_free(queen_notifier *n)
         close(n->wake_fd[1]);
     free(n->heap);
     free(n->pending);
+    free(n->local);
     free(n->conninfo);
     pthread_cond_destroy(&n->done_cv);
     pthread_mutex_destroy(&n->mu);
@@ -757,4 +837,9 @@ unsigned long notifier_announce_statements(queen_notifier *n)
 unsigned long notifier_announce_dropped(queen_notifier *n)
 {
     return atomic_load(&n->announce_dropped);
+}
+
+unsigned long notifier_local_wakes(queen_notifier *n)
+{
+    return atomic_load(&n->local_wakes);
 }

@@ -81,7 +81,10 @@ void notifier_finish(queen_notifier *n, queen_waiter *w);
  * thread sends everything handed over since its last statement as one
  * statement on its own connection, asynchronously: the caller's request does
  * not wait, no pool connection is taken, and a burst of pushes to a queue
- * costs one notification. Call it only after the push committed (a
+ * costs one notification. Statements leave at most one per few ms under
+ * load, so another broker hears of a push up to that much later; this
+ * notifier's own waiters of the queues are woken on its next turn, before
+ * the NOTIFY could arrive. Call it only after the push committed (a
  * notification must not arrive before the message is visible). false when
  * it was dropped (shutting down, or 16 MiB of announcements already wait): waiters then find the message at their next re-check. */
 bool notifier_announce(queen_notifier *n, const char *tenant, const char *results);
@@ -95,6 +98,9 @@ unsigned long notifier_notifies(queen_notifier *n);
 unsigned long notifier_announced(queen_notifier *n);
 unsigned long notifier_announce_statements(queen_notifier *n);
 unsigned long notifier_announce_dropped(queen_notifier *n);
+/* Waiters of this notifier woken from its own announcements (not by the
+ * NOTIFY's round trip through PostgreSQL). */
+unsigned long notifier_local_wakes(queen_notifier *n);
 
 /* Splits a queen_push payload "<tenant>:<queue>" into its parts (tenant is
  * always 36 characters). Returns false when the payload is not of that

@@ -129,6 +129,9 @@ const stats_family stats_families[] = {
     COUNTER("notifier", "announceDropped", "queen_notifier_announce_dropped_total",
             "Push notifications dropped (stopping, or the notifier too far behind); waiters re-check.",
             notifier.announce_dropped),
+    COUNTER("notifier", "localWakes", "queen_notifier_local_wakes_total",
+            "Long-poll waiters woken from this broker's own pushes, without the NOTIFY's round trip.",
+            notifier.local_wakes),
     GAUGE("waiters", NULL, "queen_push_waiters", "Long-poll waiters registered with the engine.", STATS_NUMBER,
           waiters),
 };
@@ -212,6 +215,7 @@ int queen_stats_get(queen *q, queen_stats *out)
     out->notifier.announced = (long long)notifier_announced(q->notifier);
     out->notifier.announce_statements = (long long)notifier_announce_statements(q->notifier);
     out->notifier.announce_dropped = (long long)notifier_announce_dropped(q->notifier);
+    out->notifier.local_wakes = (long long)notifier_local_wakes(q->notifier);
     out->waiters = (long long)notifier_waiting(q->notifier);
     engine_leave(q);
     return 0;

@@ -9,7 +9,9 @@
  * A waiter is also fired by its re-check, NOTIFY_RECHECK_MS after it was
  * registered, push or no push: a wake-up test only shows that NOTIFY works
  * when the wake-up lands before that re-check could have fired, and when the
- * notifier counted the notification. */
+ * notifier counted the notification. And a push through the same engine
+ * wakes that engine's waiters itself, before its NOTIFY arrives: the NOTIFY
+ * tests push through a second engine (as another broker would). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -272,6 +274,7 @@ static void long_poll_is_woken_by_a_push(void **state)
     must(queen_configure(q, tenant, queue, "{}", &out, &e), &e);
     free(out);
 
+    queen *pusher = engine_open(2); /* another broker: only the NOTIFY tells q */
     wait_listening(q);
     long long worst = 0;
     for (int round = 0; round < 3; round++) {
@@ -283,9 +286,9 @@ static void long_poll_is_woken_by_a_push(void **state)
         char txid[16];
         snprintf(txid, sizeof txid, "r%d", round);
         if (round == 2)
-            push_one_in_transaction(q, tenant, queue, txid);
+            push_one_in_transaction(pusher, tenant, queue, txid);
         else
-            push_one(q, tenant, queue, txid);
+            push_one(pusher, tenant, queue, txid);
         pthread_join(th, NULL);
         assert_int_equal(a.rc, 0);
         assert_non_null(a.body);
@@ -305,6 +308,8 @@ static void long_poll_is_woken_by_a_push(void **state)
         expect_notify_wake(what, a.took_ms, notifies, engine_stat(q, "notifier", "notifies"));
     }
     print_message("# long-poll wake-up: worst %lld ms from push to popped\n", worst);
+    assert_int_equal(engine_stat(q, "notifier", "localWakes"), 0);
+    queen_close(pusher);
 
     /* Nothing comes: the pop returns empty after its timeout, not before. */
     pop_arg a = {.q = q, .tenant = tenant, .queue = queue, .timeout_ms = 600};
@@ -547,13 +552,14 @@ static void wait_for_push_fires_exactly_once(void **state)
     /* Woken by a push. (Waiters registered before the LISTEN connection is
      * up are woken when it comes up, to re-check: wait for it first so the
      * wake-up measured is the push's.) */
+    queen *pusher = engine_open(2); /* another broker: only the NOTIFY tells q */
     wait_listening(q);
     wake_rec a = {0};
     long long notifies = engine_stat(q, "notifier", "notifies");
     long long registered = now_ms();
     assert_non_null(queen_wait_for_push(q, tenant, queue, 5000, on_wake, &a));
     long long pushed = now_ms();
-    push_one(q, tenant, queue, "w1");
+    push_one(pusher, tenant, queue, "w1");
     wait_calls(&a, 1, 3000);
     assert_int_equal(atomic_load(&a.calls), 1);
     assert_true(atomic_load(&a.woken));
@@ -577,7 +583,7 @@ static void wait_for_push_fires_exactly_once(void **state)
     registered = now_ms();
     for (int i = 0; i < N; i++)
         assert_non_null(queen_wait_for_push(q, tenant, queue, 4000, on_wake, &many[i]));
-    push_one(q, tenant, queue, "w3");
+    push_one(pusher, tenant, queue, "w3");
     for (int i = 0; i < N; i++)
         wait_calls(&many[i], 1, 3000);
     long long last = 0;
@@ -592,6 +598,8 @@ static void wait_for_push_fires_exactly_once(void **state)
         assert_int_equal(atomic_load(&many[i].calls), 1);
         assert_true(atomic_load(&many[i].woken));
     }
+    assert_int_equal(engine_stat(q, "notifier", "localWakes"), 0);
+    queen_close(pusher);
 
     /* queen_close fires what is still waiting, not woken. */
     wake_rec c = {0};
@@ -610,6 +618,54 @@ static void wait_for_push_fires_exactly_once(void **state)
     assert_int_equal(atomic_load(&c.calls), 1);
     assert_false(atomic_load(&c.woken));
     free(queue);
+}
+
+/* A push through this engine wakes this engine's waiters of its queue, and
+ * its tenant's any-queue waiters, on the notifier's next turn: before the
+ * NOTIFY could come back (the statement that sends it leaves on that turn
+ * at the earliest), so the count of local wake-ups says which woke them.
+ * Another queue's and another tenant's waiters sleep on to their timeout. */
+static void own_push_wakes_own_waiters_without_the_round_trip(void **state)
+{
+    (void)state;
+    queen *q = engine_open(4);
+    char tenant[37], other[37];
+    wire_uuid4(tenant);
+    wire_uuid4(other);
+    char *queue = pgtest_unique("q-local-");
+    char *elsewhere = pgtest_unique("q-local-other-");
+    wait_listening(q);
+    for (int round = 0; round < 2; round++) {
+        wake_rec same = {0}, any = {0}, other_queue = {0}, other_tenant = {0};
+        long long local = engine_stat(q, "notifier", "localWakes");
+        long long registered = now_ms();
+        assert_non_null(queen_wait_for_push(q, tenant, queue, 5000, on_wake, &same));
+        assert_non_null(queen_wait_for_push(q, tenant, NULL, 5000, on_wake, &any));
+        /* Timeouts below the re-check: only a push could wake these. */
+        assert_non_null(queen_wait_for_push(q, tenant, elsewhere, 600, on_wake, &other_queue));
+        assert_non_null(queen_wait_for_push(q, other, queue, 600, on_wake, &other_tenant));
+        if (round == 0)
+            push_one(q, tenant, queue, "l0");
+        else
+            push_one_in_transaction(q, tenant, queue, "l1");
+        wait_calls(&same, 1, 3000);
+        wait_calls(&any, 1, 3000);
+        assert_int_equal(atomic_load(&same.calls), 1);
+        assert_int_equal(atomic_load(&any.calls), 1);
+        assert_true(atomic_load(&same.woken));
+        assert_true(atomic_load(&any.woken));
+        assert_true(atomic_load(&same.at) - registered < NOTIFY_RECHECK_MS);
+        assert_int_equal(engine_stat(q, "notifier", "localWakes") - local, 2);
+        wait_calls(&other_queue, 1, 3000);
+        wait_calls(&other_tenant, 1, 3000);
+        assert_int_equal(atomic_load(&other_queue.calls), 1);
+        assert_int_equal(atomic_load(&other_tenant.calls), 1);
+        assert_false(atomic_load(&other_queue.woken));
+        assert_false(atomic_load(&other_tenant.woken));
+    }
+    free(queue);
+    free(elsewhere);
+    queen_close(q);
 }
 
 static void notifier_survives_losing_its_connection(void **state)
@@ -640,15 +696,18 @@ static void notifier_survives_losing_its_connection(void **state)
     WAIT_UNTIL(engine_stat(q, "notifier", "connected") && engine_stat(q, "notifier", "reconnects") >= 1, 20000,
                "the notifier did not reconnect");
     /* ...and a long poll is woken by a push again. */
+    queen *pusher = engine_open(2); /* another broker: only the NOTIFY tells q */
     pop_arg a = {.q = q, .tenant = tenant, .queue = queue, .timeout_ms = 10000};
     pthread_t th;
     start_waiting_pop(&a, &th);
     long long notifies = engine_stat(q, "notifier", "notifies");
-    push_one(q, tenant, queue, "after");
+    push_one(pusher, tenant, queue, "after");
     pthread_join(th, NULL);
     assert_non_null(a.body);
     free(a.body);
     expect_notify_wake("after the reconnect", a.took_ms, notifies, engine_stat(q, "notifier", "notifies"));
+    assert_int_equal(engine_stat(q, "notifier", "localWakes"), 0);
+    queen_close(pusher);
     PQfinish(admin);
     free(queue);
     queen_close(q);
@@ -665,6 +724,7 @@ int main(void)
         cmocka_unit_test(announcements_leave_in_batches),
         cmocka_unit_test(lease_extend),
         cmocka_unit_test(wait_for_push_fires_exactly_once),
+        cmocka_unit_test(own_push_wakes_own_waiters_without_the_round_trip),
         cmocka_unit_test(notifier_survives_losing_its_connection),
     };
     return cmocka_run_group_tests_name("engine_log", tests, NULL, NULL);
