@@ -338,13 +338,26 @@ fi
 # -------------------------------------------------- 6: redis
 if want redis; then
   mkdir -p "$WORK/redis"
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$WORK/redis" --daemonize no --logfile "$WORK/logs/redis.log" &
-  REDIS_PID=$!
-  for _ in $(seq 1 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  # redis-benchmark spins at full CPU against a closed port instead of failing
-  redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 ||
-    die "redis-server did not start: $(tail -n 2 "$WORK/logs/redis.log")"
+  # The port is inside the kernel's ephemeral range: right after the 256
+  # connections of the rss point, a client socket can still hold it as its
+  # local port (seen: "bind: Address already in use"). Try again for 10 s.
+  for attempt in 1 2 3 4 5 6; do
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+      --dir "$WORK/redis" --daemonize no --logfile "$WORK/logs/redis.log" &
+    REDIS_PID=$!
+    for _ in $(seq 1 50); do
+      redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+      kill -0 "$REDIS_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+    kill "$REDIS_PID" 2>/dev/null || true
+    wait "$REDIS_PID" 2>/dev/null || true
+    # redis-benchmark spins at full CPU against a closed port instead of failing
+    [ "$attempt" -lt 6 ] || die "redis-server did not start: $(tail -n 2 "$WORK/logs/redis.log")"
+    say "redis-server did not start on port $REDIS_PORT; trying again in 2 s"
+    sleep 2
+  done
   for c in $CONC; do
     n=$(( c == 1 ? 40000 : 100000 ))
     redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$c" -n "$n" -r 100000 -t set,get,incr --csv \
