@@ -274,16 +274,19 @@ static bool pend(queen_notifier *n, const char *text)
     return engine_buf_append(&n->pending, &n->pending_len, &n->pending_cap, text, strlen(text));
 }
 
-/* Appends to n->local the key of every queue results names as queued
- * (under mu). The same reading as log_notify_announce_v1: an array of
- * results, or an object whose results hold them; an element counts when its
- * status is "queued", its type absent or "push", and it names its queue.
- * Returns false when memory is short (the NOTIFY still wakes them). */
-static bool local_keys_locked(queen_notifier *n, const char *tenant, const char *results)
+/* The keys of the queues results names as queued, each followed by a NUL,
+ * in *keys (malloc'd; *len 0 and NULL when none or memory is short: the
+ * NOTIFY still wakes them). The same reading as log_notify_announce_v1: an
+ * array of results, or an object whose results hold them; an element counts
+ * when its status is "queued", its type absent or "push", and it names its
+ * queue. Parsed before the mutex is taken: pushers and waiters share it. */
+static void local_keys(const char *tenant, const char *results, char **keys, size_t *len)
 {
+    size_t cap = 0;
+    *keys = NULL;
+    *len = 0;
     json_t *doc = json_loads(results, JSON_DECODE_ANY, NULL);
     json_t *list = json_is_object(doc) ? json_object_get(doc, "results") : doc;
-    bool ok = true;
     size_t i;
     json_t *e;
     json_array_foreach(list, i, e) {
@@ -294,16 +297,23 @@ static bool local_keys_locked(queen_notifier *n, const char *tenant, const char 
         if (status == NULL || strcmp(status, "queued") != 0 || (type != NULL && strcmp(type, "push") != 0) ||
             queue == NULL || !make_key(key, tenant, queue))
             continue;
-        ok = ok && engine_buf_append(&n->local, &n->local_len, &n->local_cap, key, strlen(key) + 1);
+        if (!engine_buf_append(keys, len, &cap, key, strlen(key) + 1)) {
+            free(*keys);
+            *keys = NULL;
+            *len = 0;
+            break;
+        }
     }
     json_decref(doc);
-    return ok;
 }
 
 bool notifier_announce(queen_notifier *n, const char *tenant, const char *results)
 {
     if (n == NULL || tenant == NULL || results == NULL)
         return false;
+    char *keys;
+    size_t keys_len;
+    local_keys(tenant, results, &keys, &keys_len);
     pthread_mutex_lock(&n->mu);
     /* Either list empty: the thread may be asleep toward a deadline. */
     bool wake = n->pending_len == 0 || n->local_len == 0;
@@ -314,9 +324,10 @@ bool notifier_announce(queen_notifier *n, const char *tenant, const char *result
         n->pending_len = was; /* a half-written element never leaves */
         n->pending[was] = '\0';
     }
-    if (ok)
-        local_keys_locked(n, tenant, results);
+    if (ok && keys_len > 0)
+        engine_buf_append(&n->local, &n->local_len, &n->local_cap, keys, keys_len);
     pthread_mutex_unlock(&n->mu);
+    free(keys);
     if (ok) {
         atomic_fetch_add(&n->announced, 1);
         if (wake)
