@@ -254,6 +254,7 @@ CREATE OR REPLACE FUNCTION queen._log_pop_claim_v1(
     p_auto_ack BOOLEAN, p_mode TEXT, p_start TIMESTAMPTZ, p_partitions INTEGER)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_left   INTEGER := p_batch;
@@ -295,12 +296,21 @@ BEGIN
                COALESCE((q.stored_options ->> 'delayedProcessing')::integer, 0) AS delay,
                COALESCE((q.stored_options ->> 'maxWaitTimeSeconds')::integer, 0) AS max_wait,
                (c.partition_id IS NOT NULL) AS has_row
-        FROM queen.log_partitions p
+        -- The partitions reached from each queue id (p_queues holds each
+        -- once). The generic plan guesses ten elements for any array, and
+        -- for "queue_id = ANY" over it that guess made a sequential scan of
+        -- every partition of every queue look cheaper than the (queue_id,
+        -- name) index on a table of a few hundred rows; this shape is an
+        -- index probe per queue, but only in the generic plan (the custom
+        -- plans it out-costs were planned again on every pop), hence the
+        -- function's plan_cache_mode. With 752 partitions in the database,
+        -- this function's own time per one-message pop 95-101 -> 59-66 us.
+        FROM unnest(p_queues) AS u(qid)
+        JOIN queen.log_partitions p ON p.queue_id = u.qid
         JOIN queen.queues q ON q.id = p.queue_id
         LEFT JOIN queen.log_consumers c
                ON c.partition_id = p.id AND c.consumer_group = p_group
-        WHERE p.queue_id = ANY (p_queues)
-          AND (p_partition IS NULL OR p.name = p_partition)
+        WHERE (p_partition IS NULL OR p.name = p_partition)
           AND p.last_offset > COALESCE(c.committed_offset, 0)
           AND (c.lease_id IS NULL OR c.lease_expires_at <= now())
         ORDER BY c.claimed_at NULLS FIRST, p.id

@@ -4,7 +4,7 @@
 -- and every refusal. Expiry is simulated by moving lease_expires_at (now() is
 -- frozen inside this transaction). Own tenant; rolled back.
 BEGIN;
-SELECT plan(55);
+SELECT plan(57);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT volatility_is('queen', 'log_pop_v1',
@@ -145,6 +145,17 @@ SELECT is((SELECT proconfig FROM pg_proc
 SELECT is((SELECT string_agg(l, ' ') FROM (SELECT * FROM regexp_split_to_table(
               (SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_partition_v1'), '\n') AS l
            WHERE l ~ 'NOT v_redo OR') x), NULL, 'the batch read has no OR in its offset bound (one index range)');
+
+-- The queue-level pop's candidate query: generic plans (a custom plan per
+-- pop re-planned it every time), and the partitions reached from each queue
+-- id rather than "queue_id = ANY (array)", whose generic estimate made a
+-- scan of every partition in the database the cheaper-looking plan.
+SELECT is((SELECT proconfig FROM pg_proc
+           WHERE oid = 'queen._log_pop_claim_v1(uuid[],text,text,integer,integer,boolean,text,timestamptz,integer)'::regprocedure),
+          ARRAY['plan_cache_mode=force_generic_plan'], 'the queue pop plans its statements once (generic plans)');
+SELECT ok((SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_claim_v1') ~ 'FROM unnest\(p_queues\) AS u\(qid\)'
+          AND (SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_claim_v1') !~ '= ANY \(p_queues\)',
+          'the candidates are the partitions of each queue id, looked up by index');
 
 SELECT * FROM finish();
 ROLLBACK;
