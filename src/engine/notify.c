@@ -39,6 +39,7 @@
  * once, so a burst of pushes to a queue costs one. synchronous_commit is off
  * for this connection (set at connect): a notification is never durable. */
 #define SQL_ANNOUNCE "SELECT queen.log_notify_announce_v1($1::jsonb)"
+#define ANNOUNCE_STATEMENT "queen_announce"
 /* At most one announcing statement per ANNOUNCE_GAP_MS: at a few thousand
  * pushes a second nearly every push was its own statement (~150 us of the
  * database's CPU each, bench/RESULTS.md); held this long, the pushes of the
@@ -403,8 +404,9 @@ static void ignore_notice(void *arg, const char *message)
     (void)message;
 }
 
-static PGconn *listen_connect(const char *conninfo, char *err, size_t errlen)
+static PGconn *listen_connect(const char *conninfo, bool *prepared, char *err, size_t errlen)
 {
+    *prepared = false;
     const char *keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
                           "keepalives_count", "dbname", "application_name", NULL};
     const char *vals[] = {"5", "1", "30", "10", "3", conninfo, "queen_listen", NULL};
@@ -421,6 +423,14 @@ static PGconn *listen_connect(const char *conninfo, char *err, size_t errlen)
     if (!ok)
         snprintf(err, errlen, "LISTEN: %s", PQresultErrorMessage(res));
     PQclear(res);
+    if (ok) {
+        /* Prepared once: sent unprepared it was planned on every statement.
+         * A schema not applied yet (an embedding program that opens the
+         * engine first) leaves it unprepared, sent as it is, not an error. */
+        res = PQprepare(pg, ANNOUNCE_STATEMENT, SQL_ANNOUNCE, 1, NULL);
+        *prepared = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+    }
     if (ok && PQsetnonblocking(pg, 1) != 0) {
         snprintf(err, errlen, "non-blocking mode: %s", PQerrorMessage(pg));
         ok = false;
@@ -438,6 +448,7 @@ typedef struct announcer {
     char *sending; /* "[...]" in flight, NULL when none */
     size_t sending_len;
     bool want_write; /* the statement is not all sent yet: poll for POLLOUT */
+    bool prepared;   /* ANNOUNCE_STATEMENT exists on this connection */
     long long last_sent; /* monotonic ms of the last statement (ANNOUNCE_GAP_MS) */
     long long last_error_log;
 } announcer;
@@ -496,7 +507,8 @@ static bool announce_send(queen_notifier *n, announcer *a, PGconn *pg, bool now)
     a->sending_len = len;
     a->last_sent = t;
     const char *params[] = {batch};
-    if (!PQsendQueryParams(pg, SQL_ANNOUNCE, 1, NULL, params, NULL, NULL, 0))
+    if (!(a->prepared ? PQsendQueryPrepared(pg, ANNOUNCE_STATEMENT, 1, params, NULL, NULL, 0)
+                      : PQsendQueryParams(pg, SQL_ANNOUNCE, 1, NULL, params, NULL, NULL, 0)))
         return false;
     atomic_fetch_add(&n->announce_statements, 1);
     int f = PQflush(pg);
@@ -604,7 +616,7 @@ static void *notifier_main(void *arg)
         long long now = engine_now_ms();
         if (pg == NULL && now >= next_connect) {
             char err[512];
-            pg = listen_connect(n->conninfo, err, sizeof err);
+            pg = listen_connect(n->conninfo, &ann.prepared, err, sizeof err);
             if (pg != NULL) {
                 if (ever_connected)
                     atomic_fetch_add(&n->reconnects, 1);
