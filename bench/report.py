@@ -210,6 +210,23 @@ def commands(rows, keys):
     return out
 
 
+def slow_requests(log_path):
+    """How many `slow request` lines the broker logged, and the slowest, per
+    route; None without a log."""
+    if not os.path.exists(log_path):
+        return None
+    worst = {}
+    for line in open(log_path, errors="replace"):
+        m = re.search(r"slow request: http (\S+) (\S+) (\d+) ([0-9.]+)ms", line)
+        if m:
+            key = "%s %s" % (m.group(1), m.group(2))
+            n, top = worst.get(key, (0, 0.0))
+            worst[key] = (n + 1, max(top, float(m.group(4))))
+    if not worst:
+        return "none"
+    return "; ".join("%s: %d, slowest %.0f ms" % (k, n, top) for k, (n, top) in sorted(worst.items()))
+
+
 def render(work, out_path):
     meta, rows = load(work)
     conc = [int(c) for c in meta.get("conc", "1 8 32 64").split()]
@@ -232,7 +249,8 @@ def render(work, out_path):
     L.append("- PostgreSQL (private cluster, `scripts/pg.sh up DIR PORT`, durable): %s; checkpoints are kept out "
              "of the measured window (`ALTER SYSTEM` checkpoint_timeout 1h, max_wal_size 20GB) so that a "
              "checkpoint's full-page-write burst cannot land in one side's point only" % meta.get("pg_settings"))
-    L.append("- broker: `QUEEN_ACCESS_LOG=0 QUEEN_LOG_LEVEL=warn build/queen serve`, pool and HTTP threads "
+    L.append("- broker: `QUEEN_ACCESS_LOG=0 QUEEN_LOG_LEVEL=warn QUEEN_SLOW_REQUEST_MS=100 build/queen serve`, "
+             "pool and HTTP threads "
              "at their defaults (4 per core, at least 8); %s" % (
                  "`QUEEN_PG_POOL` not set" if "pg_pool" not in meta else "QUEEN_PG_POOL=" + meta["pg_pool"]))
     L.append("- data: `bench/pgbench/seed.sql` (100k counters in ns `bench`, 100k small objects in ns "
@@ -250,6 +268,10 @@ def render(work, out_path):
              "connection did not make; `co_percentiles` in bench/report.py does the same to pgbench's logs, so "
              "one stall of the machine weighs the same on both sides). Short points (%s s) on 2 shared cores: "
              "expect several %% run-to-run noise." % secs)
+    slow = slow_requests(os.path.join(work, "logs", "broker.log"))
+    if slow is not None:
+        L.append("- requests the broker answered 100 ms or more after they arrived (its `slow request` log lines, "
+                 "long polls excluded): %s" % slow)
     if meta.get("kv_autovacuum"):
         L.append("- during the run: %s (its CPU counts as PostgreSQL's in whichever point it overlapped)"
                  % meta["kv_autovacuum"])

@@ -44,7 +44,7 @@ stack_broker_start() {
   local port=$1 log=$2; shift 2
   STACK_BROKER_URL=http://127.0.0.1:$port
   env QUEEN_PG_URL="$STACK_PG_URL" QUEEN_BIND=127.0.0.1 QUEEN_PORT="$port" \
-      QUEEN_LOG_LEVEL=warn QUEEN_ACCESS_LOG=0 "$@" "$QUEEN" serve >>"$log" 2>&1 &
+      QUEEN_LOG_LEVEL=warn QUEEN_ACCESS_LOG=0 QUEEN_SLOW_REQUEST_MS=100 "$@" "$QUEEN" serve >>"$log" 2>&1 &
   STACK_BROKER_PID=$!
   for _ in $(seq 1 150); do
     curl -fs "$STACK_BROKER_URL/health" >/dev/null 2>&1 && return 0

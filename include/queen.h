@@ -66,6 +66,7 @@ typedef struct queen_config {
     int kv_max_value_bytes;
     int kv_max_key_bytes;
     bool access_log;
+    int slow_request_ms; /* warn about a request this slow (0: never) */
     int kv_quota_refresh_ms;
     char *auth;
     char *jwt_secret;

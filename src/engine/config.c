@@ -126,6 +126,9 @@ static const setting settings[] = {
      "How often each broker re-reads kv quota and usage for the tenants it saw (quota is soft by this much)."},
     {"QUEEN_ACCESS_LOG", "access-log", SET_BOOL, AT(access_log), "1", 0, 0,
      "One line per request: method, route pattern, status, duration."},
+    {"QUEEN_SLOW_REQUEST_MS", "slow-request-ms", SET_INT, AT(slow_request_ms), "1000", 0, 3600000,
+     "A request answered this many ms or more after it arrived is logged at warn (method, route pattern, status, "
+     "duration), access log or not; a long poll that waited for a push is not. 0: off."},
     {"QUEEN_AUTH", "auth", SET_STRING, AT(auth), "off", 0, 0,
      "off: no authentication (a warning at start when QUEEN_BIND is not loopback). jwt: every route but /health "
      "and the console's files needs Authorization: Bearer <JWT> (README, Authentication)."},

@@ -508,9 +508,14 @@ static void account(server *srv, const char *method, const route *r, unsigned st
     double seconds = (double)(now_us() - st->started_us) / 1e6;
     metrics_record(r, method, status, seconds);
     /* An unmatched method is the client's text: logged as its label. */
+    const char *label = r ? method : metrics_method_label(method), *pattern = r ? r->pattern : "(unmatched)";
     if (srv->cfg->access_log)
-        log_info("http %s %s %u %.2fms", r ? method : metrics_method_label(method), r ? r->pattern : "(unmatched)",
-                 status, seconds * 1e3);
+        log_info("http %s %s %u %.2fms", label, pattern, status, seconds * 1e3);
+    /* A stall leaves a trace in a quiet log (warn level, access log off) -
+     * except a long poll, whose wait for a push is its purpose. */
+    if (srv->cfg->slow_request_ms > 0 && st->waits == 0 && seconds * 1e3 >= srv->cfg->slow_request_ms)
+        log_warn("slow request: http %s %s %u %.2fms (QUEEN_SLOW_REQUEST_MS=%d)", label, pattern, status,
+                 seconds * 1e3, srv->cfg->slow_request_ms);
 }
 
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,

@@ -1,6 +1,7 @@
 /* The broker's life around the routes: the sweeper removing expired rows
  * within a few seconds, /metrics/prometheus and the access log naming route
- * patterns (never a key), a long poll whose client hung up leasing nothing,
+ * patterns (never a key), a slow request logged at warn (a long poll that
+ * waited not), a long poll whose client hung up leasing nothing,
  * and a graceful SIGTERM under load: suspended long polls answered 204,
  * in-flight requests finished, every write acknowledged with a 200 present
  * in the database afterwards, exit status 0. */
@@ -165,6 +166,78 @@ static void metrics_and_access_log_name_patterns(void **state)
     free(ns);
     free(path);
     free(q);
+}
+
+/* ---- slow requests ----------------------------------------------------------- */
+
+typedef struct held_put {
+    const test_broker *b;
+    const char *path;
+    long status;
+} held_put;
+
+static void *held_put_run(void *p)
+{
+    held_put *h = p;
+    h->status = status_of(h->b, "PUT", h->path, "{\"value\":2,\"forever\":true}");
+    return NULL;
+}
+
+/* A request answered QUEEN_SLOW_REQUEST_MS or more after it arrived leaves a
+ * warn line with its route pattern (never its key) though the access log is
+ * off; a long poll that waited longer than that for a push leaves none. The
+ * slow request is a put waiting on a row lock this test holds until the put
+ * is seen waiting and the threshold has passed. */
+static void slow_requests_are_logged(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_LOG_LEVEL=warn", "QUEEN_ACCESS_LOG=0", "QUEEN_SLOW_REQUEST_MS=200",
+                                      NULL};
+    test_broker b;
+    start(&b, env);
+    char *ns = pgtest_unique("slow");
+    char *secret = pgtest_unique("held-key-");
+    char *path = fmt("/api/v1/kv/%s/%s", ns, secret);
+    assert_int_equal(status_of(&b, "PUT", path, "{\"value\":1,\"forever\":true}"), 200);
+
+    PGconn *holder = pgtest_connect(), *watcher = pgtest_connect();
+    const char *p[] = {ns};
+    PQclear(pgtest_exec(holder, "BEGIN", 0, NULL));
+    PQclear(pgtest_exec(holder, "SELECT 1 FROM queen.kv WHERE namespace = $1 FOR UPDATE", 1, p));
+    long long sent = now_ms();
+    held_put h = {.b = &b, .path = path};
+    pthread_t th;
+    pthread_create(&th, NULL, held_put_run, &h);
+    WAIT_UNTIL(pgtest_int(watcher,
+                          "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                          "AND datname = current_database() AND application_name = 'queen'",
+                          0, NULL) > 0 &&
+                   now_ms() - sent > 300,
+               10000, "the put never waited on the held row");
+    PQclear(pgtest_exec(holder, "ROLLBACK", 0, NULL));
+    pthread_join(th, NULL);
+    assert_int_equal(h.status, 200);
+
+    /* A long poll on an empty queue: answered after its 400 ms, having waited. */
+    char *q = pgtest_unique("q-slow-");
+    char *lp = fmt("/api/v1/pop/queue/%s?wait=true&timeout=400", q);
+    long long polled = now_ms();
+    assert_int_equal(status_of(&b, "GET", lp, NULL), 204);
+    assert_true(now_ms() - polled >= 390);
+    assert_int_equal(broker_stop(&b), 0);
+
+    char *log = read_file(b.log);
+    assert_non_null(strstr(log, "slow request: http PUT /api/v1/kv/:ns/*key 200 "));
+    assert_null(strstr(log, "slow request: http GET /api/v1/pop"));
+    assert_null(strstr(log, secret));
+    free(log);
+    PQfinish(holder);
+    PQfinish(watcher);
+    free(ns);
+    free(secret);
+    free(path);
+    free(q);
+    free(lp);
 }
 
 /* ---- a long poll whose client hung up ----------------------------------------- */
@@ -429,6 +502,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sweeper_removes_expired_rows),
         cmocka_unit_test(metrics_and_access_log_name_patterns),
+        cmocka_unit_test(slow_requests_are_logged),
         cmocka_unit_test(gone_client_leases_nothing),
         cmocka_unit_test(sigterm_under_load_loses_no_acknowledged_write),
         cmocka_unit_test(stop_answers_a_request_sent_on_an_idle_connection),
