@@ -735,10 +735,9 @@ static void *notifier_main(void *arg)
         for (size_t i = 0; i < nkeys; i++) {
             take_key(n, keys[i], &fire);
             /* keys[i] is "<tenant>:<queue>": its tenant's any-queue waiters too. */
-            char any[37 + sizeof ANY_QUEUE];
-            memcpy(any, keys[i], 37);
-            memcpy(any + 37, ANY_QUEUE, sizeof ANY_QUEUE);
-            take_key(n, any, &fire);
+            char any[NOTIFY_KEY_MAX];
+            if (make_any_key(any, keys[i], 36))
+                take_key(n, any, &fire);
         }
         take_due(n, engine_now_ms(), &fire);
         pthread_mutex_unlock(&n->mu);
