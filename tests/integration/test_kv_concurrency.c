@@ -229,7 +229,7 @@ static void test_incr_admission(void **state)
 #define LO_KEYS 8
 #define LO_PICK 5
 
-typedef enum { MODE_KV_APPLY, MODE_PLAIN } lo_mode;
+typedef enum { MODE_KV_APPLY, MODE_PLAIN, MODE_GROUP } lo_mode;
 
 typedef struct {
     const char *ns;
@@ -275,6 +275,36 @@ static void lo_call_kv(lo_worker *w, PGconn *conn, const int keys[LO_PICK])
     snprintf(ops + n, sizeof ops - n, "]");
     const char *params[1] = {ops};
     PGresult *res = PQexecParams(conn, KV_CALL, 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        w->committed++;
+    else if (is_deadlock(res))
+        w->deadlocks++;
+    else {
+        w->other++;
+        snprintf(w->err, sizeof w->err, "%s", PQresultErrorMessage(res));
+    }
+    PQclear(res);
+}
+
+/* The same five increments as a group of five one-op calls
+ * (kv_apply_group_v1, the broker's group commit), members in random input
+ * order: the group must take them in key order too. */
+static void lo_call_group(lo_worker *w, PGconn *conn, const int keys[LO_PICK])
+{
+    char calls[1024], tenants[256];
+    size_t n = (size_t)snprintf(calls, sizeof calls, "["), t = (size_t)snprintf(tenants, sizeof tenants, "[");
+    for (int k = 0; k < LO_PICK; k++) {
+        n += (size_t)snprintf(calls + n, sizeof calls - n,
+                              "%s[{\"op\":\"incr\",\"ns\":\"%s\",\"key\":\"k%d\",\"delta\":1,\"forever\":true}]",
+                              k ? "," : "", w->ns, keys[k]);
+        t += (size_t)snprintf(tenants + t, sizeof tenants - t, "%s\"" DEFAULT_TENANT "\"", k ? "," : "");
+    }
+    snprintf(calls + n, sizeof calls - n, "]");
+    snprintf(tenants + t, sizeof tenants - t, "]");
+    const char *params[2] = {calls, tenants};
+    PGresult *res =
+        PQexecParams(conn, "SELECT count(*) FROM queen.kv_apply_group_v1($1::jsonb, $2::jsonb)", 2, NULL, params, NULL,
+                     NULL, 0);
     if (PQresultStatus(res) == PGRES_TUPLES_OK)
         w->committed++;
     else if (is_deadlock(res))
@@ -338,8 +368,10 @@ static void *lo_run(void *arg)
             break; /* proven; every further deadlock costs deadlock_timeout */
         int keys[LO_PICK];
         pick_keys(&w->seed, keys);
-        if (w->mode == MODE_KV_APPLY)
+        if (w->mode == MODE_KV_APPLY || (w->mode == MODE_GROUP && i % 2 == 1))
             lo_call_kv(w, conn, keys);
+        else if (w->mode == MODE_GROUP)
+            lo_call_group(w, conn, keys);
         else
             lo_call_plain(w, conn, keys);
     }
@@ -351,7 +383,7 @@ static void *lo_run(void *arg)
  * returns the totals through the out parameters. */
 static void lo_workload(lo_mode mode, int *committed, int *deadlocks, char **ns_out)
 {
-    char *ns = pgtest_unique(mode == MODE_PLAIN ? "tkv-plain-" : "tkv-lock-");
+    char *ns = pgtest_unique(mode == MODE_PLAIN ? "tkv-plain-" : mode == MODE_GROUP ? "tkv-group-" : "tkv-lock-");
     PGconn *conn = pgtest_connect();
     char ops[1024];
     size_t n = (size_t)snprintf(ops, sizeof ops, "[");
@@ -391,13 +423,13 @@ static void lo_workload(lo_mode mode, int *committed, int *deadlocks, char **ns_
     *ns_out = ns;
 }
 
-static void test_lock_order_kv_apply(void **state)
+static void lock_order_holds(lo_mode mode)
 {
-    (void)state;
     int committed, deadlocks;
     char *ns;
-    lo_workload(MODE_KV_APPLY, &committed, &deadlocks, &ns);
-    print_message("kv_apply_v1: %d calls committed, %d deadlocks\n", committed, deadlocks);
+    lo_workload(mode, &committed, &deadlocks, &ns);
+    print_message("%s: %d calls committed, %d deadlocks\n",
+                  mode == MODE_GROUP ? "groups and kv_apply_v1 calls" : "kv_apply_v1", committed, deadlocks);
     assert_int_equal(deadlocks, 0);
     assert_int_equal(committed, LO_WORKERS * LO_CALLS);
 
@@ -415,6 +447,21 @@ static void test_lock_order_kv_apply(void **state)
     free(sum);
     PQfinish(conn);
     free(ns);
+}
+
+static void test_lock_order_kv_apply(void **state)
+{
+    (void)state;
+    lock_order_holds(MODE_KV_APPLY);
+}
+
+/* Groups of one-op calls (each member one key, members in random input
+ * order) beside multi-op calls over the same keys: zero 40P01, every
+ * increment once. The control below shows input order deadlocks. */
+static void test_lock_order_groups(void **state)
+{
+    (void)state;
+    lock_order_holds(MODE_GROUP);
 }
 
 /* The control: without the sorted apply the same workload deadlocks. If this
@@ -501,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_put_if_absent_race),
         cmocka_unit_test(test_incr_admission),
         cmocka_unit_test(test_lock_order_kv_apply),
+        cmocka_unit_test(test_lock_order_groups),
         cmocka_unit_test(test_lock_order_plain_statements_deadlock),
         cmocka_unit_test(test_sweeper_skips_locked_rows),
     };

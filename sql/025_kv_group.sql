@@ -1,0 +1,76 @@
+-- 025_kv_group.sql: several one-op kv writes of different callers committed
+-- in one transaction (the broker's group commit, src/engine/kv.c).
+--
+-- Owns: queen.kv_apply_group_v1.
+-- May call: queen.kv_apply_v1 (024) and nothing else; every rule of a write
+-- is kv_apply_v1's, applied to each member exactly as a call of its own.
+-- Must never: catch a member's error. A member that raises fails the whole
+-- statement, so nothing of the group commits, and the broker then runs
+-- every member alone for its own verdict. That is what keeps a group
+-- indistinguishable from separate calls without a subtransaction per member
+-- (which would overflow the subxid cache, as 024's header says).
+--
+-- Re-applied at every boot: CREATE OR REPLACE FUNCTION only.
+
+-- kv_apply_group_v1(calls, tenants) -> TABLE (n, result)
+--
+-- Contract: calls is a JSON array of kv_apply_v1 op arrays, each exactly
+-- one write op (put, putIfAbsent, delete, incr); tenants a JSON array of
+-- tenant uuid strings of the same length. Each member i (0-based) is
+-- kv_apply_v1(calls[i], tenants[i], now(), false); one row per member, n = i,
+-- result = that call's result as text, in n order. Anything else in calls
+-- raises 22023 kv_bad_request (DETAIL says which member) before any write.
+--
+-- Why it is written the way it is:
+--   - Members are applied in ascending (tenant, ns, key COLLATE "C",
+--     arrival): each member locks one key, so the group takes its row locks
+--     in the same global order as a single kv_apply_v1 call (024: ascending
+--     (ns, key) inside one tenant), and two groups, or a group and a call,
+--     cannot wait on each other in a cycle. Several ops in one member would
+--     break that (its own keys are taken together, out of the group's
+--     order), hence exactly one op each. Two members on one key run in
+--     arrival order, one after the other, as two calls would.
+--   - All members share the transaction's now(): a group starts after every
+--     member's request arrived and each member is answered after it
+--     commits, so that instant lies within every member's request.
+-- VOLATILE (writes), PARALLEL UNSAFE, CALLED ON NULL INPUT (NULLs raise).
+CREATE OR REPLACE FUNCTION queen.kv_apply_group_v1(p_calls JSONB, p_tenants JSONB)
+RETURNS TABLE (n INTEGER, result TEXT)
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_n     INTEGER;
+    v_i     INTEGER;
+    v_res   TEXT[];
+    v_bad   INTEGER;
+BEGIN
+    IF jsonb_typeof(p_calls) IS DISTINCT FROM 'array' OR jsonb_typeof(p_tenants) IS DISTINCT FROM 'array'
+       OR jsonb_array_length(p_calls) <> jsonb_array_length(p_tenants) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+            DETAIL = 'calls and tenants must be arrays of one length';
+    END IF;
+    v_n := jsonb_array_length(p_calls);
+    SELECT min(c.o - 1) INTO v_bad
+    FROM jsonb_array_elements(p_calls) WITH ORDINALITY AS c(ops, o)
+    WHERE jsonb_typeof(c.ops) IS DISTINCT FROM 'array' OR jsonb_array_length(c.ops) <> 1
+       OR NOT COALESCE((c.ops -> 0 ->> 'op') IN ('put', 'putIfAbsent', 'delete', 'incr'), false)
+       OR jsonb_typeof(c.ops -> 0 -> 'ns') IS DISTINCT FROM 'string'
+       OR jsonb_typeof(c.ops -> 0 -> 'key') IS DISTINCT FROM 'string';
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+            DETAIL = format('call %s is not one write op with a namespace and a key', v_bad);
+    END IF;
+
+    v_res := array_fill(NULL::text, ARRAY[v_n]);
+    FOR v_i IN
+        SELECT (c.o - 1)::integer
+        FROM jsonb_array_elements(p_calls) WITH ORDINALITY AS c(ops, o)
+        JOIN jsonb_array_elements_text(p_tenants) WITH ORDINALITY AS t(tenant, o) USING (o)
+        ORDER BY t.tenant::uuid, (c.ops -> 0 ->> 'ns') COLLATE "C", (c.ops -> 0 ->> 'key') COLLATE "C", c.o
+    LOOP
+        v_res[v_i + 1] := queen.kv_apply_v1(p_calls -> v_i, (p_tenants ->> v_i)::uuid, now(), false)::text;
+    END LOOP;
+
+    RETURN QUERY SELECT (r.o - 1)::integer, r.res FROM unnest(v_res) WITH ORDINALITY AS r(res, o) ORDER BY r.o;
+END
+$$;
