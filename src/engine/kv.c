@@ -41,6 +41,21 @@ static const sql_coalesce kv_reads_coalesce = {
     .max_calls = 32,
 };
 
+/* A call of one write op outside a transaction bundle: the same function,
+ * and calls made together may commit as one group (sql/025_kv_group.sql),
+ * each still its own kv_apply_v1 call with its own result. A group is one
+ * transaction and one WAL flush for all of them. It takes its members' row
+ * locks in the global order (ascending tenant, namespace, key), and when
+ * any member fails, nothing of the group commits and each member runs alone
+ * (pipeline.c), so every answer is one that call would have had by itself. */
+#define SQL_KV_WRITE_ONE "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false)::text"
+static const sql_coalesce kv_writes_coalesce = {
+    .name = "queen_kv_writes",
+    .sql = "SELECT g.result FROM queen.kv_apply_group_v1($1::jsonb, $2::jsonb) AS g ORDER BY g.n",
+    .param_kinds = "js",
+    .max_calls = 32,
+};
+
 /* A typed get: SQL_KV_ONE without the value, coalesced like the reads
  * above. */
 #define SQL_KV_GET_ONE                                                                                                 \
@@ -111,6 +126,9 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
         if (!in_wire && d.reads == d.ops && d.writes == 0)
             rc = sql_call_text_coalesced(q->pool, "queen_kv_read", SQL_KV_READ, 2, params, &kv_reads_coalesce,
                                          results_json, err);
+        else if (!in_wire && d.ops == 1)
+            rc = sql_call_text_coalesced(q->pool, "queen_kv_write_one", SQL_KV_WRITE_ONE, 2, params,
+                                         &kv_writes_coalesce, results_json, err);
         else
             rc = queen_call_text(q, "queen_kv_apply", SQL_KV_APPLY, 3, params, results_json, err);
         if (rc == 0 && *results_json == NULL) {

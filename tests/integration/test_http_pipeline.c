@@ -70,7 +70,9 @@ static long long in_flight(const test_broker *b)
 /* One connection, depth 8: a write blocked on a row lock, then a write that
  * fails its precondition (an SQL error inside its own transaction), a write
  * that succeeds and a read, all sent behind it on the same connection. When
- * the lock goes, each answers for itself. */
+ * the lock goes, each answers for itself. (The failing call has two ops so
+ * that it travels as its own statement: one-op writes arriving together
+ * may share one, which the next test covers.) */
 static void neighbours_on_one_connection_keep_their_own_outcome(void **state)
 {
     (void)state;
@@ -92,8 +94,8 @@ static void neighbours_on_one_connection_keep_their_own_outcome(void **state)
 
     request failing = {.b = &b, .method = "POST", .path = "/api/v1/kv",
                        .body = fmt("[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"lost\",\"value\":1,\"forever\":true,"
-                                   "\"expect\":7,\"required\":true}]",
-                                   ns)};
+                                   "\"expect\":7,\"required\":true},{\"op\":\"get\",\"ns\":\"%s\",\"key\":\"warm\"}]",
+                                   ns, ns)};
     request ok = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/ok", ns), .body = "{\"value\":2,\"forever\":true}"};
     request read = {.b = &b, .method = "GET", .path = warm};
     start_request(&failing);
@@ -225,6 +227,111 @@ static void queued_reads_share_a_statement_and_keep_their_own_answers(void **sta
     assert_int_equal(broker_stop(&b), 0);
 }
 
+/* Sends the n requests at once and waits until all n queue behind the held
+ * write on the broker's one connection; then releases the lock and waits
+ * for every answer. */
+static void queue_behind_held_write(const test_broker *b, PGconn *lock, const char *ns, request *reqs, int n)
+{
+    hold_row(lock, ns, "held");
+    request held = {.b = b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns), .body = "{\"value\":1,\"forever\":true}"};
+    start_request(&held);
+    WAIT_UNTIL(in_flight(b) == 1, 10000, "the held write never reached the database");
+    for (int i = 0; i < n; i++)
+        start_request(&reqs[i]);
+    WAIT_UNTIL(db_figure(b, "waiting") == n, 10000, "the writes did not all queue behind the held one");
+    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
+    finish_request(&held);
+    assert_int_equal(held.status, 200);
+    for (int i = 0; i < n; i++)
+        finish_request(&reqs[i]);
+    free((char *)held.path);
+    free(held.reply);
+}
+
+static request kv_post(const test_broker *b, const char *ops_fmt, const char *ns)
+{
+    return (request){.b = b, .method = "POST", .path = "/api/v1/kv", .body = fmt(ops_fmt, ns)};
+}
+
+/* One-op writes that queue behind a busy connection commit as one group
+ * (sql/025_kv_group.sql): one shared statement, and each request still gets
+ * the answer its own call would have had (two incr of one key see each
+ * other, a putIfAbsent on a live key is not applied, a delete of an absent
+ * key says absent). A member whose required op fails fails the group, so
+ * nothing of it commits; each then runs alone: that one alone is refused,
+ * the others apply once (the counter moves by exactly their deltas). */
+static void queued_writes_commit_as_one_group_and_keep_their_own_answers(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=1", "QUEEN_HTTP_THREADS=1", "QUEEN_SWEEPER=0", NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    char *ns = pgtest_unique("wgrp");
+    char *path = fmt("/api/v1/kv/%s/n", ns);
+    json_decref(http_ok(&b, "PUT", path, "{\"value\":5,\"forever\":true}", 200));
+    free(path);
+    path = fmt("/api/v1/kv/%s/live", ns);
+    json_decref(http_ok(&b, "PUT", path, "{\"value\":\"first\",\"forever\":true}", 200));
+    free(path);
+    PGconn *lock = pgtest_connect();
+    for (int round = 0; round < 2; round++) {
+        bool with_refused = round == 1;
+        long long statements = db_figure(&b, "coalescedStatementsTotal");
+        long long calls = db_figure(&b, "coalescedCallsTotal"), retries = db_figure(&b, "coalescedRetriesTotal");
+        request w[6];
+        int n = 0;
+        w[n++] = kv_post(&b, "[{\"op\":\"incr\",\"ns\":\"%s\",\"key\":\"n\",\"delta\":1,\"forever\":true}]", ns);
+        w[n++] = kv_post(&b, "[{\"op\":\"incr\",\"ns\":\"%s\",\"key\":\"n\",\"delta\":10,\"forever\":true}]", ns);
+        w[n++] = kv_post(&b, "[{\"op\":\"putIfAbsent\",\"ns\":\"%s\",\"key\":\"live\",\"value\":2,\"forever\":true}]", ns);
+        w[n++] = kv_post(&b, "[{\"op\":\"delete\",\"ns\":\"%s\",\"key\":\"absent\"}]", ns);
+        w[n++] = kv_post(&b, "[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"new\",\"value\":3,\"forever\":true}]", ns);
+        if (with_refused)
+            w[n++] = kv_post(&b, "[{\"op\":\"putIfAbsent\",\"ns\":\"%s\",\"key\":\"live\",\"value\":4,"
+                                 "\"forever\":true,\"required\":true}]", ns);
+        queue_behind_held_write(&b, lock, ns, w, n);
+        long long base = 5 + round * 11;
+        for (int i = 0; i < n; i++)
+            assert_int_equal(w[i].status, 200);
+        /* The two incr answer base+1 and base+11 or base+10 and base+11: either order, never the same value. */
+        char *one = fmt("\"value\": %lld", base + 1), *ten = fmt("\"value\": %lld", base + 10),
+             *both = fmt("\"value\": %lld", base + 11);
+        if (!((strstr(w[0].reply, one) && strstr(w[1].reply, both)) ||
+              (strstr(w[1].reply, ten) && strstr(w[0].reply, both))))
+            fail_msg("the incr answered %s and %s from %lld", w[0].reply, w[1].reply, base);
+        free(one);
+        free(ten);
+        free(both);
+        assert_non_null(strstr(w[2].reply, "\"reason\": \"exists\""));
+        assert_non_null(strstr(w[2].reply, "\"value\": \"first\""));
+        assert_non_null(strstr(w[3].reply, "\"reason\": \"absent\""));
+        assert_non_null(strstr(w[4].reply, "\"applied\": true"));
+        if (with_refused) {
+            assert_non_null(strstr(w[5].reply, "ailedIndex"));
+            assert_int_equal(db_figure(&b, "coalescedStatementsTotal"), statements);
+            assert_int_equal(db_figure(&b, "coalescedRetriesTotal") - retries, n);
+        } else {
+            assert_int_equal(db_figure(&b, "coalescedStatementsTotal") - statements, 1);
+            assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, n);
+            assert_int_equal(db_figure(&b, "coalescedRetriesTotal"), retries);
+        }
+        for (int i = 0; i < n; i++) {
+            free((char *)w[i].body);
+            free(w[i].reply);
+        }
+    }
+    /* Each round moved the counter by 11, once. */
+    path = fmt("/api/v1/kv/%s/n", ns);
+    http_reply r = broker_http(&b, "GET", path, NULL, NULL);
+    assert_int_equal(r.status, 200);
+    if (strstr(r.body, "\"value\": 27") == NULL)
+        fail_msg("the counter is %s, not 5 + 2 x 11", r.body);
+    http_reply_free(&r);
+    free(path);
+    PQfinish(lock);
+    free(ns);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
 /* Every backend of the broker's application name terminated: the loops
  * replace their connections and serve again, no restart. */
 static void dropped_connections_come_back(void **state)
@@ -258,6 +365,7 @@ int main(void)
         cmocka_unit_test(neighbours_on_one_connection_keep_their_own_outcome),
         cmocka_unit_test(dropped_connections_come_back),
         cmocka_unit_test(queued_reads_share_a_statement_and_keep_their_own_answers),
+        cmocka_unit_test(queued_writes_commit_as_one_group_and_keep_their_own_answers),
     };
     return cmocka_run_group_tests_name("http_pipeline", tests, NULL, NULL);
 }
