@@ -242,6 +242,10 @@ def render(work, out_path):
     L.append("- machine: nproc %s (%s), memory %s, PostgreSQL %s" % (
         meta.get("nproc"), meta.get("cpu"), meta.get("mem"), meta.get("pg")))
     L.append("- CPU busy in the 2 s before the run (other users of the machine): %s" % meta.get("busy_before", "?"))
+    L.append("- kernel autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled`) during the run: %s; "
+             "run.sh switches it off, because it shares the CPU between sessions and left runnable PostgreSQL "
+             "backends off the CPU for up to 2.5 s (the hand-written 2026-12-02 afternoon section)"
+             % meta.get("autogroup", "not recorded"))
     L.append("- load average (1/5/15 min) at start %s, after the one-op points %s, at end %s (the later two count "
              "the benchmark's own runnable clients and backends, up to 2 x c; the `others` column of the CPU "
              "table is the measure of other users): the machine is shared, and every client (pgbench, wrk, redis-benchmark, wire_bench) runs on the same 2 cores "

@@ -65,8 +65,23 @@ done
 # shellcheck source=bench/stack.sh
 . "$ROOT/bench/stack.sh"
 BROKER_PID= REDIS_PID=
+# The kernel's autogroup scheduling (CONFIG_SCHED_AUTOGROUP) shares the CPU
+# between sessions, not processes: the cluster (pg_ctl starts it in a session
+# of its own), the broker and the load generators became a few groups on two
+# cores, and a runnable PostgreSQL backend was left off the CPU for up to
+# 2.5 s at a time (2026-12-02, kernel 6.18: its CPU time did not move while
+# /proc said R). Gets through the broker at c=32 had a p99 of 90-950 ms with
+# it and 1.6-2.0 ms without. Servers run these as services, each in its own
+# cgroup, not as sessions of one shell: the run switches autogroup off and
+# restores it at exit. BENCH_AUTOGROUP=keep leaves the setting alone.
+AUTOGROUP_FILE=/proc/sys/kernel/sched_autogroup_enabled
+AUTOGROUP_WAS=$(cat "$AUTOGROUP_FILE" 2>/dev/null || echo absent)
+if [ "${BENCH_AUTOGROUP:-off}" != keep ] && [ "$AUTOGROUP_WAS" = 1 ]; then
+  echo 0 >"$AUTOGROUP_FILE" 2>/dev/null || say "could not switch autogroup scheduling off (not root?); measuring with it on"
+fi
 cleanup() {
   set +e
+  [ "$AUTOGROUP_WAS" = 1 ] && echo 1 >"$AUTOGROUP_FILE" 2>/dev/null
   STACK_BROKER_PID=$BROKER_PID
   [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
   stack_down
@@ -105,6 +120,7 @@ fi
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
   # CPU busy (all processes, i.e. others') over the 2 s before anything starts
   echo "busy_before=$(busy_pct 2)%"
+  echo "autogroup=$(cat "$AUTOGROUP_FILE" 2>/dev/null || echo absent) (was $AUTOGROUP_WAS)"
   echo "secs=$SECS"
   echo "pg_port=$PG_PORT"
   [ -n "${BENCH_PG_POOL:-}" ] && echo "pg_pool=$BENCH_PG_POOL"
