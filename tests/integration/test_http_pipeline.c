@@ -144,6 +144,27 @@ static long long db_figure(const test_broker *b, const char *name)
     return http_metric(b, "http", "database", name);
 }
 
+/* Sends the n requests at once and waits until all n queue behind the held
+ * write on the broker's one connection; then releases the lock and waits
+ * for every answer. */
+static void queue_behind_held_write(const test_broker *b, PGconn *lock, const char *ns, request *reqs, int n)
+{
+    hold_row(lock, ns, "held");
+    request held = {.b = b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns), .body = "{\"value\":1,\"forever\":true}"};
+    start_request(&held);
+    WAIT_UNTIL(in_flight(b) == 1, 10000, "the held write never reached the database");
+    for (int i = 0; i < n; i++)
+        start_request(&reqs[i]);
+    WAIT_UNTIL(db_figure(b, "waiting") == n, 10000, "the requests did not all queue behind the held write");
+    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
+    finish_request(&held);
+    assert_int_equal(held.status, 200);
+    for (int i = 0; i < n; i++)
+        finish_request(&reqs[i]);
+    free((char *)held.path);
+    free(held.reply);
+}
+
 /* Reads that queue behind a busy connection leave together as one shared
  * statement (sql_coalesce): each answered with its own key's value, by the
  * batch and the typed routes alike. One of them refused by SQL (a namespace
@@ -168,12 +189,6 @@ static void queued_reads_share_a_statement_and_keep_their_own_answers(void **sta
     for (int round = 0; round < 2; round++) {
         bool with_refused = round == 1;
         long long calls = db_figure(&b, "coalescedCallsTotal"), retries = db_figure(&b, "coalescedRetriesTotal");
-        /* The one connection busy with a write waiting on a row lock. */
-        hold_row(lock, ns, "held");
-        request held = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns),
-                        .body = "{\"value\":1,\"forever\":true}"};
-        start_request(&held);
-        WAIT_UNTIL(in_flight(&b) == 1, 10000, "the held write never reached the database");
         request reads[READS + 1];
         int n = 0;
         for (int i = 0; i < READS; i++, n++) {
@@ -185,14 +200,9 @@ static void queued_reads_share_a_statement_and_keep_their_own_answers(void **sta
         if (with_refused)
             reads[n++] = (request){.b = &b, .method = "POST", .path = strdup("/api/v1/kv"),
                                    .body = strdup("[{\"op\":\"get\",\"ns\":\"Not A Namespace\",\"key\":\"k\"}]")};
-        for (int i = 0; i < n; i++)
-            start_request(&reads[i]);
-        WAIT_UNTIL(db_figure(&b, "waiting") == n, 10000, "the reads did not all queue behind the held write");
-        PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
-        finish_request(&held);
-        assert_int_equal(held.status, 200);
+        /* The one connection busy with a write waiting on a row lock. */
+        queue_behind_held_write(&b, lock, ns, reads, n);
         for (int i = 0; i < n; i++) {
-            finish_request(&reads[i]);
             if (i == READS) {
                 assert_int_equal(reads[i].status, 400);
                 assert_non_null(strstr(reads[i].reply, "kv_bad_namespace"));
@@ -219,33 +229,10 @@ static void queued_reads_share_a_statement_and_keep_their_own_answers(void **sta
             free((char *)reads[i].body);
             free(reads[i].reply);
         }
-        free((char *)held.path);
-        free(held.reply);
     }
     PQfinish(lock);
     free(ns);
     assert_int_equal(broker_stop(&b), 0);
-}
-
-/* Sends the n requests at once and waits until all n queue behind the held
- * write on the broker's one connection; then releases the lock and waits
- * for every answer. */
-static void queue_behind_held_write(const test_broker *b, PGconn *lock, const char *ns, request *reqs, int n)
-{
-    hold_row(lock, ns, "held");
-    request held = {.b = b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns), .body = "{\"value\":1,\"forever\":true}"};
-    start_request(&held);
-    WAIT_UNTIL(in_flight(b) == 1, 10000, "the held write never reached the database");
-    for (int i = 0; i < n; i++)
-        start_request(&reqs[i]);
-    WAIT_UNTIL(db_figure(b, "waiting") == n, 10000, "the writes did not all queue behind the held one");
-    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
-    finish_request(&held);
-    assert_int_equal(held.status, 200);
-    for (int i = 0; i < n; i++)
-        finish_request(&reqs[i]);
-    free((char *)held.path);
-    free(held.reply);
 }
 
 static request kv_post(const test_broker *b, const char *ops_fmt, const char *ns)

@@ -262,6 +262,21 @@ static int is_deadlock(const PGresult *res)
     return state != NULL && strcmp(state, "40P01") == 0;
 }
 
+/* Counts a call's outcome (committed, deadlocked or another error) and
+ * frees its result. */
+static void lo_count(lo_worker *w, PGresult *res)
+{
+    if (PQresultStatus(res) == PGRES_TUPLES_OK)
+        w->committed++;
+    else if (is_deadlock(res))
+        w->deadlocks++;
+    else {
+        w->other++;
+        snprintf(w->err, sizeof w->err, "%s", PQresultErrorMessage(res));
+    }
+    PQclear(res);
+}
+
 /* One call through kv_apply_v1: 5 incr ops in random input order. */
 static void lo_call_kv(lo_worker *w, PGconn *conn, const int keys[LO_PICK])
 {
@@ -275,15 +290,7 @@ static void lo_call_kv(lo_worker *w, PGconn *conn, const int keys[LO_PICK])
     snprintf(ops + n, sizeof ops - n, "]");
     const char *params[1] = {ops};
     PGresult *res = PQexecParams(conn, KV_CALL, 1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) == PGRES_TUPLES_OK)
-        w->committed++;
-    else if (is_deadlock(res))
-        w->deadlocks++;
-    else {
-        w->other++;
-        snprintf(w->err, sizeof w->err, "%s", PQresultErrorMessage(res));
-    }
-    PQclear(res);
+    lo_count(w, res);
 }
 
 /* The same five increments as a group of five one-op calls
@@ -305,15 +312,7 @@ static void lo_call_group(lo_worker *w, PGconn *conn, const int keys[LO_PICK])
     PGresult *res =
         PQexecParams(conn, "SELECT count(*) FROM queen.kv_apply_group_v1($1::jsonb, $2::jsonb)", 2, NULL, params, NULL,
                      NULL, 0);
-    if (PQresultStatus(res) == PGRES_TUPLES_OK)
-        w->committed++;
-    else if (is_deadlock(res))
-        w->deadlocks++;
-    else {
-        w->other++;
-        snprintf(w->err, sizeof w->err, "%s", PQresultErrorMessage(res));
-    }
-    PQclear(res);
+    lo_count(w, res);
 }
 
 /* The same call as plain statements: one UPDATE per key in INPUT order, in
