@@ -30,6 +30,13 @@
 --     break that (its own keys are taken together, out of the group's
 --     order), hence exactly one op each. Two members on one key run in
 --     arrival order, one after the other, as two calls would.
+--   - A member that waits on a row lock longer than lock_timeout (set on
+--     the function: 100 ms) fails the group with 55P03, and the members
+--     then run alone: a write stuck behind another transaction's lock
+--     (a long bundle holding the key) must not hold back the writes that
+--     happened to queue beside it. 100 ms is far above a wait for another
+--     group's commit (a few ms), so contention on hot keys does not turn
+--     into retries.
 --   - All members share the transaction's now(): a group starts after every
 --     member's request arrived and each member is answered after it
 --     commits, so that instant lies within every member's request.
@@ -37,6 +44,7 @@
 CREATE OR REPLACE FUNCTION queen.kv_apply_group_v1(p_calls JSONB, p_tenants JSONB)
 RETURNS TABLE (n INTEGER, result TEXT)
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET lock_timeout = '100ms'
 AS $$
 DECLARE
     v_n     INTEGER;

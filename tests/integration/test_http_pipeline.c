@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ typedef struct request {
     long status;
     char *reply;
     pthread_t thread;
+    atomic_bool answered;
 } request;
 
 static void *send_request(void *arg)
@@ -38,6 +40,7 @@ static void *send_request(void *arg)
     r->status = rep.status;
     r->reply = rep.body ? strdup(rep.body) : NULL;
     http_reply_free(&rep);
+    atomic_store(&r->answered, true);
     return NULL;
 }
 
@@ -319,6 +322,76 @@ static void queued_writes_commit_as_one_group_and_keep_their_own_answers(void **
     assert_int_equal(broker_stop(&b), 0);
 }
 
+/* A member that waits on a row lock another transaction holds fails its
+ * group after the group's lock_timeout; the members then run alone, so the
+ * writes that queued beside it are answered while it still waits. Two
+ * connections, both busy with a held write; three writes queue behind
+ * them, one of them to a key a second session holds. */
+static void a_member_stuck_on_a_lock_does_not_hold_its_group(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=2", "QUEEN_HTTP_THREADS=1", "QUEEN_SWEEPER=0", NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    char *ns = pgtest_unique("wstk");
+    PGconn *busy = pgtest_connect(), *stuck = pgtest_connect();
+    hold_row(busy, ns, "h1");
+    char *ops = fmt("[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"h2\",\"value\":0,\"forever\":true}]", ns);
+    const char *params[] = {ops, QUEEN_DEFAULT_TENANT};
+    PQclear(pgtest_exec(busy, "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false)", 2, params));
+    free(ops);
+    hold_row(stuck, ns, "x");
+    request held[2] = {
+        {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/h1", ns), .body = "{\"value\":1,\"forever\":true}"},
+        {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/h2", ns), .body = "{\"value\":1,\"forever\":true}"},
+    };
+    /* One after the other, so that each goes alone on its own connection. */
+    for (int i = 0; i < 2; i++) {
+        start_request(&held[i]);
+        WAIT_UNTIL(in_flight(&b) == i + 1, 10000, "held write %d never reached the database", i);
+    }
+    request w[3] = {
+        kv_post(&b, "[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"x\",\"value\":1,\"forever\":true}]", ns),
+        kv_post(&b, "[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"a\",\"value\":1,\"forever\":true}]", ns),
+        kv_post(&b, "[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"b\",\"value\":1,\"forever\":true}]", ns),
+    };
+    long long retries = db_figure(&b, "coalescedRetriesTotal");
+    for (int i = 0; i < 3; i++)
+        start_request(&w[i]);
+    WAIT_UNTIL(db_figure(&b, "waiting") == 3, 10000, "the three writes did not queue behind the held ones");
+    PQclear(pgtest_exec(busy, "ROLLBACK", 0, NULL));
+    for (int i = 0; i < 2; i++) {
+        finish_request(&held[i]);
+        assert_int_equal(held[i].status, 200);
+    }
+    /* The group met the held key, gave up, and its members went alone: a
+     * and b answer while x still waits on the second session's lock (not
+     * only when the statement timeout, 30 s, ends the group). */
+    WAIT_UNTIL(atomic_load(&w[1].answered) && atomic_load(&w[2].answered), 10000,
+               "the writes grouped with a stuck one waited with it");
+    finish_request(&w[1]);
+    finish_request(&w[2]);
+    assert_int_equal(w[1].status, 200);
+    assert_int_equal(w[2].status, 200);
+    assert_int_equal(db_figure(&b, "coalescedRetriesTotal") - retries, 3);
+    assert_int_equal(in_flight(&b), 1);
+    PQclear(pgtest_exec(stuck, "ROLLBACK", 0, NULL));
+    finish_request(&w[0]);
+    assert_int_equal(w[0].status, 200);
+    for (int i = 0; i < 3; i++) {
+        free((char *)w[i].body);
+        free(w[i].reply);
+    }
+    for (int i = 0; i < 2; i++) {
+        free((char *)held[i].path);
+        free(held[i].reply);
+    }
+    PQfinish(busy);
+    PQfinish(stuck);
+    free(ns);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
 /* Every backend of the broker's application name terminated: the loops
  * replace their connections and serve again, no restart. */
 static void dropped_connections_come_back(void **state)
@@ -353,6 +426,7 @@ int main(void)
         cmocka_unit_test(dropped_connections_come_back),
         cmocka_unit_test(queued_reads_share_a_statement_and_keep_their_own_answers),
         cmocka_unit_test(queued_writes_commit_as_one_group_and_keep_their_own_answers),
+        cmocka_unit_test(a_member_stuck_on_a_lock_does_not_hold_its_group),
     };
     return cmocka_run_group_tests_name("http_pipeline", tests, NULL, NULL);
 }

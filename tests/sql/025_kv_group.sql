@@ -5,7 +5,7 @@
 -- kv_apply_v1 call would, take its keys in the global lock order, and
 -- commit nothing when any member fails.
 BEGIN;
-SELECT plan(17);
+SELECT plan(18);
 
 SELECT set_config('t025.a', gen_random_uuid()::text, true);
 SELECT set_config('t025.b', gen_random_uuid()::text, true);
@@ -123,6 +123,9 @@ SELECT throws_ok($$SELECT * FROM queen.kv_apply_group_v1('[[{"op":"put","ns":"f"
     '[]')$$, '22023', 'kv_bad_request', 'G15 calls and tenants of different lengths are refused');
 SELECT is(pg_temp.ver('f', 'a2'), NULL, 'G16 nothing written by a refused group');
 SELECT is((SELECT count(*) FROM queen.kv_apply_group_v1('[]', '[]')), 0::bigint, 'G17 an empty group answers no rows');
+
+SELECT is((SELECT proconfig FROM pg_proc WHERE oid = 'queen.kv_apply_group_v1(jsonb,jsonb)'::regprocedure),
+          ARRAY['lock_timeout=100ms'], 'G18 a member stuck on a row lock fails the group after 100 ms');
 
 SELECT * FROM finish();
 ROLLBACK;
