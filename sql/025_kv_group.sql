@@ -51,6 +51,7 @@ DECLARE
     v_i     INTEGER;
     v_res   TEXT[];
     v_bad   INTEGER;
+    v_order INTEGER[];
 BEGIN
     IF jsonb_typeof(p_calls) IS DISTINCT FROM 'array' OR jsonb_typeof(p_tenants) IS DISTINCT FROM 'array'
        OR jsonb_array_length(p_calls) <> jsonb_array_length(p_tenants) THEN
@@ -58,24 +59,28 @@ BEGIN
             DETAIL = 'calls and tenants must be arrays of one length';
     END IF;
     v_n := jsonb_array_length(p_calls);
-    SELECT min(c.o - 1) INTO v_bad
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+    -- The check and the apply order in one pass over the calls.
+    -- (CASE, not OR: jsonb_array_length raises on anything but an array.)
+    SELECT min(c.o - 1) FILTER (WHERE NOT CASE WHEN jsonb_typeof(c.ops) IS DISTINCT FROM 'array' THEN false
+                   ELSE jsonb_array_length(c.ops) = 1
+                        AND COALESCE((c.ops -> 0 ->> 'op') IN ('put', 'putIfAbsent', 'delete', 'incr'), false)
+                        AND jsonb_typeof(c.ops -> 0 -> 'ns') IS NOT DISTINCT FROM 'string'
+                        AND jsonb_typeof(c.ops -> 0 -> 'key') IS NOT DISTINCT FROM 'string' END),
+           array_agg((c.o - 1)::integer ORDER BY t.tenant::uuid, (c.ops -> 0 ->> 'ns') COLLATE "C",
+                                                 (c.ops -> 0 ->> 'key') COLLATE "C", c.o)
+    INTO v_bad, v_order
     FROM jsonb_array_elements(p_calls) WITH ORDINALITY AS c(ops, o)
-    WHERE jsonb_typeof(c.ops) IS DISTINCT FROM 'array' OR jsonb_array_length(c.ops) <> 1
-       OR NOT COALESCE((c.ops -> 0 ->> 'op') IN ('put', 'putIfAbsent', 'delete', 'incr'), false)
-       OR jsonb_typeof(c.ops -> 0 -> 'ns') IS DISTINCT FROM 'string'
-       OR jsonb_typeof(c.ops -> 0 -> 'key') IS DISTINCT FROM 'string';
+    JOIN jsonb_array_elements_text(p_tenants) WITH ORDINALITY AS t(tenant, o) USING (o);
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
             DETAIL = format('call %s is not one write op with a namespace and a key', v_bad);
     END IF;
 
     v_res := array_fill(NULL::text, ARRAY[v_n]);
-    FOR v_i IN
-        SELECT (c.o - 1)::integer
-        FROM jsonb_array_elements(p_calls) WITH ORDINALITY AS c(ops, o)
-        JOIN jsonb_array_elements_text(p_tenants) WITH ORDINALITY AS t(tenant, o) USING (o)
-        ORDER BY t.tenant::uuid, (c.ops -> 0 ->> 'ns') COLLATE "C", (c.ops -> 0 ->> 'key') COLLATE "C", c.o
-    LOOP
+    FOREACH v_i IN ARRAY v_order LOOP
         v_res[v_i + 1] := queen.kv_apply_v1(p_calls -> v_i, (p_tenants ->> v_i)::uuid, now(), false)::text;
     END LOOP;
 

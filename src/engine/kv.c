@@ -23,6 +23,11 @@
  * passed through as PostgreSQL rendered it. */
 #define SQL_KV_APPLY "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), $3::boolean)::text"
 
+/* One kv_apply_v1 call outside a transaction bundle, on its own: a call of
+ * reads only, or of one write op, when nothing shares its statement (the
+ * two coalescings below). */
+#define SQL_KV_CALL "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false)::text"
+
 /* A call of reads only (get, getMany, getPrefix) outside a transaction
  * bundle: the same function, and calls made together may share one
  * statement, each still its own kv_apply_v1 call with its own result and
@@ -31,7 +36,6 @@
  * statements take their own snapshot (READ COMMITTED, a volatile function),
  * all within every coalesced request's lifetime. What it saves is the per
  * statement cost: a round trip, parse/bind/execute, a transaction. */
-#define SQL_KV_READ "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false)::text"
 static const sql_coalesce kv_reads_coalesce = {
     .name = "queen_kv_reads",
     .sql = "SELECT queen.kv_apply_v1(o.ops, t.tenant::uuid, now(), false)::text "
@@ -48,7 +52,6 @@ static const sql_coalesce kv_reads_coalesce = {
  * locks in the global order (ascending tenant, namespace, key), and when
  * any member fails, nothing of the group commits and each member runs alone
  * (pipeline.c), so every answer is one that call would have had by itself. */
-#define SQL_KV_WRITE_ONE "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false)::text"
 static const sql_coalesce kv_writes_coalesce = {
     .name = "queen_kv_writes",
     .sql = "SELECT g.result FROM queen.kv_apply_group_v1($1::jsonb, $2::jsonb) AS g ORDER BY g.n",
@@ -124,10 +127,10 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
     } else if (rc == 0 && (rc = engine_kv_admit(q, tenant, d, err)) == 0) {
         const char *params[] = {ops_json, tenant, in_wire ? "true" : "false"};
         if (!in_wire && d.reads == d.ops && d.writes == 0)
-            rc = sql_call_text_coalesced(q->pool, "queen_kv_read", SQL_KV_READ, 2, params, &kv_reads_coalesce,
+            rc = sql_call_text_coalesced(q->pool, "queen_kv_call", SQL_KV_CALL, 2, params, &kv_reads_coalesce,
                                          results_json, err);
         else if (!in_wire && d.ops == 1)
-            rc = sql_call_text_coalesced(q->pool, "queen_kv_write_one", SQL_KV_WRITE_ONE, 2, params,
+            rc = sql_call_text_coalesced(q->pool, "queen_kv_call", SQL_KV_CALL, 2, params,
                                          &kv_writes_coalesce, results_json, err);
         else
             rc = queen_call_text(q, "queen_kv_apply", SQL_KV_APPLY, 3, params, results_json, err);

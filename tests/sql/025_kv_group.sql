@@ -5,7 +5,7 @@
 -- kv_apply_v1 call would, take its keys in the global lock order, and
 -- commit nothing when any member fails.
 BEGIN;
-SELECT plan(18);
+SELECT plan(19);
 
 SELECT set_config('t025.a', gen_random_uuid()::text, true);
 SELECT set_config('t025.b', gen_random_uuid()::text, true);
@@ -119,6 +119,9 @@ SELECT throws_ok($$SELECT * FROM pg_temp.grp('[[{"op":"put","ns":"f","key":"a2",
     ARRAY['a', 'a'])$$, '22023', 'kv_bad_request', 'G13 a member of two ops is refused');
 SELECT throws_ok($$SELECT * FROM pg_temp.grp('[[{"op":"put","ns":"f","key":"a2","value":1,"forever":true}],
     [{"op":"get","ns":"f","key":"b"}]]', ARRAY['a', 'a'])$$, '22023', 'kv_bad_request', 'G14 a read member is refused');
+SELECT throws_ok($$SELECT * FROM pg_temp.grp('[[{"op":"put","ns":"f","key":"a2","value":1,"forever":true}],
+    {"op":"put","ns":"f","key":"b","value":1,"forever":true}]', ARRAY['a', 'a'])$$, '22023', 'kv_bad_request',
+    'G14b a member that is not an op array is refused');
 SELECT throws_ok($$SELECT * FROM queen.kv_apply_group_v1('[[{"op":"put","ns":"f","key":"a2","value":1,"forever":true}]]',
     '[]')$$, '22023', 'kv_bad_request', 'G15 calls and tenants of different lengths are refused');
 SELECT is(pg_temp.ver('f', 'a2'), NULL, 'G16 nothing written by a refused group');
