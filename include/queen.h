@@ -45,6 +45,7 @@ typedef struct queen_config {
     int pg_acquire_timeout_ms;
     int http_threads;
     int pg_pipeline_depth;
+    int pg_write_group_wait_ms;
     int max_body_bytes;
     int max_connections;
     int request_read_timeout_ms;

@@ -57,6 +57,7 @@ static const sql_coalesce kv_writes_coalesce = {
     .sql = "SELECT g.result FROM queen.kv_apply_group_v1($1::jsonb, $2::jsonb) AS g ORDER BY g.n",
     .param_kinds = "js",
     .max_calls = 32,
+    .waits_for_group = true,
 };
 
 /* A typed get: SQL_KV_ONE without the value, coalesced like the reads

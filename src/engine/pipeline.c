@@ -71,6 +71,8 @@ struct pipeline_set {
     call_queue waiting_calls;
     call_queue held; /* coalescable calls made this turn, in arrival order */
     int waiting, in_flight, nheld;
+    int group_wait_ms;
+    long long group_wake_ms; /* when a held call that waits for a group may go; 0: none waits */
     pipeline_figures *fig;
     int connect_timeout_ms;
 };
@@ -267,6 +269,7 @@ static void send_call(pipe_conn *c, pipeline_call *call)
     }
     ok = ok && PQsendQueryPrepared(c->pg, call->name, call->nparams, call->params, NULL, NULL, 0) == 1 &&
          PQpipelineSync(c->pg) == 1;
+    call->sent_ms = engine_now_ms();
     queue_push(&c->sent, call);
     c->in_flight++;
     s->in_flight++;
@@ -346,6 +349,7 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call)
     call->res = NULL;
     call->lost = false;
     call->next = NULL;
+    call->group_kind = NULL;
     memset(&call->err, 0, sizeof call->err);
     call->queued_ms = engine_now_ms();
     if (call->coalesce != NULL) {
@@ -524,18 +528,64 @@ static bool send_coalesced(pipeline_set *s, pipeline_call **members, int n)
         params[i] = b->texts[i];
     }
     b->call.queued_ms = members[0]->queued_ms;
+    b->call.group_kind = how->waits_for_group ? how : NULL;
     submit_now(s, &b->call);
     return true;
+}
+
+/* Whether a held call of `how`'s kind waits for a statement of that kind in
+ * flight (pipeline_submit); *until: when that wait ends. */
+static bool waits_for_group(const pipeline_set *s, const sql_coalesce *how, long long now, long long *until)
+{
+    if (how == NULL || !how->waits_for_group || s->group_wait_ms <= 0)
+        return false;
+    for (int i = 0; i < s->nconns; i++)
+        for (const pipeline_call *sent = s->conns[i].sent.head; sent != NULL; sent = sent->next)
+            if (sent->group_kind == how && now - sent->sent_ms < s->group_wait_ms) {
+                *until = sent->sent_ms + s->group_wait_ms;
+                return true;
+            }
+    return false;
+}
+
+/* The first held call free to go, taken out of the held list; notes in
+ * group_wake_ms when the ones left waiting for a group may go. */
+static pipeline_call *unhold_sendable(pipeline_set *s, long long now)
+{
+    pipeline_call *prev = NULL;
+    for (pipeline_call *call = s->held.head; call != NULL; prev = call, call = call->next) {
+        long long until;
+        if (waits_for_group(s, call->coalesce, now, &until)) {
+            if (s->group_wake_ms == 0 || until < s->group_wake_ms)
+                s->group_wake_ms = until;
+            continue;
+        }
+        if (prev != NULL)
+            prev->next = call->next;
+        else
+            s->held.head = call->next;
+        if (s->held.tail == call)
+            s->held.tail = prev;
+        call->next = NULL;
+        s->nheld--;
+        atomic_fetch_sub(&s->fig->waiting, 1);
+        return call;
+    }
+    return NULL;
 }
 
 /* Sends the held calls while a connection has room: a call alone when no
  * other held one shares its statement, else one shared statement for up to
  * max_calls of them. Without room they stay held, so the reads that queue
- * behind busy connections leave together when one frees. */
+ * behind busy connections leave together when one frees; so do the calls
+ * that wait for a group of their kind in flight. */
 static void send_held(pipeline_set *s)
 {
-    while (s->held.head != NULL && roomiest(s) != NULL) {
-        pipeline_call *call = unhold(s);
+    long long now = engine_now_ms();
+    pipeline_call *call;
+    s->group_wake_ms = 0;
+    while (s->held.head != NULL && roomiest(s) != NULL && (call = unhold_sendable(s, now)) != NULL) {
+        const sql_coalesce *kind = call->coalesce;
         int max = call->coalesce != NULL ? call->coalesce->max_calls : 1;
         pipeline_call **members = max > 1 ? calloc((size_t)max, sizeof *members) : NULL;
         int n = members != NULL ? take_group(s, call, members, max) : 1;
@@ -545,6 +595,7 @@ static void send_held(pipeline_set *s)
         for (int m = 0; m < n; m++) {
             pipeline_call *one = members != NULL ? members[m] : call;
             one->coalesce = NULL;
+            one->group_kind = kind != NULL && kind->waits_for_group ? kind : NULL;
             submit_now(s, one);
         }
         free(members);
@@ -639,7 +690,8 @@ static void conn_ready(loop_watch *w, uint32_t events)
 /* ---- the set ---------------------------------------------------------------- */
 
 pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int statement_timeout_ms,
-                            int acquire_timeout_ms, int epfd, pipeline_figures *figures, char *err, size_t errlen)
+                            int acquire_timeout_ms, int group_wait_ms, int epfd, pipeline_figures *figures,
+                            char *err, size_t errlen)
 {
     pipeline_set *s = calloc(1, sizeof *s);
     if (s == NULL || nconns < 1) {
@@ -650,6 +702,7 @@ pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int sta
     queen_conn_params_fill(&s->params, conninfo, statement_timeout_ms, acquire_timeout_ms);
     s->depth = depth > 0 ? depth : 1;
     s->acquire_timeout_ms = acquire_timeout_ms;
+    s->group_wait_ms = group_wait_ms;
     s->connect_timeout_ms = acquire_timeout_ms > 2000 ? acquire_timeout_ms : 2000;
     s->epfd = epfd;
     s->fig = figures;
@@ -719,6 +772,8 @@ long long pipeline_tick(pipeline_set *s, long long now)
     }
     if (s->held.head != NULL)
         next = SOONER(s->held.head->queued_ms + s->acquire_timeout_ms);
+    if (s->held.head != NULL && s->group_wake_ms > 0)
+        next = SOONER(s->group_wake_ms);
 #undef SOONER
     return next;
 }

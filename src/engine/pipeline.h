@@ -53,6 +53,8 @@ typedef struct pipeline_call {
     /* The set's. */
     struct pipeline_call *next;
     long long queued_ms;
+    long long sent_ms;
+    const sql_coalesce *group_kind; /* sent as (or for) a statement of this kind that others wait for */
     bool prepare_pending;
 } pipeline_call;
 
@@ -73,10 +75,19 @@ typedef struct pipeline_figures {
  * others are retried in the background. figures may be shared by several
  * sets (one per loop); it must outlive the set. */
 pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int statement_timeout_ms,
-                            int acquire_timeout_ms, int epfd, pipeline_figures *figures, char *err, size_t errlen);
+                            int acquire_timeout_ms, int group_wait_ms, int epfd, pipeline_figures *figures,
+                            char *err, size_t errlen);
 
 /* Sends the call now or queues it (a coalescable call: holds it for the
- * next pipeline_tick); done() runs later, never inside. */
+ * next pipeline_tick); done() runs later, never inside.
+ *
+ * A held call whose coalescing waits_for_group stays held while a statement
+ * of its kind sent less than group_wait_ms ago is in flight, even when a
+ * connection is free: it then goes with everything of its kind that waited
+ * meanwhile, as one statement. On two cores a group's fixed cost (its
+ * transaction, commit and flush, PL/pgSQL's per-transaction set-up) is most
+ * of a one-op write's, so fewer, larger groups do more writes per second;
+ * the wait bounds what a slow group (a row lock) costs the writes behind. */
 void pipeline_submit(pipeline_set *s, pipeline_call *call);
 
 /* Sends the held coalescable calls (the loop calls it once a turn, after

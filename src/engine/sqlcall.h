@@ -31,6 +31,9 @@ typedef struct sql_coalesce {
     const char *sql;         /* the shared statement */
     const char *param_kinds; /* per parameter: 'j' JSON text placed as is, 's' text placed as a JSON string */
     int max_calls;           /* at most this many calls in one */
+    /* Calls that arrive while a statement of this kind, sent less than the
+     * set's group wait ago, is in flight wait for it (pipeline.h). */
+    bool waits_for_group;
 } sql_coalesce;
 
 typedef struct sql_executor {

@@ -271,7 +271,7 @@ static int loop_open(server *srv, edge_loop *L, int index, const struct sockaddr
     }
     char err[512];
     L->db = pipeline_open(cfg->pg_url, db_conns, cfg->pg_pipeline_depth, cfg->stmt_timeout_ms,
-                          cfg->pg_acquire_timeout_ms, L->epfd, &srv->db_figures, err, sizeof err);
+                          cfg->pg_acquire_timeout_ms, cfg->pg_write_group_wait_ms, L->epfd, &srv->db_figures, err, sizeof err);
     if (L->db == NULL) {
         log_error("http: loop %d: database: %s", index, err);
         return -1;

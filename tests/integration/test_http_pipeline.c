@@ -392,6 +392,106 @@ static void a_member_stuck_on_a_lock_does_not_hold_its_group(void **state)
     assert_int_equal(broker_stop(&b), 0);
 }
 
+/* Starts n one-op puts to keys w0..w(n-1) of ns. */
+static void start_puts(const test_broker *b, const char *ns, request *w, int n)
+{
+    for (int i = 0; i < n; i++) {
+        w[i] = (request){.b = b, .method = "PUT", .path = fmt("/api/v1/kv/%s/w%d", ns, i),
+                         .body = "{\"value\":1,\"forever\":true}"};
+        start_request(&w[i]);
+    }
+}
+
+static bool all_answered(request *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!atomic_load(&w[i].answered))
+            return false;
+    return true;
+}
+
+static void finish_puts(request *w, int n)
+{
+    for (int i = 0; i < n; i++) {
+        finish_request(&w[i]);
+        assert_int_equal(w[i].status, 200);
+        free((char *)w[i].path);
+        free(w[i].reply);
+    }
+}
+
+/* A one-op write that arrives while a write group of its loop is in flight
+ * waits for that group even with a connection free, and what waited goes
+ * as one group when it ends (QUEEN_PG_WRITE_GROUP_WAIT_MS, here longer than
+ * the test). Two connections: one carries a write held on a row lock, the
+ * other stays free while five writes wait. */
+static void writes_wait_for_the_group_in_flight_not_for_a_connection(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=2", "QUEEN_HTTP_THREADS=1", "QUEEN_SWEEPER=0",
+                                      "QUEEN_PG_WRITE_GROUP_WAIT_MS=60000", NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    WAIT_UNTIL(db_figure(&b, "connections") == 2, 10000, "the loop never had 2 connections");
+    char *ns = pgtest_unique("wwait");
+    PGconn *lock = pgtest_connect();
+    hold_row(lock, ns, "held");
+    request held = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns), .body = "{\"value\":1,\"forever\":true}"};
+    start_request(&held);
+    WAIT_UNTIL(in_flight(&b) == 1, 10000, "the held write never reached the database");
+    enum { N = 5 };
+    request w[N];
+    long long statements = db_figure(&b, "coalescedStatementsTotal"), calls = db_figure(&b, "coalescedCallsTotal");
+    start_puts(&b, ns, w, N);
+    WAIT_UNTIL(db_figure(&b, "waiting") == N, 10000, "the writes did not wait for the group in flight");
+    assert_int_equal(in_flight(&b), 1); /* the second connection stayed free */
+    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
+    finish_request(&held);
+    assert_int_equal(held.status, 200);
+    finish_puts(w, N);
+    assert_int_equal(db_figure(&b, "coalescedStatementsTotal") - statements, 1);
+    assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, N);
+    PQfinish(lock);
+    free((char *)held.path);
+    free(held.reply);
+    free(ns);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
+/* The wait is bounded: a write stuck on a row lock holds the writes behind
+ * it back for QUEEN_PG_WRITE_GROUP_WAIT_MS, then they go on the free
+ * connection and are answered while it still waits (not when the acquire
+ * timeout ends them with 503). */
+static void a_stuck_write_holds_the_others_back_only_for_the_wait(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=2", "QUEEN_HTTP_THREADS=1", "QUEEN_SWEEPER=0",
+                                      "QUEEN_PG_WRITE_GROUP_WAIT_MS=50", "QUEEN_PG_ACQUIRE_TIMEOUT_MS=20000", NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    WAIT_UNTIL(db_figure(&b, "connections") == 2, 10000, "the loop never had 2 connections");
+    char *ns = pgtest_unique("wbnd");
+    PGconn *lock = pgtest_connect();
+    hold_row(lock, ns, "held");
+    request held = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns), .body = "{\"value\":1,\"forever\":true}"};
+    start_request(&held);
+    WAIT_UNTIL(in_flight(&b) == 1, 10000, "the held write never reached the database");
+    enum { N = 5 };
+    request w[N];
+    start_puts(&b, ns, w, N);
+    WAIT_UNTIL(all_answered(w, N), 10000, "the writes behind a stuck one waited for it");
+    assert_false(atomic_load(&held.answered));
+    finish_puts(w, N);
+    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
+    finish_request(&held);
+    assert_int_equal(held.status, 200);
+    PQfinish(lock);
+    free((char *)held.path);
+    free(held.reply);
+    free(ns);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
 /* Every backend of the broker's application name terminated: the loops
  * replace their connections and serve again, no restart. */
 static void dropped_connections_come_back(void **state)
@@ -427,6 +527,8 @@ int main(void)
         cmocka_unit_test(queued_reads_share_a_statement_and_keep_their_own_answers),
         cmocka_unit_test(queued_writes_commit_as_one_group_and_keep_their_own_answers),
         cmocka_unit_test(a_member_stuck_on_a_lock_does_not_hold_its_group),
+        cmocka_unit_test(writes_wait_for_the_group_in_flight_not_for_a_connection),
+        cmocka_unit_test(a_stuck_write_holds_the_others_back_only_for_the_wait),
     };
     return cmocka_run_group_tests_name("http_pipeline", tests, NULL, NULL);
 }
