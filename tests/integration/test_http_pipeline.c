@@ -420,11 +420,42 @@ static void finish_puts(request *w, int n)
     }
 }
 
+/* A one-op write on a row another session holds: in flight on one of the
+ * loop's two connections until stuck_write_end releases the row. */
+typedef struct stuck_write {
+    PGconn *lock;
+    char *ns;
+    request held;
+} stuck_write;
+
+static void stuck_write_begin(stuck_write *sw, const test_broker *b, const char *prefix)
+{
+    WAIT_UNTIL(db_figure(b, "connections") == 2, 10000, "the loop never had 2 connections");
+    sw->ns = pgtest_unique(prefix);
+    sw->lock = pgtest_connect();
+    hold_row(sw->lock, sw->ns, "held");
+    sw->held = (request){.b = b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", sw->ns),
+                         .body = "{\"value\":1,\"forever\":true}"};
+    start_request(&sw->held);
+    WAIT_UNTIL(in_flight(b) == 1, 10000, "the held write never reached the database");
+}
+
+static void stuck_write_end(stuck_write *sw)
+{
+    PQclear(pgtest_exec(sw->lock, "ROLLBACK", 0, NULL));
+    finish_request(&sw->held);
+    assert_int_equal(sw->held.status, 200);
+    PQfinish(sw->lock);
+    free((char *)sw->held.path);
+    free(sw->held.reply);
+    free(sw->ns);
+}
+
 /* A one-op write that arrives while a write group of its loop is in flight
  * waits for that group even with a connection free, and what waited goes
  * as one group when it ends (QUEEN_PG_WRITE_GROUP_WAIT_MS, here longer than
- * the test). Two connections: one carries a write held on a row lock, the
- * other stays free while five writes wait. */
+ * the test). Two connections: one carries the stuck write, the other stays
+ * free while five writes wait. */
 static void writes_wait_for_the_group_in_flight_not_for_a_connection(void **state)
 {
     (void)state;
@@ -432,29 +463,18 @@ static void writes_wait_for_the_group_in_flight_not_for_a_connection(void **stat
                                       "QUEEN_PG_WRITE_GROUP_WAIT_MS=60000", NULL};
     test_broker b;
     assert_true(broker_start(&b, env));
-    WAIT_UNTIL(db_figure(&b, "connections") == 2, 10000, "the loop never had 2 connections");
-    char *ns = pgtest_unique("wwait");
-    PGconn *lock = pgtest_connect();
-    hold_row(lock, ns, "held");
-    request held = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns), .body = "{\"value\":1,\"forever\":true}"};
-    start_request(&held);
-    WAIT_UNTIL(in_flight(&b) == 1, 10000, "the held write never reached the database");
+    stuck_write sw;
+    stuck_write_begin(&sw, &b, "wwait");
     enum { N = 5 };
     request w[N];
     long long statements = db_figure(&b, "coalescedStatementsTotal"), calls = db_figure(&b, "coalescedCallsTotal");
-    start_puts(&b, ns, w, N);
+    start_puts(&b, sw.ns, w, N);
     WAIT_UNTIL(db_figure(&b, "waiting") == N, 10000, "the writes did not wait for the group in flight");
     assert_int_equal(in_flight(&b), 1); /* the second connection stayed free */
-    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
-    finish_request(&held);
-    assert_int_equal(held.status, 200);
+    stuck_write_end(&sw);
     finish_puts(w, N);
     assert_int_equal(db_figure(&b, "coalescedStatementsTotal") - statements, 1);
     assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, N);
-    PQfinish(lock);
-    free((char *)held.path);
-    free(held.reply);
-    free(ns);
     assert_int_equal(broker_stop(&b), 0);
 }
 
@@ -469,26 +489,15 @@ static void a_stuck_write_holds_the_others_back_only_for_the_wait(void **state)
                                       "QUEEN_PG_WRITE_GROUP_WAIT_MS=50", "QUEEN_PG_ACQUIRE_TIMEOUT_MS=20000", NULL};
     test_broker b;
     assert_true(broker_start(&b, env));
-    WAIT_UNTIL(db_figure(&b, "connections") == 2, 10000, "the loop never had 2 connections");
-    char *ns = pgtest_unique("wbnd");
-    PGconn *lock = pgtest_connect();
-    hold_row(lock, ns, "held");
-    request held = {.b = &b, .method = "PUT", .path = fmt("/api/v1/kv/%s/held", ns), .body = "{\"value\":1,\"forever\":true}"};
-    start_request(&held);
-    WAIT_UNTIL(in_flight(&b) == 1, 10000, "the held write never reached the database");
+    stuck_write sw;
+    stuck_write_begin(&sw, &b, "wbnd");
     enum { N = 5 };
     request w[N];
-    start_puts(&b, ns, w, N);
+    start_puts(&b, sw.ns, w, N);
     WAIT_UNTIL(all_answered(w, N), 10000, "the writes behind a stuck one waited for it");
-    assert_false(atomic_load(&held.answered));
+    assert_false(atomic_load(&sw.held.answered));
     finish_puts(w, N);
-    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
-    finish_request(&held);
-    assert_int_equal(held.status, 200);
-    PQfinish(lock);
-    free((char *)held.path);
-    free(held.reply);
-    free(ns);
+    stuck_write_end(&sw);
     assert_int_equal(broker_stop(&b), 0);
 }
 
