@@ -126,6 +126,13 @@ async function settle(page, route) {
   await page.waitForSelector(`main[data-ready="${route}"]`, { timeout: 30000 });
 }
 
+// Before an action that re-renders the same route (a new query in the hash):
+// the old page's data-ready would satisfy settle() before the hashchange
+// handler runs, so it is cleared first and only the new render sets it.
+async function unsettle(page) {
+  await page.$eval('main', (m) => { delete m.dataset.ready; });
+}
+
 async function shot(page, name) {
   fs.mkdirSync(SHOTS, { recursive: true });
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
@@ -390,6 +397,7 @@ describe('auth off', () => {
     await contrast(page);
     await shot(page, 'kv-browse');
     await page.type('input[name="prefix"]', 'user/');
+    await unsettle(page);
     await page.keyboard.press('Enter');
     await page.waitForFunction(() => location.hash.includes('prefix=user'));
     await settle(page, '/kv/app');
@@ -397,6 +405,7 @@ describe('auth off', () => {
     await go(page, b.base, '#/kv/bulk');
     const first = await texts(page, '#keys tbody tr td:first-child');
     assert.equal(first.length, 50);
+    await unsettle(page);
     await page.click('a[rel="next"]');
     await page.waitForFunction(() => location.hash.includes('after='));
     await settle(page, '/kv/bulk');
@@ -405,6 +414,7 @@ describe('auth off', () => {
     assert.deepEqual(second, api2.rows.map((r) => r.key));
     assert.equal(second.length, 10);
     assert.equal(await page.$('a[rel="next"]'), null);
+    await unsettle(page);
     await page.click('a[rel="prev"]');
     await page.waitForFunction(() => !location.hash.includes('after='));
     await settle(page, '/kv/bulk');
