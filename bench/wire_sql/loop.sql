@@ -4,12 +4,19 @@
 -- log_transaction_wire_v1 with, per message, ack + push to wsql_out (same
 -- partition name) + putIfAbsent marker "done:<id>" (1 h TTL). :per = 1 is
 -- the one-message bundle, :per = 10 the 10 acks + 10 pushes + 10 markers one.
--- psql -v iters=2000 -v per=1 -f loop.sql (psql does not expand variables
--- inside the DO body, so they pass through two settings)
-SELECT set_config('wsql.iters', :'iters', false), set_config('wsql.per', :'per', false) \gset
+-- With -v fn=statements the bundle goes to public.wire_sql_statements_only
+-- (statements_only.sql) instead: the same statements without the rules.
+-- psql -v iters=2000 -v per=1 [-v fn=statements] -f loop.sql (psql does not
+-- expand variables inside the DO body, so they pass through settings)
+\if :{?fn}
+\else
+\set fn wire
+\endif
+SELECT set_config('wsql.iters', :'iters', false), set_config('wsql.per', :'per', false),
+       set_config('wsql.fn', :'fn', false) \gset
 DO $loop$
 DECLARE
-    v_pop jsonb; v_ops jsonb; v_kv jsonb; v_res jsonb;
+    v_pop jsonb; v_ops jsonb; v_kv jsonb; v_bundle jsonb; v_res jsonb;
 BEGIN
     FOR i IN 1 .. current_setting('wsql.iters')::integer LOOP
         v_pop := queen.log_pop_v1('00000000-0000-0000-0000-0000000000be'::uuid, 'wsql_in', NULL, NULL, current_setting('wsql.per')::integer, 60, false, NULL);
@@ -27,8 +34,12 @@ BEGIN
                           'payload', jsonb_build_object('src', m -> 'id'),
                           'transactionId', 'out-' || (m ->> 'id')))))
                ) AS x(k, o);
-        v_res := queen.log_transaction_wire_v1(jsonb_build_object('tenant', '00000000-0000-0000-0000-0000000000be',
-                                                                  'operations', v_ops, 'kv', v_kv));
+        v_bundle := jsonb_build_object('tenant', '00000000-0000-0000-0000-0000000000be', 'operations', v_ops, 'kv', v_kv);
+        IF current_setting('wsql.fn') = 'statements' THEN
+            v_res := public.wire_sql_statements_only(v_bundle);
+        ELSE
+            v_res := queen.log_transaction_wire_v1(v_bundle);
+        END IF;
         IF NOT (v_res -> 'success')::boolean THEN
             RAISE EXCEPTION 'wire failed: %', v_res;
         END IF;

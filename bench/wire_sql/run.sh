@@ -8,8 +8,11 @@
 # synchronous_commit off (CPU, not the disk) and track_functions = pl.
 # Prints, per function, calls and microseconds per call (total, self; wall
 # time inside the function), then the session backend's CPU per message
-# (perf stat task-clock; nothing when perf cannot attach). Needs a superuser
-# (track_functions, pg_stat_reset) and the schema applied.
+# (perf stat task-clock; nothing when perf cannot attach). With PER = 1 it
+# then runs the same bundles through statements_only.sql (the bundle's
+# statements with none of the rules) and prints that function's time per
+# call beside the wire's. Needs a superuser (track_functions, pg_stat_reset)
+# and the schema applied.
 set -euo pipefail
 url=${1:?usage: run.sh URL [ITERS] [PER] [PREFILL]}
 iters=${2:-2000} per=${3:-1} prefill=${4:-20000}
@@ -18,8 +21,9 @@ T=00000000-0000-0000-0000-0000000000be
 waiting=$(psql "$url" -qtAc "SELECT COALESCE(sum(p.last_offset - COALESCE(c.committed_offset, 0)), 0)
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = '$T' AND q.name = 'wsql_in'
   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'")
-if [ "$waiting" -lt $(( iters * per )) ]; then
-  psql "$url" -q -v ON_ERROR_STOP=1 -v n="$prefill" -f "$here/setup.sql" >/dev/null
+need=$(( iters * per * (per == 1 ? 2 : 1) ))
+if [ "$waiting" -lt "$need" ]; then
+  psql "$url" -q -v ON_ERROR_STOP=1 -v n="$(( prefill > need ? prefill : need + 500 ))" -f "$here/setup.sql" >/dev/null
 fi
 psql "$url" -qtAc "SELECT pg_stat_reset()" >/dev/null
 out=$(mktemp)
@@ -43,3 +47,13 @@ if [ -n "$clk" ] && [ "$clk" != "<not counted>" ]; then
   awk -v c="$clk" -v m="$msgs" 'BEGIN{printf "backend CPU (perf task-clock): %.1f us per message\n", c * 1000 / m}'
 fi
 rm -f "$out" "$out.pid"
+if [ "$per" = 1 ]; then
+  psql "$url" -q -v ON_ERROR_STOP=1 -f "$here/statements_only.sql" >/dev/null
+  psql "$url" -qtAc "SELECT pg_stat_reset()" >/dev/null
+  PGOPTIONS='-c synchronous_commit=off -c track_functions=pl' psql "$url" -qtA -v ON_ERROR_STOP=1 \
+    -v iters="$iters" -v per=1 -v fn=statements -f "$here/loop.sql" >/dev/null
+  sleep 1.2
+  psql "$url" -qtA -F' ' -c "SELECT calls, round((total_time * 1000 / calls)::numeric, 1)
+    FROM pg_stat_user_functions WHERE schemaname = 'public' AND funcname = 'wire_sql_statements_only' AND calls > 0" |
+    awk '{printf "the same statements, no rules (statements_only.sql): calls=%s total_us=%s\n", $1, $2}'
+fi
