@@ -5,7 +5,8 @@
 -- partition name) + putIfAbsent marker "done:<id>" (1 h TTL). :per = 1 is
 -- the one-message bundle, :per = 10 the 10 acks + 10 pushes + 10 markers one.
 -- With -v fn=statements the bundle goes to public.wire_sql_statements_only
--- (statements_only.sql) instead: the same statements without the rules.
+-- (statements_only.sql) instead: the same statements without the rules;
+-- with -v fn=both the two take turns, so both see the same machine.
 -- psql -v iters=2000 -v per=1 [-v fn=statements] -f loop.sql (psql does not
 -- expand variables inside the DO body, so they pass through settings)
 \if :{?fn}
@@ -35,7 +36,7 @@ BEGIN
                           'transactionId', 'out-' || (m ->> 'id')))))
                ) AS x(k, o);
         v_bundle := jsonb_build_object('tenant', '00000000-0000-0000-0000-0000000000be', 'operations', v_ops, 'kv', v_kv);
-        IF current_setting('wsql.fn') = 'statements' THEN
+        IF current_setting('wsql.fn') = 'statements' OR (current_setting('wsql.fn') = 'both' AND i % 2 = 0) THEN
             v_res := public.wire_sql_statements_only(v_bundle);
         ELSE
             v_res := queen.log_transaction_wire_v1(v_bundle);
