@@ -737,17 +737,21 @@ DECLARE
     v_op     JSONB;
     v_oi     INTEGER;
     v_flat   INTEGER := 0;
-    v_items  JSONB[] := '{}';   -- flattened push items
-    v_pmeta  JSONB[] := '{}';   -- per flattened item: {flat, opIndex, itemIndex}
-    v_acks   JSONB[] := '{}';   -- normalized acks, i = position among acks
-    v_ameta  JSONB[] := '{}';   -- per ack: {flat, opIndex}
-    v_a      JSONB;
+    -- Push items flattened in operations order, and where each came from
+    -- (integers: the result and error shapes need them, nothing else).
+    v_items  JSONB[] := '{}';
+    v_iflat  INTEGER[] := '{}';
+    v_iop    INTEGER[] := '{}';
+    v_iidx   INTEGER[] := '{}';
+    -- Acks normalized by _log_ack_check_v1 (i = position among acks).
+    v_acks   JSONB[] := '{}';
+    v_aflat  INTEGER[] := '{}';
+    v_aop    INTEGER[] := '{}';
     v_j      INTEGER;
     v_kvres  JSONB;
     v_pres   JSONB[];
     v_ares   JSONB[];
     v_res    JSONB[];
-    v_e      JSONB;
     v_void   TEXT;
 BEGIN
     IF p IS NULL OR jsonb_typeof(p) <> 'object' THEN
@@ -785,8 +789,8 @@ BEGIN
         FROM jsonb_array_elements(v_leases) AS l;
     END IF;
 
-    -- Shape of every operation, before anything is read or written.
--- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
+    -- Shape of every operation, in order, before anything is read or written.
+    -- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
     -- cursor per loop, a plain index loop runs expressions only.)
     FOR v_oi IN 0 .. jsonb_array_length(v_ops) - 1 LOOP
         v_op := v_ops -> v_oi;
@@ -801,14 +805,18 @@ BEGIN
             v_void := queen._log_push_check_v1(v_op -> 'items', format('operations[%s].items', v_oi))::text;
             FOR v_j IN 0 .. jsonb_array_length(v_op -> 'items') - 1 LOOP
                 v_items := array_append(v_items, v_op -> 'items' -> v_j);
-                v_pmeta := array_append(v_pmeta, jsonb_build_object('flat', v_flat, 'opIndex', v_oi, 'itemIndex', v_j));
+                v_iflat := array_append(v_iflat, v_flat);
+                v_iop := array_append(v_iop, v_oi);
+                v_iidx := array_append(v_iidx, v_j);
                 v_flat := v_flat + 1;
             END LOOP;
         ELSIF v_op ->> 'type' = 'ack' THEN
-            v_a := queen._log_ack_check_v1(jsonb_build_array(v_op - 'type'), NULL,
-                                           format('operations[%s]', v_oi)) -> 0;
-            v_acks := array_append(v_acks, jsonb_set(v_a, '{i}', to_jsonb(COALESCE(array_length(v_acks, 1), 0))));
-            v_ameta := array_append(v_ameta, jsonb_build_object('flat', v_flat, 'opIndex', v_oi));
+            v_acks := array_append(v_acks, jsonb_set(
+                          queen._log_ack_check_v1(jsonb_build_array(v_op - 'type'), NULL,
+                                                  format('operations[%s]', v_oi)) -> 0,
+                          '{i}', to_jsonb(COALESCE(array_length(v_acks, 1), 0))));
+            v_aflat := array_append(v_aflat, v_flat);
+            v_aop := array_append(v_aop, v_oi);
             v_flat := v_flat + 1;
         ELSE
             RAISE EXCEPTION 'log_bad_operation' USING ERRCODE = '22023',
@@ -822,12 +830,16 @@ BEGIN
         WHERE lp.id = (v_acks[v_j] ->> 'pid')::uuid AND q.tenant_id = v_tenant;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
-                DETAIL = jsonb_build_object('index', v_ameta[v_j] -> 'flat',
-                    'opIndex', v_ameta[v_j] -> 'opIndex',
+                DETAIL = jsonb_build_object('index', v_aflat[v_j], 'opIndex', v_aop[v_j],
                     'transactionId', v_acks[v_j] -> 'txid', 'partitionId', v_acks[v_j] -> 'pid',
                     'consumerGroup', v_acks[v_j] -> 'grp', 'error', 'partition_not_found')::text;
         END IF;
     END LOOP;
+
+    -- Results: operations order (flat index), then kv; each slot filled as
+    -- its part is applied. A result's own index is replaced by the flat one
+    -- (|| keeps the right-hand value of a key both sides have).
+    v_res := array_fill(NULL::jsonb, ARRAY[v_flat + jsonb_array_length(v_kv)]);
 
     -- 2. All kv ops, one call, before any log lock. A required loss raises
     --    23514 from inside kv_apply_v1 and is not caught here.
@@ -839,6 +851,9 @@ BEGIN
                 DETAIL = format('%s kv ops, kv_apply_v1 returned %s', jsonb_array_length(v_kv),
                                 COALESCE(jsonb_typeof(v_kvres), 'NULL'));
         END IF;
+        FOR v_j IN 0 .. jsonb_array_length(v_kvres) - 1 LOOP
+            v_res[v_flat + v_j + 1] := (v_kvres -> v_j) || jsonb_build_object('type', 'kv', 'index', v_flat + v_j, 'opIndex', v_j);
+        END LOOP;
     END IF;
 
     -- 3. Queue/partition creation, partition locks ascending, pushes.
@@ -847,13 +862,14 @@ BEGIN
         FOR v_j IN 1 .. array_length(v_items, 1) LOOP
             IF v_pres[v_j] ->> 'status' = 'duplicate' THEN
                 RAISE EXCEPTION 'log_duplicate' USING ERRCODE = '23505',
-                    DETAIL = jsonb_build_object('index', v_pmeta[v_j] -> 'flat',
-                        'opIndex', v_pmeta[v_j] -> 'opIndex', 'itemIndex', v_pmeta[v_j] -> 'itemIndex',
+                    DETAIL = jsonb_build_object('index', v_iflat[v_j], 'opIndex', v_iop[v_j], 'itemIndex', v_iidx[v_j],
                         'queue', v_items[v_j] -> 'queue',
                         'partition', COALESCE(v_items[v_j] ->> 'partition', 'Default'),
                         'transactionId', v_pres[v_j] -> 'transaction_id',
                         'messageId', v_pres[v_j] -> 'message_id')::text;
             END IF;
+            v_res[v_iflat[v_j] + 1] := v_pres[v_j] || jsonb_build_object('type', 'push', 'index', v_iflat[v_j],
+                                                                         'opIndex', v_iop[v_j], 'itemIndex', v_iidx[v_j]);
         END LOOP;
     END IF;
 
@@ -863,31 +879,15 @@ BEGIN
         FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
             IF NOT (v_ares[v_j] ->> 'success')::boolean THEN
                 RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
-                    DETAIL = jsonb_build_object('index', v_ameta[v_j] -> 'flat',
-                        'opIndex', v_ameta[v_j] -> 'opIndex',
+                    DETAIL = jsonb_build_object('index', v_aflat[v_j], 'opIndex', v_aop[v_j],
                         'transactionId', v_acks[v_j] -> 'txid', 'partitionId', v_acks[v_j] -> 'pid',
                         'consumerGroup', v_acks[v_j] -> 'grp', 'error', v_ares[v_j] -> 'error')::text;
             END IF;
+            v_res[v_aflat[v_j] + 1] := v_ares[v_j] || jsonb_build_object('type', 'ack', 'index', v_aflat[v_j],
+                                                                        'opIndex', v_aop[v_j]);
         END LOOP;
     END IF;
 
-    -- Results: operations order (flat index), then kv.
-    v_res := array_fill(NULL::jsonb, ARRAY[v_flat + jsonb_array_length(v_kv)]);
-    FOR v_j IN 1 .. COALESCE(array_length(v_items, 1), 0) LOOP
-        v_res[(v_pmeta[v_j] ->> 'flat')::integer + 1] :=
-            jsonb_build_object('type', 'push') || (v_pmeta[v_j] - 'flat')
-            || (v_pres[v_j] - 'index')
-            || jsonb_build_object('index', v_pmeta[v_j] -> 'flat');
-    END LOOP;
-    FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
-        v_res[(v_ameta[v_j] ->> 'flat')::integer + 1] :=
-            jsonb_build_object('type', 'ack') || (v_ameta[v_j] - 'flat')
-            || (v_ares[v_j] - 'index')
-            || jsonb_build_object('index', v_ameta[v_j] -> 'flat');
-    END LOOP;
-    FOR v_j IN 0 .. jsonb_array_length(COALESCE(v_kvres, '[]')) - 1 LOOP
-        v_res[v_flat + v_j + 1] := (v_kvres -> v_j) || jsonb_build_object('type', 'kv', 'index', v_flat + v_j, 'opIndex', v_j);
-    END LOOP;
     IF array_position(v_res, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',
             DETAIL = format('result slot %s is empty', array_position(v_res, NULL) - 1);
