@@ -217,6 +217,21 @@ AS $$
        AND p_name !~ '[[:cntrl:]]'
 $$;
 
+-- log_uuid_ok_v1(text) -> true when text is a uuid in its 36-character
+-- form, 8-4-4-4-12 hex digits of either case (what every uuid field of the
+-- log accepts; the uuid type alone would also take braces and hyphen-less
+-- forms). Total (NULL -> false), never raises. Every hex digit maps to '0'
+-- and the result must be the template: one pass over the text, where the
+-- equivalent regular expression cost 2-3 times as much per call (it runs
+-- several times in every transaction bundle).
+CREATE OR REPLACE FUNCTION queen.log_uuid_ok_v1(p_text TEXT)
+RETURNS BOOLEAN
+LANGUAGE sql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+    SELECT COALESCE(translate(p_text, '0123456789abcdefABCDEF', '0000000000000000000000')
+                    = '00000000-0000-0000-0000-000000000000', false)
+$$;
+
 -- _log_require_tenant_v1(tenant) -> void. Raises 22023 log_bad_tenant
 -- (DETAIL 'the tenant argument is NULL') when tenant is NULL; the first
 -- check of the log functions that take a tenant argument, so the refusal is

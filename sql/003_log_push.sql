@@ -80,7 +80,7 @@ BEGIN
         IF v_item ? 'traceId' AND jsonb_typeof(v_item -> 'traceId') <> 'null'
            AND (jsonb_typeof(v_item -> 'traceId') <> 'string'
                 OR ((v_item ->> 'traceId') <> ''
-                    AND (v_item ->> 'traceId') !~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')) THEN
+                    AND NOT queen.log_uuid_ok_v1(v_item ->> 'traceId'))) THEN
             RAISE EXCEPTION 'log_bad_trace_id' USING ERRCODE = '22023',
                 DETAIL = format('%s[%s].traceId must be a uuid string', p_where, v_i);
         END IF;

@@ -36,7 +36,6 @@ RETURNS JSONB
 LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 DECLARE
-    c_uuid CONSTANT TEXT := '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
     v_a    JSONB;
     v_i    INTEGER;
     v_grp  TEXT;
@@ -61,7 +60,7 @@ BEGIN
                 DETAIL = format('%s[%s].transactionId must be a string of 1..255 bytes', p_where, v_i);
         END IF;
         IF jsonb_typeof(v_a -> 'partitionId') IS DISTINCT FROM 'string'
-           OR (v_a ->> 'partitionId') !~ c_uuid THEN
+           OR NOT queen.log_uuid_ok_v1(v_a ->> 'partitionId') THEN
             RAISE EXCEPTION 'log_bad_partition_id' USING ERRCODE = '22023',
                 DETAIL = format('%s[%s].partitionId must be a uuid string', p_where, v_i);
         END IF;
@@ -77,7 +76,7 @@ BEGIN
                 DETAIL = format('%s[%s].consumerGroup must be a string of 1..255 bytes', p_where, v_i);
         END IF;
         IF jsonb_typeof(v_a -> 'leaseId') IS NOT NULL AND jsonb_typeof(v_a -> 'leaseId') <> 'null'
-           AND (jsonb_typeof(v_a -> 'leaseId') <> 'string' OR (v_a ->> 'leaseId') !~ c_uuid) THEN
+           AND (jsonb_typeof(v_a -> 'leaseId') <> 'string' OR NOT queen.log_uuid_ok_v1(v_a ->> 'leaseId')) THEN
             RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
                 DETAIL = format('%s[%s].leaseId must be a uuid string', p_where, v_i);
         END IF;
@@ -389,7 +388,7 @@ BEGIN
         RAISE EXCEPTION 'log_bad_seconds' USING ERRCODE = '22023',
             DETAIL = format('seconds must be 1..604800, got %s', v_secs);
     END IF;
-    IF p_lease_id ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN
+    IF queen.log_uuid_ok_v1(p_lease_id) THEN
         UPDATE queen.log_consumers c
         SET lease_expires_at = now() + make_interval(secs => v_secs)
         FROM queen.log_partitions p, queen.queues q
@@ -729,7 +728,6 @@ RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
-    c_uuid   CONSTANT TEXT := '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
     v_tenant UUID;
     v_ops    JSONB;
     v_kv     JSONB;
@@ -758,7 +756,7 @@ BEGIN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
             DETAIL = 'the bundle must be a JSON object';
     END IF;
-    IF jsonb_typeof(p -> 'tenant') IS DISTINCT FROM 'string' OR (p ->> 'tenant') !~ c_uuid THEN
+    IF jsonb_typeof(p -> 'tenant') IS DISTINCT FROM 'string' OR NOT queen.log_uuid_ok_v1(p ->> 'tenant') THEN
         RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
             DETAIL = 'tenant must be a uuid string';
     END IF;
@@ -781,7 +779,7 @@ BEGIN
     IF v_leases <> '[]'::jsonb THEN
         IF jsonb_typeof(v_leases) <> 'array' OR EXISTS (
                SELECT 1 FROM jsonb_array_elements(v_leases) AS l
-               WHERE jsonb_typeof(l) <> 'string' OR (l #>> '{}') !~ c_uuid) THEN
+               WHERE jsonb_typeof(l) <> 'string' OR NOT queen.log_uuid_ok_v1(l #>> '{}')) THEN
             RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
                 DETAIL = 'requiredLeases must be an array of uuid strings';
         END IF;

@@ -2,7 +2,7 @@
 -- settings and the shared helpers (sql/001_log_schema.sql).
 -- Self-contained and rolled back; touches no shared rows.
 BEGIN;
-SELECT plan(60);
+SELECT plan(64);
 
 SELECT has_table('queen', 'queues', 'queen.queues exists');
 SELECT has_table('queen', 'log_partitions', 'queen.log_partitions exists');
@@ -77,6 +77,18 @@ SELECT ok(NOT queen.log_name_ok_v1(NULL), 'NULL is refused, not NULL');
 SELECT ok(NOT queen.log_name_ok_v1('a' || chr(10) || 'b'), 'a control character is refused');
 SELECT volatility_is('queen', 'log_name_ok_v1', ARRAY['text'], 'immutable', 'log_name_ok_v1 is IMMUTABLE');
 SELECT isnt_strict('queen', 'log_name_ok_v1', ARRAY['text'], 'log_name_ok_v1 is not STRICT (total)');
+
+-- log_uuid_ok_v1: the 36-character form only, hex digits of either case
+SELECT ok(queen.log_uuid_ok_v1('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'), 'a lower-case uuid is ok');
+SELECT ok(queen.log_uuid_ok_v1('A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'), 'an upper-case uuid is ok');
+SELECT is(array_agg(x ORDER BY x) FILTER (WHERE queen.log_uuid_ok_v1(x)), NULL,
+          'refused: no hyphens, braces, a digit short, a trailing space or newline, a non-hex or multibyte character, a moved hyphen, empty, NULL')
+FROM (VALUES ('a0eebc999c0b4ef8bb6d6bb9bd380a11'), ('{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}'),
+             ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1'), ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11 '),
+             ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11' || chr(10)), ('g0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'),
+             ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1é'), ('a0eebc99-9c0b4-ef8-bb6d-6bb9bd380a11'),
+             (''), (NULL)) AS t(x);
+SELECT is(queen.log_uuid_ok_v1(NULL), false, 'NULL is false, not NULL (total)');
 
 -- log_iso_v1
 SELECT is(queen.log_iso_v1('2025-01-02 03:04:05.000001+02'), '2025-01-02T01:04:05.000001Z',
