@@ -119,10 +119,8 @@ DECLARE
     v_locked  INTEGER;
     v_try     INTEGER := 0;
     v_parts   JSONB;    -- {"<queue>\u001f<partition>": {"id","next","window","queue"}}
-    v_key     TEXT;
     v_part    JSONB;
     v_item    JSONB;
-    v_i       INTEGER;
     v_txn     TEXT;
     v_msg     UUID;
     v_dup     UUID;
@@ -134,9 +132,14 @@ DECLARE
     v_queue   TEXT;      -- the one (queue, partition) every item names, if so
     v_pname   TEXT;
     v_single  BOOLEAN := true;
+    -- The one pair's partition, its last offset (moved as messages go in)
+    -- and dedup window, when every item names one pair: plain variables in
+    -- the statements, not lookups in v_parts (built only for the set-based
+    -- statement of several items).
     v_pid     UUID;
     v_last    BIGINT;
     v_window  INTEGER;
+    v_bumped  BOOLEAN := false;
     v_defer   BOOLEAN := current_setting('queen.notify', true) IS NOT DISTINCT FROM 'after_commit';
 BEGIN
     IF jsonb_array_length(p_items) = 0 THEN
@@ -159,10 +162,7 @@ BEGIN
         FROM queen.queues q JOIN queen.log_partitions lp ON lp.queue_id = q.id
         WHERE q.tenant_id = p_tenant AND q.name = v_queue AND lp.name = v_pname
         FOR NO KEY UPDATE OF lp;
-        IF FOUND THEN
-            v_parts := jsonb_build_object(v_queue || chr(31) || v_pname, jsonb_build_object(
-                           'id', v_pid, 'next', v_last, 'window', v_window, 'queue', v_queue));
-        ELSE
+        IF NOT FOUND THEN
             v_single := false; -- to be created: the general path
         END IF;
     END IF;
@@ -227,66 +227,76 @@ BEGIN
             EXIT WHEN v_locked = v_pairs;
             v_try := queen._log_partition_retry_v1(v_try);
         END LOOP;
+        IF v_pairs = 1 THEN
+            -- The one pair, created and locked just now.
+            v_single := true;
+            v_part := v_parts -> (v_queue || chr(31) || v_pname);
+            v_pid := (v_part ->> 'id')::uuid;
+            v_last := (v_part ->> 'next')::bigint;
+            v_window := (v_part ->> 'window')::integer;
+        END IF;
+    ELSIF jsonb_array_length(p_items) > 1 THEN
+        -- Several items to one existing pair: the set-based statement below
+        -- reads the pair from v_parts.
+        v_parts := jsonb_build_object(v_queue || chr(31) || v_pname, jsonb_build_object(
+                       'id', v_pid, 'next', v_last, 'window', v_window, 'queue', v_queue));
     END IF;
 
     IF jsonb_array_length(p_items) = 1 THEN
         -- One item: a probe-and-insert statement and its result. (The
         -- statement below does the same for any number of items, but its
         -- window functions cost more to start than this costs to run.)
-        FOR v_i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
-            v_item := p_items -> v_i;
-            v_key  := (v_item ->> 'queue') || chr(31) || COALESCE(v_item ->> 'partition', 'Default');
-            v_part := v_parts -> v_key;
-            v_msg  := gen_random_uuid();
-            v_trace := NULLIF(v_item ->> 'traceId', '')::uuid;
-            v_txn  := CASE WHEN jsonb_typeof(v_item -> 'transactionId') = 'string'
-                           THEN v_item ->> 'transactionId' ELSE v_msg::text END;
-            v_next := (v_part ->> 'next')::bigint + 1;
-            -- Exact dedup inside the window and the append, in one statement,
-            -- under the partition lock: the row goes in unless a message of the
-            -- window already holds its transactionId (the probe also sees the
-            -- rows this very call inserted, created_at = now()). A generated
-            -- transactionId (the new message id) is never probed.
-            INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
-                                            trace_id)
-            SELECT (v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace
-            WHERE jsonb_typeof(v_item -> 'transactionId') IS DISTINCT FROM 'string'
-               OR NOT EXISTS (SELECT 1 FROM queen.log_messages m
-                              WHERE m.partition_id = (v_part ->> 'id')::uuid
-                                AND m.transaction_id = v_txn
-                                AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer));
-            v_dup := NULL;
-            IF NOT FOUND THEN
-                -- A duplicate: name the newest message of the window holding it.
-                SELECT m.id, m.trace_id INTO v_dup, v_dup_tr
-                FROM queen.log_messages m
-                WHERE m.partition_id = (v_part ->> 'id')::uuid
-                  AND m.transaction_id = v_txn
-                  AND m.created_at > now() - make_interval(secs => (v_part ->> 'window')::integer)
-                ORDER BY m.msg_offset DESC
-                LIMIT 1;
-                IF v_dup IS NULL THEN
-                    -- Its holder was deleted between the two statements (retention
-                    -- does not take the partition lock): the window no longer holds
-                    -- the transactionId, so the message goes in.
-                    INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
-                                                    trace_id)
-                    VALUES ((v_part ->> 'id')::uuid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace);
-                END IF;
-            END IF;
+        -- (One item is one pair: v_pid, v_last and v_window are set.)
+        v_item := p_items -> 0;
+        v_msg  := gen_random_uuid();
+        v_trace := NULLIF(v_item ->> 'traceId', '')::uuid;
+        v_txn  := CASE WHEN jsonb_typeof(v_item -> 'transactionId') = 'string'
+                       THEN v_item ->> 'transactionId' ELSE v_msg::text END;
+        v_next := v_last + 1;
+        -- Exact dedup inside the window and the append, in one statement,
+        -- under the partition lock: the row goes in unless a message of the
+        -- window already holds its transactionId (the probe also sees the
+        -- rows this very call inserted, created_at = now()). A generated
+        -- transactionId (the new message id) is never probed.
+        INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
+                                        trace_id)
+        SELECT v_pid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace
+        WHERE jsonb_typeof(v_item -> 'transactionId') IS DISTINCT FROM 'string'
+           OR NOT EXISTS (SELECT 1 FROM queen.log_messages m
+                          WHERE m.partition_id = v_pid
+                            AND m.transaction_id = v_txn
+                            AND m.created_at > now() - make_interval(secs => v_window));
+        IF NOT FOUND THEN
+            -- A duplicate: name the newest message of the window holding it.
+            SELECT m.id, m.trace_id INTO v_dup, v_dup_tr
+            FROM queen.log_messages m
+            WHERE m.partition_id = v_pid
+              AND m.transaction_id = v_txn
+              AND m.created_at > now() - make_interval(secs => v_window)
+            ORDER BY m.msg_offset DESC
+            LIMIT 1;
             IF v_dup IS NULL THEN
-                v_parts := jsonb_set(v_parts, ARRAY[v_key], v_part || jsonb_build_object('next', v_next, 'dirty', true));
-                v_out := array_append(v_out, jsonb_build_object(
-                    'index', v_i, 'message_id', v_msg, 'transaction_id', v_txn,
-                    'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
-                    'trace_id', v_trace, 'status', 'queued'));
-            ELSE
-                v_out := array_append(v_out, jsonb_build_object(
-                    'index', v_i, 'message_id', v_dup, 'transaction_id', v_txn,
-                    'queueName', v_item ->> 'queue', 'partition_id', v_part -> 'id',
-                    'trace_id', v_dup_tr, 'status', 'duplicate'));
+                -- Its holder was deleted between the two statements (retention
+                -- does not take the partition lock): the window no longer holds
+                -- the transactionId, so the message goes in.
+                INSERT INTO queen.log_messages (partition_id, msg_offset, id, transaction_id, payload, created_at,
+                                                trace_id)
+                VALUES (v_pid, v_next, v_msg, v_txn, v_item -> 'payload', now(), v_trace);
             END IF;
-        END LOOP;
+        END IF;
+        IF v_dup IS NULL THEN
+            v_last := v_next;
+            v_bumped := true;
+            v_out := ARRAY[jsonb_build_object(
+                'index', 0, 'message_id', v_msg, 'transaction_id', v_txn,
+                'queueName', v_queue, 'partition_id', v_pid,
+                'trace_id', v_trace, 'status', 'queued')];
+        ELSE
+            v_out := ARRAY[jsonb_build_object(
+                'index', 0, 'message_id', v_dup, 'transaction_id', v_txn,
+                'queueName', v_queue, 'partition_id', v_pid,
+                'trace_id', v_dup_tr, 'status', 'duplicate')];
+        END IF;
     ELSE
         -- Several items: ONE statement decides and appends them all, where a
         -- statement per item paid an executor start-up per item (a push of
@@ -346,14 +356,19 @@ BEGIN
                v_parts || COALESCE((SELECT jsonb_object_agg(t.k, (v_parts -> t.k) || jsonb_build_object('next', t.last, 'dirty', true))
                                     FROM (SELECT k, max(off) AS last FROM numbered WHERE fresh GROUP BY k) AS t), '{}')
         INTO v_out, v_parts;
+        IF v_single THEN
+            v_part := v_parts -> (v_queue || chr(31) || v_pname);
+            v_bumped := v_part ? 'dirty';
+            v_last := (v_part ->> 'next')::bigint;
+        END IF;
     END IF;
 
     IF v_single THEN
         -- The one partition's offset (if a message went in) and its
         -- notification, unless deferred.
-        IF v_parts -> (v_queue || chr(31) || v_pname) ? 'dirty' THEN
+        IF v_bumped THEN
             UPDATE queen.log_partitions
-            SET last_offset = (v_parts -> (v_queue || chr(31) || v_pname) ->> 'next')::bigint, last_push_at = now()
+            SET last_offset = v_last, last_push_at = now()
             WHERE id = v_pid;
             IF NOT v_defer THEN
                 PERFORM pg_notify('queen_push', p_tenant::text || ':' || v_queue);
