@@ -1,5 +1,5 @@
--- 000_schema.sql: owns the queen schema itself and the three helpers through
--- which the later files change a table that may already exist.
+-- 000_schema.sql: owns the queen schema itself and the helpers through which
+-- the later files change a table that may already exist or create a type.
 --
 -- Every later file (001.. log engine, 024.. kv) creates its objects inside
 -- this schema and names them schema-qualified, so the schema must exist
@@ -66,6 +66,23 @@ BEGIN
         RETURN false;
     END IF;
     EXECUTE format('ALTER TABLE %s SET (%s)', p_table, array_to_string(p_options, ', '));
+    RETURN true;
+END
+$$;
+
+-- _schema_create_type_v1(type, definition) -> true when it created the type.
+-- type is the type's name in schema queen; definition the whole CREATE TYPE
+-- statement (CREATE TYPE has no IF NOT EXISTS). An existing type of that
+-- name is left as it is: a type whose shape changes gets a new name.
+CREATE OR REPLACE FUNCTION queen._schema_create_type_v1(p_type NAME, p_definition TEXT)
+RETURNS BOOLEAN
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+AS $$
+BEGIN
+    IF to_regtype(format('queen.%I', p_type)) IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE p_definition;
     RETURN true;
 END
 $$;

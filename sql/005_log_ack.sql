@@ -2,7 +2,8 @@
 -- configuration / listing / deletion, and the transaction wire that commits
 -- kv ops, pushes and acks in ONE transaction.
 --
--- Owns: queen._log_ack_check_v1, queen._log_ack_target_v1, queen._log_ack_apply_v1, queen.log_ack_v1,
+-- Owns: the type queen._log_ack_in_v1, queen._log_ack_check_one_v1, queen._log_ack_target_v1,
+--       queen._log_ack_apply_v1, queen.log_ack_v1,
 --       queen.log_lease_extend_v1, queen._log_queue_option_specs_v1,
 --       queen._log_queue_option_check_v1, queen._log_queue_options_v1,
 --       queen.log_configure_v1, queen.log_queues_v1,
@@ -24,82 +25,72 @@
 --   XX000 *_result_misaligned     -> misaligned
 --   anything else                 -> db_error
 
--- _log_ack_check_v1(acks, group, where) -> normalized acks
--- [{i, txid, pid, grp, lease, status, error}] (i = position in acks).
--- group: the batch-level consumer group (an item's own wins; NULL =
--- '__QUEUE_MODE__'). Raises 22023: log_bad_request (not an array / not an
+-- _log_ack_in_v1: one ack once checked, as _log_ack_apply_v1 takes it:
+-- i (its position among the call's acks: its result's slot), txid, pid, grp
+-- (its own consumer group or the batch's), lease (NULL: none named, not
+-- checked), status (completed|failed), error (the text a failed ack carries).
+-- A composite, not a JSON object: the check builds it and the apply reads it
+-- field by field, with no keys to sort or look up on either side.
+SELECT queen._schema_create_type_v1('_log_ack_in_v1',
+    'CREATE TYPE queen._log_ack_in_v1 AS (i INTEGER, txid TEXT, pid UUID, grp TEXT, lease UUID,
+                                          status TEXT, error TEXT)');
+
+-- _log_ack_check_one_v1(ack, group, where, i) -> the ack as _log_ack_in_v1
+-- with that i. group: the batch-level consumer group (the ack's own wins;
+-- NULL = '__QUEUE_MODE__'). where and i name the ack in a refusal's DETAIL
+-- ('<where>[<i>].partitionId ...'). Raises 22023: log_bad_request (not an
 -- object), log_bad_transaction_id, log_bad_partition_id (not a uuid),
 -- log_bad_group, log_bad_lease_id (not a uuid), log_bad_status
 -- (completed|failed).
-CREATE OR REPLACE FUNCTION queen._log_ack_check_v1(p_acks JSONB, p_group TEXT, p_where TEXT)
-RETURNS JSONB
+CREATE OR REPLACE FUNCTION queen._log_ack_check_one_v1(p_ack JSONB, p_group TEXT, p_where TEXT, p_i INTEGER)
+RETURNS queen._log_ack_in_v1
 LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 DECLARE
-    v_a    JSONB;
-    v_i    INTEGER;
     v_grp  TEXT;
     v_st   TEXT;
-    v_out  JSONB[] := '{}';
 BEGIN
-    IF p_acks IS NULL OR jsonb_typeof(p_acks) <> 'array' THEN
+    IF jsonb_typeof(p_ack) IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
-            DETAIL = format('%s must be an array', p_where);
+            DETAIL = format('%s[%s] must be an object', p_where, p_i);
     END IF;
--- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
-    -- cursor per loop, a plain index loop runs expressions only.)
-    FOR v_i IN 0 .. jsonb_array_length(p_acks) - 1 LOOP
-        v_a := p_acks -> v_i;
-        IF jsonb_typeof(v_a) <> 'object' THEN
-            RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
-                DETAIL = format('%s[%s] must be an object', p_where, v_i);
-        END IF;
-        IF jsonb_typeof(v_a -> 'transactionId') IS DISTINCT FROM 'string'
-           OR NOT queen.log_name_ok_v1(v_a ->> 'transactionId') THEN
-            RAISE EXCEPTION 'log_bad_transaction_id' USING ERRCODE = '22023',
-                DETAIL = format('%s[%s].transactionId must be a string of 1..255 bytes', p_where, v_i);
-        END IF;
-        IF jsonb_typeof(v_a -> 'partitionId') IS DISTINCT FROM 'string'
-           OR NOT queen.log_uuid_ok_v1(v_a ->> 'partitionId') THEN
-            RAISE EXCEPTION 'log_bad_partition_id' USING ERRCODE = '22023',
-                DETAIL = format('%s[%s].partitionId must be a uuid string', p_where, v_i);
-        END IF;
-        IF jsonb_typeof(v_a -> 'consumerGroup') IS NULL OR jsonb_typeof(v_a -> 'consumerGroup') = 'null' THEN
-            v_grp := COALESCE(p_group, '__QUEUE_MODE__');
-        ELSIF jsonb_typeof(v_a -> 'consumerGroup') = 'string' THEN
-            v_grp := v_a ->> 'consumerGroup';
-        ELSE
-            v_grp := NULL;
-        END IF;
-        IF NOT queen.log_name_ok_v1(v_grp) THEN
-            RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
-                DETAIL = format('%s[%s].consumerGroup must be a string of 1..255 bytes', p_where, v_i);
-        END IF;
-        IF jsonb_typeof(v_a -> 'leaseId') IS NOT NULL AND jsonb_typeof(v_a -> 'leaseId') <> 'null'
-           AND (jsonb_typeof(v_a -> 'leaseId') <> 'string' OR NOT queen.log_uuid_ok_v1(v_a ->> 'leaseId')) THEN
-            RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
-                DETAIL = format('%s[%s].leaseId must be a uuid string', p_where, v_i);
-        END IF;
-        IF jsonb_typeof(v_a -> 'status') IS NULL OR jsonb_typeof(v_a -> 'status') = 'null' THEN
-            v_st := 'completed';
-        ELSIF jsonb_typeof(v_a -> 'status') = 'string' AND (v_a ->> 'status') IN ('completed', 'failed') THEN
-            v_st := v_a ->> 'status';
-        ELSE
-            RAISE EXCEPTION 'log_bad_status' USING ERRCODE = '22023',
-                DETAIL = format('%s[%s].status must be completed or failed', p_where, v_i);
-        END IF;
-        v_out := array_append(v_out, jsonb_build_object(
-            'i', v_i,
-            'txid', v_a ->> 'transactionId',
-            'pid', lower(v_a ->> 'partitionId'),
-            'grp', v_grp,
-            'lease', lower(v_a ->> 'leaseId'),
-            'status', v_st,
-            'error', CASE jsonb_typeof(v_a -> 'error') WHEN 'string' THEN v_a ->> 'error'
-                                                       WHEN 'null' THEN NULL
-                                                       ELSE (v_a -> 'error')::text END));
-    END LOOP;
-    RETURN to_jsonb(v_out);
+    IF jsonb_typeof(p_ack -> 'transactionId') IS DISTINCT FROM 'string'
+       OR NOT queen.log_name_ok_v1(p_ack ->> 'transactionId') THEN
+        RAISE EXCEPTION 'log_bad_transaction_id' USING ERRCODE = '22023',
+            DETAIL = format('%s[%s].transactionId must be a string of 1..255 bytes', p_where, p_i);
+    END IF;
+    IF jsonb_typeof(p_ack -> 'partitionId') IS DISTINCT FROM 'string'
+       OR NOT queen.log_uuid_ok_v1(p_ack ->> 'partitionId') THEN
+        RAISE EXCEPTION 'log_bad_partition_id' USING ERRCODE = '22023',
+            DETAIL = format('%s[%s].partitionId must be a uuid string', p_where, p_i);
+    END IF;
+    IF jsonb_typeof(p_ack -> 'consumerGroup') IS NULL OR jsonb_typeof(p_ack -> 'consumerGroup') = 'null' THEN
+        v_grp := COALESCE(p_group, '__QUEUE_MODE__');
+    ELSIF jsonb_typeof(p_ack -> 'consumerGroup') = 'string' THEN
+        v_grp := p_ack ->> 'consumerGroup';
+    END IF;
+    IF NOT queen.log_name_ok_v1(v_grp) THEN
+        RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
+            DETAIL = format('%s[%s].consumerGroup must be a string of 1..255 bytes', p_where, p_i);
+    END IF;
+    IF jsonb_typeof(p_ack -> 'leaseId') IS NOT NULL AND jsonb_typeof(p_ack -> 'leaseId') <> 'null'
+       AND (jsonb_typeof(p_ack -> 'leaseId') <> 'string' OR NOT queen.log_uuid_ok_v1(p_ack ->> 'leaseId')) THEN
+        RAISE EXCEPTION 'log_bad_lease_id' USING ERRCODE = '22023',
+            DETAIL = format('%s[%s].leaseId must be a uuid string', p_where, p_i);
+    END IF;
+    IF jsonb_typeof(p_ack -> 'status') IS NULL OR jsonb_typeof(p_ack -> 'status') = 'null' THEN
+        v_st := 'completed';
+    ELSIF jsonb_typeof(p_ack -> 'status') = 'string' AND (p_ack ->> 'status') IN ('completed', 'failed') THEN
+        v_st := p_ack ->> 'status';
+    ELSE
+        RAISE EXCEPTION 'log_bad_status' USING ERRCODE = '22023',
+            DETAIL = format('%s[%s].status must be completed or failed', p_where, p_i);
+    END IF;
+    RETURN ROW(p_i, p_ack ->> 'transactionId', (p_ack ->> 'partitionId')::uuid, v_grp,
+               (p_ack ->> 'leaseId')::uuid, v_st,
+               CASE jsonb_typeof(p_ack -> 'error') WHEN 'string' THEN p_ack ->> 'error'
+                                                   WHEN 'null' THEN NULL
+                                                   ELSE (p_ack -> 'error')::text END)::queen._log_ack_in_v1;
 END
 $$;
 
@@ -130,14 +121,17 @@ RESET check_function_bodies;
 -- {index, transactionId, success, error, queueName, partitionName,
 -- leaseReleased, dlq, noop} (the names null when the partition is not this
 -- tenant's or does not exist), aligned
--- with acks (normalized by _log_ack_check_v1; index = its i).
+-- with acks (checked by _log_ack_check_one_v1; index = its i).
 -- Locks the cursor rows of every ack and every required lease, ascending
 -- (partition, group), then checks the required leases (55000
 -- log_ack_rejected when one is not live for this tenant), then applies the
 -- acks in ascending (partition, group, offset). Only cursor rows are written
 -- (plus a dead letter past retryLimit). Semantics: docs/sql-log.md (Ack).
 -- Raises XX000 log_result_misaligned if a result slot stayed empty.
-CREATE OR REPLACE FUNCTION queen._log_ack_apply_v1(p_tenant UUID, p_acks JSONB, p_leases JSONB)
+-- The form that took the acks as a JSON array: replaced by this one (the
+-- same name, the acks as _log_ack_in_v1[]). A no-op once dropped.
+DROP FUNCTION IF EXISTS queen._log_ack_apply_v1(UUID, JSONB, JSONB);
+CREATE OR REPLACE FUNCTION queen._log_ack_apply_v1(p_tenant UUID, p_acks queen._log_ack_in_v1[], p_leases JSONB)
 RETURNS JSONB[]
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
@@ -146,7 +140,7 @@ DECLARE
     v_rows     REFCURSOR;
     v_c        queen.log_consumers%ROWTYPE;
     v_res      JSONB[] := '{}';
-    v_n        INTEGER := jsonb_array_length(p_acks);
+    v_n        INTEGER := COALESCE(array_length(p_acks, 1), 0);
     v_err      TEXT;
     v_noop     BOOLEAN;
     v_released BOOLEAN;
@@ -158,9 +152,11 @@ DECLARE
     v_k        INTEGER;
     v_lease    TEXT;
     v_key      RECORD;
-    v_one      JSONB;
+    v_one      queen._log_ack_in_v1;
     v_dirty    BOOLEAN := false;  -- v_c moved since it was read; not yet written back
     v_more     BOOLEAN;
+    v_lone     BOOLEAN := false;  -- the one-ack path: r was read by SELECT INTO, no cursor
+    v_lone_seen BOOLEAN := false;
 BEGIN
     IF v_n = 1 AND COALESCE(p_leases, '[]') = '[]' THEN
         -- One ack and no required lease, the consumer's usual transaction:
@@ -168,24 +164,24 @@ BEGIN
         -- lookups. The general path's key set, sort and lateral plan below
         -- cost more to start in each transaction than to run for one row.
         -- The locking read is also the row the decision below reads (it
-        -- sees the latest committed version), so it is not read twice.
-        v_one := p_acks -> 0;
+        -- sees the latest committed version), so it is not read twice. A
+        -- SELECT INTO costs less to start than a cursor.
+        v_one := p_acks[1];
         SELECT c.* INTO v_c FROM queen.log_consumers c
-        WHERE c.partition_id = (v_one ->> 'pid')::uuid AND c.consumer_group = (v_one ->> 'grp')
+        WHERE c.partition_id = v_one.pid AND c.consumer_group = v_one.grp
           AND (SELECT q.tenant_id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
                WHERE p.id = c.partition_id) = p_tenant
         FOR UPDATE OF c;
-        OPEN v_rows FOR
-            SELECT (v_one ->> 'i')::integer AS i, v_one ->> 'txid' AS txid, (v_one ->> 'pid')::uuid AS pid,
-                   v_one ->> 'grp' AS grp, (v_one ->> 'lease')::uuid AS lease, v_one ->> 'status' AS status,
-                   v_one ->> 'error' AS error,
-                   p.id AS part, p.name AS pname, q.id AS qid, q.name AS qname, q.retry_limit,
-                   m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
-            FROM (SELECT) AS one
-            LEFT JOIN (queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant)
-                   ON p.id = (v_one ->> 'pid')::uuid
-            LEFT JOIN LATERAL queen._log_ack_target_v1(p.id, v_one ->> 'grp', v_one ->> 'txid',
-                                                       v_c.committed_offset) AS m ON true;
+        v_lone := true;
+        SELECT v_one.i AS i, v_one.txid AS txid, v_one.pid AS pid, v_one.grp AS grp, v_one.lease AS lease,
+               v_one.status AS status, v_one.error AS error,
+               p.id AS part, p.name AS pname, q.id AS qid, q.name AS qname, q.retry_limit,
+               m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
+        INTO r
+        FROM (SELECT) AS one
+        LEFT JOIN (queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant)
+               ON p.id = v_one.pid
+        LEFT JOIN LATERAL queen._log_ack_target_v1(p.id, v_one.grp, v_one.txid, v_c.committed_offset) AS m ON true;
     ELSE
         -- The cursor locks, in ascending (partition, group). Only rows of
         -- this tenant; an ack naming another tenant's partition locks
@@ -194,8 +190,8 @@ BEGIN
         -- out of order.
         FOR v_key IN
             SELECT k.pid, k.grp
-            FROM (SELECT (a ->> 'pid')::uuid AS pid, (a ->> 'grp') COLLATE "C" AS grp
-                  FROM jsonb_array_elements(p_acks) AS a
+            FROM (SELECT a.pid, a.grp COLLATE "C" AS grp
+                  FROM unnest(p_acks) AS a
                   UNION
                   SELECT lc.partition_id, lc.consumer_group
                   FROM jsonb_array_elements(COALESCE(p_leases, '[]')) AS l
@@ -231,8 +227,7 @@ BEGIN
             SELECT a.i, a.txid, a.pid, a.grp, a.lease, a.status, a.error,
                    p.id AS part, p.name AS pname, p.qid, p.qname, p.retry_limit,
                    m.msg_offset, m.id AS mid, m.payload, m.created_at AS mcreated
-            FROM jsonb_to_recordset(p_acks) AS a(i INTEGER, txid TEXT, pid UUID, grp TEXT,
-                                                 lease UUID, status TEXT, error TEXT)
+            FROM unnest(p_acks) AS a
             -- Partition (of this tenant) and cursor by primary-key lookups
             -- per ack: OFFSET 0 keeps each a nested lookup, where as plain
             -- joins the generic plan (which guesses 100 acks) hashed the
@@ -256,8 +251,14 @@ BEGIN
     -- the key changes or after the last ack. Only this call writes it (it
     -- holds the row lock), so what v_c keeps is what the row holds.
     LOOP
-        FETCH v_rows INTO r;
-        v_more := FOUND;
+        IF v_lone THEN
+            -- r holds the one ack; the second round writes it back and ends.
+            v_more := NOT v_lone_seen;
+            v_lone_seen := true;
+        ELSE
+            FETCH v_rows INTO r;
+            v_more := FOUND;
+        END IF;
         IF v_dirty AND (NOT v_more OR v_c.partition_id IS DISTINCT FROM r.part
                         OR v_c.consumer_group IS DISTINCT FROM r.grp COLLATE "C") THEN
             UPDATE queen.log_consumers
@@ -334,7 +335,9 @@ BEGIN
             'error', v_err, 'queueName', r.qname, 'partitionName', r.pname,
             'leaseReleased', v_released, 'dlq', v_dlq, 'noop', v_noop);
     END LOOP;
-    CLOSE v_rows;
+    IF NOT v_lone THEN
+        CLOSE v_rows;
+    END IF;
 
     IF COALESCE(array_length(v_res, 1), 0) <> v_n OR array_position(v_res, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',
@@ -350,22 +353,37 @@ $$;
 -- acks: [{transactionId, partitionId, consumerGroup?, leaseId?,
 -- status? = completed|failed, error?}]; group: batch-level consumer group
 -- (NULL = '__QUEUE_MODE__'). A refused ack is success:false with an error
--- code, never a raise. Raises 22023: log_bad_tenant and the refusals of
--- _log_ack_check_v1.
+-- code, never a raise. Raises 22023: log_bad_tenant, log_bad_group (the
+-- batch-level group), log_bad_request (acks not an array) and the refusals
+-- of _log_ack_check_one_v1, the first ack's first.
 CREATE OR REPLACE FUNCTION queen.log_ack_v1(p_tenant UUID, p_acks JSONB, p_group TEXT)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
+DECLARE
+    v_acks queen._log_ack_in_v1[] := '{}';
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     IF p_group IS NOT NULL AND NOT queen.log_name_ok_v1(p_group) THEN
         RAISE EXCEPTION 'log_bad_group' USING ERRCODE = '22023',
             DETAIL = 'consumerGroup must be a string of 1..255 bytes';
     END IF;
-    RETURN to_jsonb(queen._log_ack_apply_v1(
-        p_tenant, queen._log_ack_check_v1(p_acks, p_group, 'acknowledgments'), '[]'));
+    IF p_acks IS NULL OR jsonb_typeof(p_acks) <> 'array' THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
+            DETAIL = 'acknowledgments must be an array';
+    END IF;
+    -- (Index loops over jsonb arrays: a FOR over SELECT opens a query and a
+    -- cursor per loop, a plain index loop runs expressions only.)
+    FOR v_i IN 0 .. jsonb_array_length(p_acks) - 1 LOOP
+        v_acks[v_i + 1] := queen._log_ack_check_one_v1(p_acks -> v_i, p_group, 'acknowledgments', v_i);
+    END LOOP;
+    RETURN to_jsonb(queen._log_ack_apply_v1(p_tenant, v_acks, '[]'));
 END
 $$;
+
+-- The array form of the ack check, replaced by _log_ack_check_one_v1 (its
+-- callers loop over the acks themselves). A no-op once dropped.
+DROP FUNCTION IF EXISTS queen._log_ack_check_v1(JSONB, TEXT, TEXT);
 
 -- log_lease_extend_v1(tenant, lease_id, seconds) ->
 -- {leaseId, success, renewed, expiresAt, newExpiresAt}. Extends a live lease
@@ -741,8 +759,9 @@ DECLARE
     v_iflat  INTEGER[] := '{}';
     v_iop    INTEGER[] := '{}';
     v_iidx   INTEGER[] := '{}';
-    -- Acks normalized by _log_ack_check_v1 (i = position among acks).
-    v_acks   JSONB[] := '{}';
+    -- Acks as _log_ack_check_one_v1 returns them (i = position among acks).
+    v_acks   queen._log_ack_in_v1[] := '{}';
+    v_ack    queen._log_ack_in_v1;
     v_aflat  INTEGER[] := '{}';
     v_aop    INTEGER[] := '{}';
     v_j      INTEGER;
@@ -809,10 +828,9 @@ BEGIN
                 v_flat := v_flat + 1;
             END LOOP;
         ELSIF v_op ->> 'type' = 'ack' THEN
-            v_acks := array_append(v_acks, jsonb_set(
-                          queen._log_ack_check_v1(jsonb_build_array(v_op - 'type'), NULL,
-                                                  format('operations[%s]', v_oi)) -> 0,
-                          '{i}', to_jsonb(COALESCE(array_length(v_acks, 1), 0))));
+            v_ack := queen._log_ack_check_one_v1(v_op, NULL, format('operations[%s]', v_oi), 0);
+            v_ack.i := COALESCE(array_length(v_acks, 1), 0);
+            v_acks := array_append(v_acks, v_ack);
             v_aflat := array_append(v_aflat, v_flat);
             v_aop := array_append(v_aop, v_oi);
             v_flat := v_flat + 1;
@@ -825,12 +843,12 @@ BEGIN
     -- 1. Tenant check on acks: read only, no lock.
     FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
         PERFORM 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
-        WHERE lp.id = (v_acks[v_j] ->> 'pid')::uuid AND q.tenant_id = v_tenant;
+        WHERE lp.id = (v_acks[v_j]).pid AND q.tenant_id = v_tenant;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
                 DETAIL = jsonb_build_object('index', v_aflat[v_j], 'opIndex', v_aop[v_j],
-                    'transactionId', v_acks[v_j] -> 'txid', 'partitionId', v_acks[v_j] -> 'pid',
-                    'consumerGroup', v_acks[v_j] -> 'grp', 'error', 'partition_not_found')::text;
+                    'transactionId', (v_acks[v_j]).txid, 'partitionId', (v_acks[v_j]).pid,
+                    'consumerGroup', (v_acks[v_j]).grp, 'error', 'partition_not_found')::text;
         END IF;
     END LOOP;
 
@@ -873,13 +891,13 @@ BEGIN
 
     -- 4. Cursor locks ascending (partition, group), required leases, acks.
     IF array_length(v_acks, 1) > 0 OR jsonb_array_length(v_leases) > 0 THEN
-        v_ares := queen._log_ack_apply_v1(v_tenant, to_jsonb(COALESCE(v_acks, '{}')), v_leases);
+        v_ares := queen._log_ack_apply_v1(v_tenant, v_acks, v_leases);
         FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
             IF NOT (v_ares[v_j] ->> 'success')::boolean THEN
                 RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
                     DETAIL = jsonb_build_object('index', v_aflat[v_j], 'opIndex', v_aop[v_j],
-                        'transactionId', v_acks[v_j] -> 'txid', 'partitionId', v_acks[v_j] -> 'pid',
-                        'consumerGroup', v_acks[v_j] -> 'grp', 'error', v_ares[v_j] -> 'error')::text;
+                        'transactionId', (v_acks[v_j]).txid, 'partitionId', (v_acks[v_j]).pid,
+                        'consumerGroup', (v_acks[v_j]).grp, 'error', v_ares[v_j] -> 'error')::text;
             END IF;
             v_res[v_aflat[v_j] + 1] := v_ares[v_j] || jsonb_build_object('type', 'ack', 'index', v_aflat[v_j],
                                                                         'opIndex', v_aop[v_j]);

@@ -210,13 +210,13 @@ DECLARE
     v_two jsonb[];
 BEGIN
     BEGIN
-        v_one := queen._log_ack_apply_v1(p_t, jsonb_build_array(p_ack || '{"i": 0}'), '[]');
+        v_one := queen._log_ack_apply_v1(p_t, ARRAY[jsonb_populate_record(NULL::queen._log_ack_in_v1, p_ack || '{"i": 0}')], '[]');
         RAISE EXCEPTION 'undo';
     EXCEPTION WHEN raise_exception THEN NULL;
     END;
     BEGIN
-        v_two := queen._log_ack_apply_v1(p_t, jsonb_build_array(p_ack || '{"i": 0}',
-                     p_ack || '{"i": 1, "txid": "no-such-message"}'), '[]');
+        v_two := queen._log_ack_apply_v1(p_t, ARRAY[jsonb_populate_record(NULL::queen._log_ack_in_v1, p_ack || '{"i": 0}'),
+                     jsonb_populate_record(NULL::queen._log_ack_in_v1, p_ack || '{"i": 1, "txid": "no-such-message"}')], '[]');
         RAISE EXCEPTION 'undo';
     EXCEPTION WHEN raise_exception THEN NULL;
     END;
