@@ -6,7 +6,10 @@
 -- the one-message bundle, :per = 10 the 10 acks + 10 pushes + 10 markers one.
 -- With -v fn=statements the bundle goes to public.wire_sql_statements_only
 -- (statements_only.sql) instead: the same statements without the rules;
--- with -v fn=both the two take turns, so both see the same machine.
+-- with -v fn=inline to public.wire_sql_rules_inline (rules_inline.sql): the
+-- rules in one function, nothing passed between functions; with -v fn=both
+-- the wire and the statements take turns, with -v fn=all all three, so
+-- they see the same machine.
 -- psql -v iters=2000 -v per=1 [-v fn=statements] -f loop.sql (psql does not
 -- expand variables inside the DO body, so they pass through settings)
 \if :{?fn}
@@ -36,8 +39,14 @@ BEGIN
                           'transactionId', 'out-' || (m ->> 'id')))))
                ) AS x(k, o);
         v_bundle := jsonb_build_object('tenant', '00000000-0000-0000-0000-0000000000be', 'operations', v_ops, 'kv', v_kv);
-        IF current_setting('wsql.fn') = 'statements' OR (current_setting('wsql.fn') = 'both' AND i % 2 = 0) THEN
+        -- As the broker does: the pushes' NOTIFY deferred past the commit
+        -- (its notifier sends them for many transactions at once).
+        PERFORM set_config('queen.notify', 'after_commit', true);
+        IF current_setting('wsql.fn') = 'statements' OR (current_setting('wsql.fn') = 'both' AND i % 2 = 0)
+           OR (current_setting('wsql.fn') = 'all' AND i % 3 = 1) THEN
             v_res := public.wire_sql_statements_only(v_bundle);
+        ELSIF current_setting('wsql.fn') = 'inline' OR (current_setting('wsql.fn') = 'all' AND i % 3 = 2) THEN
+            v_res := public.wire_sql_rules_inline(v_bundle);
         ELSE
             v_res := queen.log_transaction_wire_v1(v_bundle);
         END IF;

@@ -9,9 +9,11 @@
 # Prints, per function, calls and microseconds per call (total, self; wall
 # time inside the function), then the session backend's CPU per message
 # (perf stat task-clock; nothing when perf cannot attach). With PER = 1 it
-# then runs ITERS more bundles, every other one through statements_only.sql
-# (the bundle's statements with none of the rules), and prints both
-# functions' time per call from that run: paired, on the same machine state. Needs a superuser (track_functions, pg_stat_reset)
+# then runs ITERS more bundles taking turns between the wire,
+# statements_only.sql (the bundle's statements with none of the rules) and
+# rules_inline.sql (the rules in one function, nothing passed between
+# functions), and prints each one's time per call from that run: paired, on
+# the same machine state. Needs a superuser (track_functions, pg_stat_reset)
 # and the schema applied.
 set -euo pipefail
 url=${1:?usage: run.sh URL [ITERS] [PER] [PREFILL]}
@@ -48,13 +50,14 @@ if [ -n "$clk" ] && [ "$clk" != "<not counted>" ]; then
 fi
 rm -f "$out" "$out.pid"
 if [ "$per" = 1 ]; then
-  psql "$url" -q -v ON_ERROR_STOP=1 -f "$here/statements_only.sql" >/dev/null
+  psql "$url" -q -v ON_ERROR_STOP=1 -f "$here/statements_only.sql" -f "$here/rules_inline.sql" >/dev/null
   psql "$url" -qtAc "SELECT pg_stat_reset()" >/dev/null
   PGOPTIONS='-c synchronous_commit=off -c track_functions=pl' psql "$url" -qtA -v ON_ERROR_STOP=1 \
-    -v iters="$iters" -v per=1 -v fn=both -f "$here/loop.sql" >/dev/null
+    -v iters="$iters" -v per=1 -v fn=all -f "$here/loop.sql" >/dev/null
   sleep 1.2
   psql "$url" -qtA -F' ' -c "SELECT funcname, calls, round((total_time * 1000 / calls)::numeric, 1)
-    FROM pg_stat_user_functions WHERE funcname IN ('wire_sql_statements_only', 'log_transaction_wire_v1') AND calls > 0
+    FROM pg_stat_user_functions
+    WHERE funcname IN ('wire_sql_statements_only', 'wire_sql_rules_inline', 'log_transaction_wire_v1') AND calls > 0
     ORDER BY funcname DESC" |
     awk '{printf "paired, taking turns: %-26s calls=%-6s total_us=%s\n", $1, $2, $3}'
 fi
