@@ -37,21 +37,29 @@ BEGIN
 END
 $$;
 
--- _schema_create_index_v1(index, definition) -> true when it created the
--- index. index is the index's name in schema queen; definition the whole
--- CREATE INDEX statement. An existing index of that name is left as it is.
-CREATE OR REPLACE FUNCTION queen._schema_create_index_v1(p_index NAME, p_definition TEXT)
+-- _schema_create_v1(exists, definition) -> true when it ran definition, a
+-- CREATE statement, which it runs only when exists (the caller's catalog
+-- lookup for the object) is false.
+CREATE OR REPLACE FUNCTION queen._schema_create_v1(p_exists BOOLEAN, p_definition TEXT)
 RETURNS BOOLEAN
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 AS $$
 BEGIN
-    IF to_regclass(format('queen.%I', p_index)) IS NOT NULL THEN
+    IF p_exists THEN
         RETURN false;
     END IF;
     EXECUTE p_definition;
     RETURN true;
 END
 $$;
+
+-- _schema_create_index_v1(index, definition) -> true when it created the
+-- index. index is the index's name in schema queen; definition the whole
+-- CREATE INDEX statement. An existing index of that name is left as it is.
+CREATE OR REPLACE FUNCTION queen._schema_create_index_v1(p_index NAME, p_definition TEXT)
+RETURNS BOOLEAN
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+AS $$ SELECT queen._schema_create_v1(to_regclass(format('queen.%I', p_index)) IS NOT NULL, p_definition) $$;
 
 -- _schema_set_options_v1(table, options) -> true when it changed them.
 -- options: storage parameters as PostgreSQL lists them in
@@ -76,13 +84,5 @@ $$;
 -- name is left as it is: a type whose shape changes gets a new name.
 CREATE OR REPLACE FUNCTION queen._schema_create_type_v1(p_type NAME, p_definition TEXT)
 RETURNS BOOLEAN
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-AS $$
-BEGIN
-    IF to_regtype(format('queen.%I', p_type)) IS NOT NULL THEN
-        RETURN false;
-    END IF;
-    EXECUTE p_definition;
-    RETURN true;
-END
-$$;
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+AS $$ SELECT queen._schema_create_v1(to_regtype(format('queen.%I', p_type)) IS NOT NULL, p_definition) $$;
