@@ -590,7 +590,7 @@ BEGIN
     -- under the test of the kind: plpgsql sets up a whole condition the
     -- first time it evaluates it in a transaction, short-circuit or not, so
     -- `kind = 'get' AND <get check>` cost every putIfAbsent the set-up of
-    -- the get, incr and put checks (measured: 15-20 us of a wire marker).
+    -- the get, incr and put checks (measured: 11-18 us of a wire marker).
     v_op := CASE WHEN p_tenant IS NOT NULL AND p_in_wire IS NOT NULL
                       AND jsonb_typeof(p_ops) = 'array' AND jsonb_array_length(p_ops) = 1
                       AND jsonb_typeof(p_ops -> 0) = 'object'
@@ -610,7 +610,7 @@ BEGIN
         END IF;
     ELSIF v_kind = 'incr' THEN
         IF jsonb_typeof(v_op -> 'delta') = 'number'
-             AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'delta', 'ttlSeconds', 'forever', 'required']) THEN
+           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'delta', 'ttlSeconds', 'forever', 'required']) THEN
             -- The general path's incr upsert with no min/max (see there).
             INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
             VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', to_jsonb((v_op -> 'delta')::numeric), nextval('queen.kv_version_seq'),
@@ -635,7 +635,7 @@ BEGIN
         END IF;
     ELSIF v_kind = 'put' THEN
         IF v_op ? 'value' AND octet_length((v_op -> 'value')::text) <= 65536
-             AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
+           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
             -- The general path's unconditional upsert (see there).
             INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
             VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),
@@ -653,7 +653,7 @@ BEGIN
         END IF;
     ELSIF v_kind = 'putIfAbsent' THEN
         IF v_op ? 'value' AND octet_length((v_op -> 'value')::text) <= 65536
-             AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
+           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
             -- The general path's expect:0 insert (see there).
             INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
             VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),

@@ -46,10 +46,11 @@
 -- now()); p_max_rows, the batch bound (>= 1).
 -- Picking goes through idx_kv_shard_expires, one range per shard (shard = s,
 -- expires_at <= now, oldest first), FOR UPDATE SKIP LOCKED: a row a writer
--- holds is skipped, never waited for. Under the lock the expiry is checked again in the DELETE, because a
--- put may have refreshed the row between the index read and the lock (READ
--- COMMITTED re-evaluates the picker's WHERE on the newest version as well;
--- the DELETE's own check is the one that reads as the rule).
+-- holds is skipped, never waited for. Under the lock the expiry is checked
+-- again in the DELETE, because a put may have refreshed the row between the
+-- index read and the lock (READ COMMITTED re-evaluates the picker's WHERE on
+-- the newest version as well; the DELETE's own check is the one that reads
+-- as the rule).
 -- Result: {deleted, done, lagMs}
 --   deleted  rows deleted by this step.
 --   done     true when the step took fewer rows than p_max_rows, i.e. it
