@@ -467,7 +467,21 @@ def render(work, out_path):
     L += table(["kv_apply_v1 op vs raw", "c", "raw ops/s", "p50 ms", "p99 ms", "kv_apply_v1 ops/s", "p50 ms",
                 "p99 ms", "kv_apply_v1/raw"], body)
     L.append("")
-    L += commands(rows, [("raw", s, c) for c in conc for s in ("upsert", "select", "incr")])
+    body = []
+    for c in conc:
+        r, f, k = rows.get(("raw", "select", c)), rows.get(("plpgsql", "get", c)), rows.get(("direct", "get", c))
+        if r and f and k:
+            body.append([c, n(r["ops"]), n(f["ops"]), n(k["ops"]), rs(ratio(f, r)), rs(ratio(k, f)), rs(ratio(k, r))])
+    if body:
+        L.append("Where a get's price goes: the raw select, the same read in a bare PL/pgSQL function "
+                 "(`bench/pgbench/plpgsql_get_fn.sql`: same arguments, no checks, no result shape) and "
+                 "`kv_apply_v1`, each run right after the other.")
+        L.append("")
+        L += table(["c", "raw ops/s", "bare PL/pgSQL ops/s", "kv_apply_v1 ops/s", "PL/pgSQL/raw",
+                    "kv_apply_v1/PL/pgSQL", "kv_apply_v1/raw"], body)
+        L.append("")
+    L += commands(rows, [("raw", s, c) for c in conc for s in ("upsert", "select", "incr")] +
+                  [("plpgsql", "get", c) for c in conc])
     L.append("")
 
     # ---------------- wire

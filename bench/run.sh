@@ -17,7 +17,10 @@
 #              messages (10 of each), 4 and 16 consumers, 16 partitions;
 #              after each one-message point, its raw SQL floor (pgbench
 #              bench/wire_raw/raw_tx.sql: the same work with no rules)
-#   5 raw      plain single-row upsert, select and counter upsert on queen.kv in pgbench
+#   5 raw      plain single-row upsert, select and counter upsert on queen.kv in pgbench,
+#              each run right after its kv_apply_v1 op of section 1 (put, get,
+#              incr) so a ratio never spans minutes of this machine's drift;
+#              for get also the PL/pgSQL floor (bench/pgbench/plpgsql_get_fn.sql)
 #   6 redis    redis-server (no persistence) + redis-benchmark SET/GET/INCR
 #   7 rss      broker VmRSS idle and under wrk -c 256 (VmHWM too)
 #   8 push     POST /api/v1/push with 1, 10 and 100 messages per request
@@ -147,6 +150,7 @@ sleep 0.5
 QUEEN_PG_URL=$URL QUEEN_LOG_LEVEL=warn "$QUEEN" schema apply
 say "seeding 100k counters (ns bench) and 100k objects (ns bench_put)"
 PSQL -f bench/pgbench/seed.sql
+PSQL -q -f bench/pgbench/plpgsql_get_fn.sql
 
 # ---------------------------------------------------------------- broker
 BROKER=http://127.0.0.1:$BROKER_PORT
@@ -262,11 +266,17 @@ declare -A DIRECT_ARGS=(
   [mix]="-f bench/pgbench/kv_incr.sql@60 -f bench/pgbench/kv_get.sql@30 -f bench/pgbench/kv_pia.sql@10"
 )
 declare -A LUA_OP=([put]=put [get]=get [incr]=incr [putIfAbsent]=pia_new [mix]=mix)
+declare -A RAW_OF=([put]=upsert [get]=select [incr]=incr)
 for op in put get incr putIfAbsent mix; do
   want direct || { want broker && [ $KV_OK = 1 ]; } || continue
   for c in $CONC; do
     # shellcheck disable=SC2086
     want direct && pgb direct "$op" "$c" 1 ${DIRECT_ARGS[$op]}
+    # section 5's points for this op, right after it (see the header)
+    if want raw && [ -n "${RAW_OF[$op]:-}" ]; then
+      pgb raw "${RAW_OF[$op]}" "$c" 1 -f "bench/pgbench/raw_${RAW_OF[$op]}.sql"
+      [ "$op" = get ] && pgb plpgsql get "$c" 1 -f bench/pgbench/plpgsql_get.sql
+    fi
     want broker && [ $KV_OK = 1 ] && wrk_run broker "$op" "$c" 1 "${LUA_OP[$op]}"
   done
 done
@@ -287,15 +297,6 @@ if want push; then
     for c in $CONC; do
       wrk_run push "push$n" "$c" "$n" "$n" bench/push.lua
     done
-  done
-fi
-
-# -------------------------------------------------- 5: the raw floor
-if want raw; then
-  for c in $CONC; do
-    pgb raw upsert "$c" 1 -f bench/pgbench/raw_upsert.sql
-    pgb raw select "$c" 1 -f bench/pgbench/raw_select.sql
-    pgb raw incr "$c" 1 -f bench/pgbench/raw_incr.sql
   done
 fi
 

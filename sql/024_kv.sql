@@ -326,8 +326,8 @@ $$;
 -- Split per op, small, LANGUAGE sql: inlined into one plpgsql expression
 -- each, and plpgsql sets up (ExecInitExpr) every expression it evaluates once
 -- per transaction, at a cost that grows with the expression's size (about
--- 0.2 us per function or operator: each one's set-up checks the permission
--- to call it); a get must not pay for the write checks. No `? 'ns'` test:
+-- 0.2 us per function or operator, set-up and evaluation in a transaction of
+-- one call); a get must not pay for the write checks. No `? 'ns'` test:
 -- an absent field makes jsonb_typeof NULL, which COALESCE turns to false.
 -- Raise nothing (every cast is behind the jsonb_typeof that allows it);
 -- false for NULL.
