@@ -263,8 +263,8 @@ def render(work, out_path):
     L.append("- reproduce: `make bench` (everything, about 8-9 minutes with the build); a subset: `BENCH_ONLY=direct,broker "
              "BENCH_CONC=32 BENCH_SECS=5 bash bench/run.sh` after `make`; single points: the commands under "
              "each table, against a broker and cluster started as run.sh does (ports: PostgreSQL %s, broker %s, "
-             "redis %s)" % (meta.get("pg_port", "55460"), int(meta.get("pg_port", "55460")) + 1,
-                           int(meta.get("pg_port", "55460")) + 2))
+             "redis %s)" % (meta.get("pg_port", "31460"), int(meta.get("pg_port", "31460")) + 1,
+                           int(meta.get("pg_port", "31460")) + 2))
     L.append("- `*` after a figure: other users of the machine burnt more than 10% of the CPU during that "
              "point (measured from /proc, see the CPU table); read it with care")
     L.append("- latency: p50/p99 in ms per call (pgbench: per-transaction `-l` logs; wrk: its own per-request "
@@ -404,7 +404,7 @@ def render(work, out_path):
                 "broker/direct", "p99 broker-direct ms"], body)
     L.append("")
     L.append("Commands (a row's `-c`; `$URL` = the private cluster, `postgresql://postgres@127.0.0.1:%s/queen`):"
-             % (meta.get("pg_port", "55460")))
+             % (meta.get("pg_port", "31460")))
     L.append("")
     keys = [(s, op, c) for op in ops for c in conc for s in ("direct", "broker")]
     L += commands(rows, keys)

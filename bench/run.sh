@@ -31,7 +31,8 @@
 #
 # Environment: BUILD (build), BENCH_SECS (5), BENCH_CONC ("1 8 32 64"),
 # BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push,idle; default
-# all), BENCH_PORT_BASE (55460: PostgreSQL, +1 broker, +2 redis),
+# all), BENCH_PORT_BASE (31460: PostgreSQL, +1 broker, +2 redis; below the
+# kernel's ephemeral range 32768-60999, so no client socket can hold one),
 # BENCH_COMMIT (what the report names as the commit; default: git HEAD, plus
 # "(+local changes)" when src, sql, include or bench differ from it),
 # BENCH_NO_REPORT=1 (leave RESULTS.md alone), BENCH_WIRE_POINTS ("1:4 1:16 10:4 10:16", per_tx:consumers),
@@ -47,7 +48,7 @@ BUILD=${BUILD:-build}
 SECS=${BENCH_SECS:-5}
 CONC=${BENCH_CONC:-"1 8 32 64"}
 ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss,push,idle}
-BASE=${BENCH_PORT_BASE:-55460}
+BASE=${BENCH_PORT_BASE:-31460}
 PG_PORT=$BASE
 BROKER_PORT=$((BASE + 1))
 REDIS_PORT=$((BASE + 2))
@@ -355,9 +356,10 @@ fi
 # -------------------------------------------------- 6: redis
 if want redis; then
   mkdir -p "$WORK/redis"
-  # The port is inside the kernel's ephemeral range: right after the 256
-  # connections of the rss point, a client socket can still hold it as its
-  # local port (seen: "bind: Address already in use"). Try again for 10 s.
+  # A port inside the kernel's ephemeral range (BENCH_PORT_BASE chosen so)
+  # can be held by a client socket as its local port right after the 256
+  # connections of the rss point ("bind: Address already in use"); the
+  # default base is below that range, and this tries again for 10 s anyway.
   for attempt in 1 2 3 4 5 6; do
     redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
       --dir "$WORK/redis" --daemonize no --logfile "$WORK/logs/redis.log" &
