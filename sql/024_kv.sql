@@ -645,11 +645,15 @@ BEGIN
                 RETURN v_elem;
             END IF;
         END IF;
-    ELSIF v_kind = 'put' THEN
+    ELSIF v_kind = 'put' OR v_kind = 'putIfAbsent' THEN
         v_op := p_ops -> 0;
         IF v_op ? 'value' AND octet_length((v_op -> 'value')::text) <= 65536
            AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
-            -- The general path's unconditional upsert (see there).
+            -- The general path's unconditional upsert (put) or expect:0
+            -- insert (putIfAbsent: only over no live row), see there. One
+            -- statement for both: under putIfAbsent's WHERE the row it
+            -- replaces is dead, so put's created_at rule gives the new
+            -- instant, as the expect:0 insert does. Both report op "put".
             INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
             VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),
                     COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
@@ -659,24 +663,7 @@ BEGIN
                    created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
                                      THEN k.created_at ELSE EXCLUDED.created_at END,
                    updated_at = EXCLUDED.updated_at
-            RETURNING jsonb_build_array(jsonb_build_object('index', 0, 'op', 'put', 'applied', true,
-                                                           'key', k.key, 'value', k.value, 'version', k.version))
-            INTO v_elem;
-            RETURN v_elem;
-        END IF;
-    ELSIF v_kind = 'putIfAbsent' THEN
-        v_op := p_ops -> 0;
-        IF v_op ? 'value' AND octet_length((v_op -> 'value')::text) <= 65536
-           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
-            -- The general path's expect:0 insert (see there).
-            INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-            VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),
-                    COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
-                    COALESCE(p_now, now()), COALESCE(p_now, now()))
-            ON CONFLICT (tenant_id, namespace, key) DO UPDATE
-               SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
-                   created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
-             WHERE NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+             WHERE v_kind = 'put' OR NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
             RETURNING jsonb_build_array(jsonb_build_object('index', 0, 'op', 'put', 'applied', true,
                                                            'key', k.key, 'value', k.value, 'version', k.version))
             INTO v_elem;
