@@ -269,14 +269,14 @@ declare -A DIRECT_ARGS=(
 declare -A LUA_OP=([put]=put [get]=get [incr]=incr [putIfAbsent]=pia_new [mix]=mix)
 declare -A RAW_OF=([put]=upsert [get]=select [incr]=incr)
 for op in put get incr putIfAbsent mix; do
-  want direct || { want broker && [ $KV_OK = 1 ]; } || continue
+  want direct || want raw || { want broker && [ $KV_OK = 1 ]; } || continue
   for c in $CONC; do
     # shellcheck disable=SC2086
     want direct && pgb direct "$op" "$c" 1 ${DIRECT_ARGS[$op]}
     # section 5's points for this op, right after it (see the header)
     if want raw && [ -n "${RAW_OF[$op]:-}" ]; then
       pgb raw "${RAW_OF[$op]}" "$c" 1 -f "bench/pgbench/raw_${RAW_OF[$op]}.sql"
-      [ "$op" = get ] && pgb plpgsql get "$c" 1 -f bench/pgbench/plpgsql_get.sql
+      if [ "$op" = get ]; then pgb plpgsql get "$c" 1 -f bench/pgbench/plpgsql_get.sql; fi
     fi
     want broker && [ $KV_OK = 1 ] && wrk_run broker "$op" "$c" 1 "${LUA_OP[$op]}"
   done
