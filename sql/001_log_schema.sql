@@ -3,7 +3,8 @@
 -- checks that raise the same refusal wherever a tenant or a name comes in).
 --
 -- Owns: queen.queues, queen.log_partitions, queen.log_messages,
---       queen.log_consumers, queen.log_dead_letters,
+--       queen.log_consumers, queen.log_subscriptions, queen.log_ready,
+--       queen.log_dead_letters,
 --       queen.log_name_ok_v1, queen.log_iso_v1,
 --       queen._log_require_tenant_v1, queen._log_require_name_v1,
 --       queen._log_require_queue_v1,
@@ -14,12 +15,14 @@
 -- Applied at every boot, statement by statement: everything here is
 -- CREATE TABLE IF NOT EXISTS, CREATE OR REPLACE, or one of 000's helpers
 -- (columns, indexes, storage options: no table lock when nothing changes),
--- and applying it twice leaves the catalog identical.
+-- and applying it twice leaves the catalog identical (the one data step,
+-- the backfill of log_subscriptions and log_ready, runs once).
 --
 -- Lock order (log and kv alike): queen.kv -> (timers) -> advisory ->
 -- queen.queues -> queen.log_partitions -> queen.log_consumers -> leaves
--- (log_messages, log_dead_letters). Every function in 003-006 takes its row
--- locks in that order; the comments there say where.
+-- (log_messages, log_dead_letters, log_subscriptions, log_ready). Every
+-- function in 003-006 takes its row locks in that order; the comments there
+-- say where.
 --
 -- Identity: queues are per tenant (tenant_id, name); partitions per queue by
 -- name; a message is (partition_id, msg_offset); a cursor is
@@ -180,6 +183,73 @@ SELECT queen._schema_create_index_v1('idx_log_consumers_lease',
 -- naptime for a few hundredths of a second. Reproduce: make soak.
 SELECT queen._schema_set_options_v1('queen.log_consumers',
     ARRAY['fillfactor=70', 'autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=500']);
+
+-- One row per (queue, consumer group) that has ever popped the queue (or
+-- been sought on it): the group's subscription. start_at is where a group
+-- new to the queue starts (mode 'new' or subscriptionFrom; NULL = from the
+-- beginning), fixed at its first contact, so every partition's first cursor
+-- is seeded from it without looking at the group's other cursors. Created
+-- once per (queue, group) by 004's _log_subscribe_v1, which also seeds the
+-- group's ready rows; deleted with the group (030) or the queue (cascade).
+CREATE TABLE IF NOT EXISTS queen.log_subscriptions (
+    id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue_id       UUID NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+    consumer_group TEXT COLLATE "C" NOT NULL,
+    start_at       TIMESTAMPTZ,
+    created_at     TIMESTAMPTZ NOT NULL DEFAULT now(),
+    UNIQUE (queue_id, consumer_group)
+);
+
+-- The partitions that may hold work for a subscription: a queue-level pop
+-- walks these (by partition id, from a per-session position: 004), never
+-- every partition of the queue, so its cost does not grow with partitions
+-- that are drained. Invariant: a partition with a message past the group's
+-- cursor has a row. Kept by whoever makes work appear, in the same
+-- transaction as the work: a push or requeue that bumps last_offset inserts
+-- the row for every subscription of the queue (003, 029, under the
+-- partition's FOR NO KEY UPDATE); a seek inserts its group's (030). Removed
+-- by the pop that finds the partition drained for the group, under the
+-- partition's FOR SHARE (so no push can commit between its look and its
+-- delete: 004). A row without work costs one visit and is removed then.
+-- No foreign key to the subscription: every push would take a key-share
+-- lock on that one row, a MultiXact per concurrent push; a subscription's
+-- rows are deleted with it (030) and otherwise go with their partition.
+CREATE TABLE IF NOT EXISTS queen.log_ready (
+    subscription_id BIGINT NOT NULL,
+    partition_id    UUID NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
+    PRIMARY KEY (subscription_id, partition_id)
+);
+-- The cascade of a partition delete (006's reclaim, a queue delete) finds
+-- its rows through this.
+SELECT queen._schema_create_index_v1('idx_log_ready_partition',
+    'CREATE INDEX idx_log_ready_partition ON queen.log_ready (partition_id)');
+-- Inserted and deleted as partitions fill and drain: vacuumed on dead-tuple
+-- count, like the cursors.
+SELECT queen._schema_set_options_v1('queen.log_ready',
+    ARRAY['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=500']);
+
+-- A database whose cursors predate the two tables above gets their rows
+-- once: a subscription per (queue, group) with cursors, from the beginning
+-- (a group that started 'new' pinned a cursor on every partition it had
+-- then, so only partitions made since lack one, and their messages all
+-- follow its start), and a ready row per cursor behind its partition's last
+-- offset or partition without the group's cursor. Runs only while
+-- log_subscriptions is empty and cursors exist (boots take turns on the
+-- schema lock), so later boots pay one probe.
+INSERT INTO queen.log_subscriptions (queue_id, consumer_group, start_at, created_at)
+SELECT p.queue_id, c.consumer_group, NULL, min(c.created_at)
+FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+WHERE NOT EXISTS (SELECT 1 FROM queen.log_subscriptions)
+GROUP BY p.queue_id, c.consumer_group
+ON CONFLICT (queue_id, consumer_group) DO NOTHING;
+INSERT INTO queen.log_ready (subscription_id, partition_id)
+SELECT s.id, p.id
+FROM queen.log_subscriptions s
+JOIN queen.log_partitions p ON p.queue_id = s.queue_id
+LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = s.consumer_group
+WHERE p.last_offset > COALESCE(c.committed_offset, 0)
+  AND NOT EXISTS (SELECT 1 FROM queen.log_ready)
+ON CONFLICT DO NOTHING;
 
 -- Messages that failed past the queue's retryLimit. Names are copied so a
 -- dead letter outlives its partition (006 may reclaim an idle partition);

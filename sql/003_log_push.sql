@@ -9,7 +9,8 @@
 -- in 005 calls kv first, then this).
 -- Locks, in the global order: queen.queues (insert of a missing queue only),
 -- queen.log_partitions (FOR NO KEY UPDATE, ascending id), then leaves
--- (log_messages inserts).
+-- (log_messages inserts, and log_ready: a bumped partition gets a ready row
+-- for every subscription of its queue, 001's invariant, under that lock).
 -- NOTIFY: pg_notify('queen_push', '<tenant uuid>:<queue name>') once per queue
 -- that received a message; delivered at commit only. A caller that sets
 -- queen.notify = 'after_commit' (transaction-local) gets no NOTIFY inside its
@@ -137,6 +138,7 @@ DECLARE
     -- the statements, not lookups in v_parts (built only for the set-based
     -- statement of several items).
     v_pid     UUID;
+    v_qid     UUID;
     v_last    BIGINT;
     v_window  INTEGER;
     v_bumped  BOOLEAN := false;
@@ -158,7 +160,7 @@ BEGIN
         END IF;
     END LOOP;
     IF v_single THEN
-        SELECT lp.id, lp.last_offset, q.dedup_window_seconds INTO v_pid, v_last, v_window
+        SELECT lp.id, lp.last_offset, q.dedup_window_seconds, q.id INTO v_pid, v_last, v_window, v_qid
         FROM queen.queues q JOIN queen.log_partitions lp ON lp.queue_id = q.id
         WHERE q.tenant_id = p_tenant AND q.name = v_queue AND lp.name = v_pname
         FOR NO KEY UPDATE OF lp;
@@ -211,10 +213,10 @@ BEGIN
             -- The partition locks, ascending id: they serialise pushes to a
             -- partition and make the dedup decision and the offsets exact.
             SELECT COALESCE(jsonb_object_agg(l.k, jsonb_build_object(
-                       'id', l.id, 'next', l.last_offset, 'window', l.w, 'queue', l.qn)), '{}'),
+                       'id', l.id, 'next', l.last_offset, 'window', l.w, 'queue', l.qn, 'qid', l.qid)), '{}'),
                    count(*)
             INTO v_parts, v_locked
-            FROM (SELECT lp.id, lp.last_offset, q.dedup_window_seconds AS w, q.name AS qn,
+            FROM (SELECT lp.id, lp.last_offset, q.dedup_window_seconds AS w, q.name AS qn, q.id AS qid,
                          q.name || chr(31) || lp.name AS k
                   FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
                                COALESCE(e ->> 'partition', 'Default') COLLATE "C" AS pn
@@ -234,12 +236,13 @@ BEGIN
             v_pid := (v_part ->> 'id')::uuid;
             v_last := (v_part ->> 'next')::bigint;
             v_window := (v_part ->> 'window')::integer;
+            v_qid := (v_part ->> 'qid')::uuid;
         END IF;
     ELSIF jsonb_array_length(p_items) > 1 THEN
         -- Several items to one existing pair: the set-based statement below
         -- reads the pair from v_parts.
         v_parts := jsonb_build_object(v_queue || chr(31) || v_pname, jsonb_build_object(
-                       'id', v_pid, 'next', v_last, 'window', v_window, 'queue', v_queue));
+                       'id', v_pid, 'next', v_last, 'window', v_window, 'queue', v_queue, 'qid', v_qid));
     END IF;
 
     IF jsonb_array_length(p_items) = 1 THEN
@@ -367,9 +370,16 @@ BEGIN
         -- The one partition's offset (if a message went in) and its
         -- notification, unless deferred.
         IF v_bumped THEN
-            UPDATE queen.log_partitions
-            SET last_offset = v_last, last_push_at = now()
-            WHERE id = v_pid;
+            -- The bump, and the partition's ready row for every group
+            -- subscribed to the queue (001's invariant), in one statement.
+            WITH bumped AS (
+                UPDATE queen.log_partitions
+                SET last_offset = v_last, last_push_at = now()
+                WHERE id = v_pid
+                RETURNING id)
+            INSERT INTO queen.log_ready (subscription_id, partition_id)
+            SELECT s.id, b.id FROM bumped b JOIN queen.log_subscriptions s ON s.queue_id = v_qid
+            ON CONFLICT DO NOTHING;
             IF NOT v_defer THEN
                 PERFORM pg_notify('queen_push', p_tenant::text || ':' || v_queue);
             END IF;
@@ -384,7 +394,12 @@ BEGIN
             SET last_offset = (d.v ->> 'next')::bigint, last_push_at = now()
             FROM jsonb_each(v_parts) AS d(k, v)
             WHERE d.v ? 'dirty' AND lp.id = (d.v ->> 'id')::uuid
-            RETURNING d.v ->> 'queue' AS queue)
+            RETURNING d.v ->> 'queue' AS queue, lp.id, lp.queue_id),
+        ready AS (
+            INSERT INTO queen.log_ready (subscription_id, partition_id)
+            SELECT s.id, b.id FROM bumped b JOIN queen.log_subscriptions s ON s.queue_id = b.queue_id
+            ORDER BY s.id, b.id
+            ON CONFLICT DO NOTHING)
         SELECT count(pg_notify('queen_push', p_tenant::text || ':' || q.queue)) INTO v_notified
         FROM (SELECT DISTINCT b.queue FROM bumped b) AS q
         WHERE NOT v_defer;

@@ -3,21 +3,25 @@
 -- batch size, records the lease (or, with autoAck, moves the cursor).
 --
 -- Owns: queen._log_subscription_start_v1, queen._log_pop_start_v1,
--- queen._log_pop_partition_v1, queen._log_pop_claim_v1, queen.log_pop_v1,
--- queen.log_pop_labels_v1.
--- May call: 001. Never names queen.kv.
--- Never waits on a lock: the cursor row is claimed with SKIP LOCKED; the
--- first pop of a group on a partition creates its row under a try-advisory
--- lock and a FOR KEY SHARE SKIP LOCKED on the partition (so a concurrent
--- reclaim in 006 cannot pull the partition away, and two first pops never
--- wait on each other's insert). Order: advisory -> log_partitions ->
--- log_consumers, as the global order says.
+-- queen._log_subscribe_v1, queen._log_pop_partition_v1,
+-- queen._log_pop_claim_v1, queen.log_pop_v1, queen.log_pop_labels_v1.
+-- May call: 001, 031 (_log_expire_head_v1). Never names queen.kv.
+-- Never waits on a lock but one: the cursor row is claimed with SKIP LOCKED;
+-- the first pop of a group on a partition creates its row under a
+-- try-advisory lock and a FOR KEY SHARE SKIP LOCKED on the partition (so a
+-- concurrent reclaim in 006 cannot pull the partition away, and two first
+-- pops never wait on each other's insert); the drain check's FOR SHARE is
+-- SKIP LOCKED too. The one wait: a group's first contact with a queue
+-- (_log_subscribe_v1) locks the queue row, once per (queue, group), behind
+-- partition inserts in flight. Order: queues -> advisory -> log_partitions
+-- -> log_consumers -> leaves, as the global order says (the advisory lock
+-- is a try, which cannot deadlock).
 
--- _log_pop_partition_v1(tenant-checked ids...) -> the pop body for one
--- partition, or NULL when its cursor is held, there is nothing to deliver, or
--- a first-pop lock is busy. Arguments are already validated by log_pop_v1.
--- p_since: where the group's subscription starts on this queue (its first pop,
--- or its subscriptionFrom); mode 'new' seeds the cursor from it.
+-- _log_pop_partition_v1(subscription, tenant-checked ids...) -> the pop body
+-- for one partition, or NULL when its cursor is held, there is nothing to
+-- deliver, or a first-pop lock is busy. Arguments are already validated by
+-- log_pop_v1. p_since: the subscription's start (log_subscriptions.start_at;
+-- NULL = from the beginning), which seeds the group's first cursor here.
 -- plan_cache_mode = force_generic_plan: the batch read below has a LIMIT
 -- taken from a parameter, which a generic plan must estimate (a tenth of the
 -- rows) while a custom plan sees the number, so the plan cache judged the
@@ -28,12 +32,19 @@
 -- p_delay, p_max_wait: the queue's delayedProcessing and maxWaitTimeSeconds
 -- (031): a message younger than p_delay seconds and everything after it stays
 -- put; the cursor's head older than p_max_wait goes to the dead letters.
+-- A claim that leaves the cursor without a lease (autoAck, or nothing to
+-- deliver) and nothing past it removes the partition's ready row (001's
+-- invariant): under the partition's FOR SHARE, taken SKIP LOCKED, so a push
+-- in flight (FOR NO KEY UPDATE) keeps the row, and a push after the look
+-- waits for this commit and inserts the row afresh.
 DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER, BOOLEAN,
                                                     TEXT, TIMESTAMPTZ);
+DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER, BOOLEAN,
+                                                    TEXT, TIMESTAMPTZ, INTEGER, INTEGER);
 CREATE OR REPLACE FUNCTION queen._log_pop_partition_v1(
-    p_queue TEXT, p_partition_id UUID, p_partition TEXT, p_has_row BOOLEAN,
+    p_sub BIGINT, p_queue TEXT, p_partition_id UUID, p_partition TEXT, p_has_row BOOLEAN,
     p_group TEXT, p_batch INTEGER, p_lease_seconds INTEGER, p_auto_ack BOOLEAN,
-    p_mode TEXT, p_since TIMESTAMPTZ, p_delay INTEGER DEFAULT 0, p_max_wait INTEGER DEFAULT 0)
+    p_since TIMESTAMPTZ, p_delay INTEGER, p_max_wait INTEGER)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET plan_cache_mode = force_generic_plan
@@ -46,6 +57,7 @@ DECLARE
     v_lease    UUID;
     v_msgs     JSONB;
     v_seed     BIGINT;
+    v_done     BIGINT;
     v_stop     BIGINT := 9223372036854775807;
 BEGIN
     IF NOT p_has_row THEN
@@ -60,8 +72,8 @@ BEGIN
         IF NOT FOUND THEN
             RETURN NULL;
         END IF;
-        IF p_mode = 'new' THEN
-            -- Start after every message pushed before the group's first pop.
+        IF p_since IS NOT NULL THEN
+            -- Start after every message pushed before the subscription began.
             SELECT COALESCE(max(m.msg_offset), 0) INTO v_seed
             FROM queen.log_messages m
             WHERE m.partition_id = p_partition_id AND m.created_at < p_since;
@@ -69,7 +81,7 @@ BEGIN
             v_seed := 0;
         END IF;
         INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset, batch_end, created_at)
-        VALUES (p_partition_id, p_group, v_seed, v_seed, LEAST(p_since, now()))
+        VALUES (p_partition_id, p_group, v_seed, v_seed, LEAST(COALESCE(p_since, now()), now()))
         ON CONFLICT (partition_id, consumer_group) DO NOTHING;
     END IF;
 
@@ -142,6 +154,22 @@ BEGIN
                 AND (for_group IS NULL OR for_group = p_group) AND msg_offset < v_stop
               ORDER BY msg_offset LIMIT p_batch) AS m;
     END IF;
+
+    IF v_last IS NULL OR p_auto_ack THEN
+        -- Where the cursor stands once this commits, with no lease on it.
+        v_done := COALESCE(v_last, v_c.committed_offset);
+        -- Drained? A cheap unlocked look first (a busy partition has more),
+        -- then the look that counts, under the lock a push must wait for.
+        IF v_last IS NULL
+           OR (SELECT lp.last_offset FROM queen.log_partitions lp WHERE lp.id = p_partition_id) <= v_done THEN
+            PERFORM 1 FROM queen.log_partitions WHERE id = p_partition_id FOR SHARE SKIP LOCKED;
+            -- A fresh statement, so it sees every push committed before the lock.
+            IF FOUND AND NOT EXISTS (SELECT 1 FROM queen.log_messages m
+                                     WHERE m.partition_id = p_partition_id AND m.msg_offset > v_done) THEN
+                DELETE FROM queen.log_ready WHERE subscription_id = p_sub AND partition_id = p_partition_id;
+            END IF;
+        END IF;
+    END IF;
     IF v_last IS NULL THEN
         RETURN NULL;
     END IF;
@@ -164,6 +192,69 @@ BEGIN
         'leaseId', v_lease,
         'consumerGroup', p_group,
         'messages', v_msgs);
+END
+$$;
+
+-- _log_subscribe_v1(queue id, group, start) -> the group's subscription to
+-- the queue, made at its first contact: start_at = start (NULL: from the
+-- beginning), and a ready row (001) for every partition that may hold work
+-- for it, so the group's pops find them without a scan. Later contacts read
+-- the row and change nothing (the start of the first contact stays).
+-- The first contact locks the queue row FOR UPDATE, which a partition's
+-- insert (its foreign-key check takes FOR KEY SHARE) waits for: no partition
+-- can appear unseen between this seeding and its commit, and the pushes that
+-- create partitions afterwards see the subscription. Of the partitions that
+-- exist, with a start only those pushed to since it, or locked by a push in
+-- flight (which may not see the subscription), get a row; the rest are held
+-- FOR SHARE until commit, so their next push sees it. A partition being
+-- deleted (FOR UPDATE held by 006's reclaim) is skipped.
+-- Lock order: queues -> log_partitions -> leaves; the caller holds no
+-- partition or cursor lock yet (001).
+CREATE OR REPLACE FUNCTION queen._log_subscribe_v1(p_qid UUID, p_group TEXT, p_start TIMESTAMPTZ)
+RETURNS queen.log_subscriptions
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_s queen.log_subscriptions%ROWTYPE;
+BEGIN
+    SELECT * INTO v_s FROM queen.log_subscriptions WHERE queue_id = p_qid AND consumer_group = p_group;
+    IF FOUND THEN
+        RETURN v_s;
+    END IF;
+    PERFORM 1 FROM queen.queues WHERE id = p_qid FOR UPDATE;
+    INSERT INTO queen.log_subscriptions (queue_id, consumer_group, start_at)
+    VALUES (p_qid, p_group, p_start)
+    ON CONFLICT (queue_id, consumer_group) DO NOTHING
+    RETURNING * INTO v_s;
+    IF NOT FOUND THEN
+        -- A concurrent first contact committed it while this one waited.
+        SELECT * INTO v_s FROM queen.log_subscriptions WHERE queue_id = p_qid AND consumer_group = p_group;
+        RETURN v_s;
+    END IF;
+    IF p_start >= now() THEN
+        -- Starting now: what the partitions hold already is behind the group,
+        -- whatever its timestamp (a push earlier in this very transaction
+        -- has created_at = now()), so each gets its cursor at its last
+        -- offset here; partitions made later are seeded from start_at.
+        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset, batch_end, created_at)
+        SELECT p.id, p_group, p.last_offset, p.last_offset, p_start
+        FROM queen.log_partitions p
+        WHERE p.queue_id = p_qid
+          AND EXISTS (SELECT 1 FROM queen.log_partitions k WHERE k.id = p.id FOR KEY SHARE SKIP LOCKED)
+        ORDER BY p.id
+        ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+    END IF;
+    INSERT INTO queen.log_ready (subscription_id, partition_id)
+    SELECT v_s.id, p.id
+    FROM queen.log_partitions p
+    WHERE p.queue_id = p_qid AND p.last_offset > 0
+      AND EXISTS (SELECT 1 FROM queen.log_partitions k WHERE k.id = p.id FOR KEY SHARE SKIP LOCKED)
+      AND (p_start IS NULL OR p.last_push_at >= p_start
+           OR NOT EXISTS (SELECT 1 FROM queen.log_partitions x WHERE x.id = p.id FOR SHARE SKIP LOCKED))
+    ORDER BY p.id
+    ON CONFLICT DO NOTHING;
+    RETURN v_s;
 END
 $$;
 
@@ -243,96 +334,122 @@ $$;
 
 -- _log_pop_claim_v1(queue ids, ...) -> the pop body over the partitions of
 -- those queues, or NULL. Arguments are already validated and defaulted by the
--- public functions; p_mode is 'new' or 'all', p_start the subscription start
--- of a group new to a queue (NULL: none, mode 'all').
--- Claims up to p_partitions partitions, least recently claimed first, each
--- with its own lease; p_batch caps the messages of the whole call, not of
--- each partition. The body's top-level partition/leaseId are the first
--- claim's; every message names its own queue, partitionId and leaseId.
+-- public functions; p_start is the subscription start of a group new to a
+-- queue (NULL: from the beginning).
+-- Claims up to p_partitions partitions, each with its own lease; p_batch caps
+-- the messages of the whole call, not of each partition. The body's
+-- top-level partition/leaseId are the first claim's; every message names its
+-- own queue, partitionId and leaseId.
+-- The candidates are the group's ready rows (001), walked in partition-id
+-- order from where this session's previous pop stopped (the setting
+-- queen.pop_hand; a new session starts at a random id) and around: the cost
+-- of a pop is the rows it visits, not the partitions of the queue, drained
+-- ones cost nothing, concurrent consumers start at different places instead
+-- of all colliding on the same first rows, and one session serves every
+-- partition with work in turn (a partition waits at most one round of the
+-- ready rows per session). A row whose cursor holds a live lease is stepped
+-- over in the walk's own query.
+DROP FUNCTION IF EXISTS queen._log_pop_claim_v1(UUID[], TEXT, TEXT, INTEGER, INTEGER, BOOLEAN, TEXT, TIMESTAMPTZ,
+                                                INTEGER);
 CREATE OR REPLACE FUNCTION queen._log_pop_claim_v1(
     p_queues UUID[], p_partition TEXT, p_group TEXT, p_batch INTEGER, p_lease_seconds INTEGER,
-    p_auto_ack BOOLEAN, p_mode TEXT, p_start TIMESTAMPTZ, p_partitions INTEGER)
+    p_auto_ack BOOLEAN, p_start TIMESTAMPTZ, p_partitions INTEGER)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_left   INTEGER := p_batch;
-    v_claims INTEGER := 0;
-    v_first  JSONB;
-    v_msgs   JSONB := '[]'::jsonb;
-    v_out    JSONB;
-    v_since  TIMESTAMPTZ;
-    v_qid    UUID;
-    r        RECORD;
+    v_n       INTEGER := cardinality(p_queues);
+    v_subs    queen.log_subscriptions[];
+    v_sub     queen.log_subscriptions;
+    v_left    INTEGER := p_batch;
+    v_claims  INTEGER := 0;
+    v_first   JSONB;
+    v_msgs    JSONB := '[]'::jsonb;
+    v_out     JSONB;
+    v_q       RECORD;
+    v_from    INTEGER;
+    v_i       INTEGER;
+    v_hand    UUID;
+    v_pos     UUID;
+    v_wrapped BOOLEAN;
+    v_pid     UUID;
+    v_pname   TEXT;
+    v_has_row BOOLEAN;
 BEGIN
-    IF p_start IS NOT NULL THEN
-        -- A group new to a queue with a subscription start: pin that start on
-        -- every partition now, so messages pushed before its first message
-        -- arrives still count as after it. A partition whose first-pop lock is
-        -- busy is seeded later from the same instant (min created_at).
-        FOREACH v_qid IN ARRAY p_queues LOOP
-            CONTINUE WHEN EXISTS (SELECT 1 FROM queen.log_consumers c
-                                  JOIN queen.log_partitions p ON p.id = c.partition_id
-                                  WHERE p.queue_id = v_qid AND c.consumer_group = p_group);
-            FOR r IN SELECT p.id FROM queen.log_partitions p WHERE p.queue_id = v_qid ORDER BY p.id LOOP
-                CONTINUE WHEN NOT pg_try_advisory_xact_lock(1364544579, hashtext(r.id::text || chr(31) || p_group));
-                PERFORM 1 FROM queen.log_partitions WHERE id = r.id FOR KEY SHARE SKIP LOCKED;
-                CONTINUE WHEN NOT FOUND;
-                INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset, batch_end, created_at)
-                SELECT r.id, p_group, s.o, s.o, p_start
-                FROM (SELECT CASE WHEN p_start >= now() THEN lp.last_offset
-                                  ELSE (SELECT COALESCE(max(m.msg_offset), 0) FROM queen.log_messages m
-                                        WHERE m.partition_id = r.id AND m.created_at < p_start)
-                             END AS o
-                      FROM queen.log_partitions lp WHERE lp.id = r.id) s
-                ON CONFLICT (partition_id, consumer_group) DO NOTHING;
-            END LOOP;
-        END LOOP;
-    END IF;
+    -- Every subscription before any claim: a first contact locks its queue
+    -- row, which must come before partition and cursor locks (001's order).
+    FOR v_i IN 1 .. v_n LOOP
+        v_subs[v_i] := queen._log_subscribe_v1(p_queues[v_i], p_group, p_start);
+    END LOOP;
+    v_hand := COALESCE(NULLIF(current_setting('queen.pop_hand', true), '')::uuid, gen_random_uuid());
+    v_pos := v_hand;
+    -- Several queues (a label pop): start at a random one, so none is
+    -- served only when those before it are empty.
+    v_from := CASE WHEN v_n > 1 THEN floor(random() * v_n)::integer ELSE 0 END;
 
-    FOR r IN
-        SELECT p.id, p.name, q.id AS queue_id, q.name AS queue, q.lease_time,
+    FOR v_k IN 0 .. v_n - 1 LOOP
+        v_i := (v_from + v_k) % v_n + 1;
+        v_sub := v_subs[v_i];
+        SELECT q.name, q.lease_time,
                COALESCE((q.stored_options ->> 'delayedProcessing')::integer, 0) AS delay,
-               COALESCE((q.stored_options ->> 'maxWaitTimeSeconds')::integer, 0) AS max_wait,
-               (c.partition_id IS NOT NULL) AS has_row
-        -- The partitions reached from each queue id (p_queues holds each
-        -- once). The generic plan guesses ten elements for any array, and
-        -- for "queue_id = ANY" over it that guess made a sequential scan of
-        -- every partition of every queue look cheaper than the (queue_id,
-        -- name) index on a table of a few hundred rows; this shape is an
-        -- index probe per queue, but only in the generic plan (the custom
-        -- plans it out-costs were planned again on every pop), hence the
-        -- function's plan_cache_mode. With 752 partitions in the database,
-        -- this function's own time per one-message pop 95-101 -> 59-66 us.
-        FROM unnest(p_queues) AS u(qid)
-        JOIN queen.log_partitions p ON p.queue_id = u.qid
-        JOIN queen.queues q ON q.id = p.queue_id
-        LEFT JOIN queen.log_consumers c
-               ON c.partition_id = p.id AND c.consumer_group = p_group
-        WHERE (p_partition IS NULL OR p.name = p_partition)
-          AND p.last_offset > COALESCE(c.committed_offset, 0)
-          AND (c.lease_id IS NULL OR c.lease_expires_at <= now())
-        ORDER BY c.claimed_at NULLS FIRST, p.id
-    LOOP
-        v_since := NULL;
-        IF NOT r.has_row THEN
-            -- When did this group first pop this queue? Seeds mode 'new'.
-            SELECT min(c.created_at) INTO v_since
-            FROM queen.log_consumers c
-            JOIN queen.log_partitions p ON p.id = c.partition_id
-            WHERE p.queue_id = r.queue_id AND c.consumer_group = p_group;
+               COALESCE((q.stored_options ->> 'maxWaitTimeSeconds')::integer, 0) AS max_wait
+        INTO v_q FROM queen.queues q WHERE q.id = p_queues[v_i];
+
+        IF p_partition IS NOT NULL THEN
+            -- One named partition: no walk.
+            SELECT p.id, p.name, (c.partition_id IS NOT NULL) INTO v_pid, v_pname, v_has_row
+            FROM queen.log_partitions p
+            LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
+            WHERE p.queue_id = p_queues[v_i] AND p.name = p_partition;
+            CONTINUE WHEN NOT FOUND;
+            v_out := queen._log_pop_partition_v1(v_sub.id, v_q.name, v_pid, v_pname, v_has_row, p_group, v_left,
+                                                 COALESCE(p_lease_seconds, v_q.lease_time), p_auto_ack,
+                                                 v_sub.start_at, v_q.delay, v_q.max_wait);
+            CONTINUE WHEN v_out IS NULL;
+            v_first := COALESCE(v_first, v_out);
+            v_msgs := v_msgs || (v_out -> 'messages');
+            v_left := v_left - jsonb_array_length(v_out -> 'messages');
+            v_claims := v_claims + 1;
+            EXIT WHEN v_left <= 0 OR v_claims >= p_partitions;
+            CONTINUE;
         END IF;
-        v_out := queen._log_pop_partition_v1(r.queue, r.id, r.name, r.has_row, p_group, v_left,
-                                             COALESCE(p_lease_seconds, r.lease_time), p_auto_ack, p_mode,
-                                             COALESCE(v_since, p_start, now()), r.delay, r.max_wait);
-        CONTINUE WHEN v_out IS NULL;
-        v_first := COALESCE(v_first, v_out);
-        v_msgs := v_msgs || (v_out -> 'messages');
-        v_left := v_left - jsonb_array_length(v_out -> 'messages');
-        v_claims := v_claims + 1;
+
+        -- The walk: (hand, end], then [start, hand]. Each step moves v_pos
+        -- strictly forward, so it ends.
+        v_pos := v_hand;
+        v_wrapped := false;
+        LOOP
+            SELECT r.partition_id, p.name, (c.partition_id IS NOT NULL) INTO v_pid, v_pname, v_has_row
+            FROM queen.log_ready r
+            JOIN queen.log_partitions p ON p.id = r.partition_id
+            LEFT JOIN queen.log_consumers c ON c.partition_id = r.partition_id AND c.consumer_group = p_group
+            WHERE r.subscription_id = v_sub.id AND r.partition_id > v_pos
+              AND (c.lease_id IS NULL OR c.lease_expires_at <= now())
+            ORDER BY r.partition_id
+            LIMIT 1;
+            IF NOT FOUND OR (v_wrapped AND v_pid > v_hand) THEN
+                EXIT WHEN v_wrapped;
+                v_wrapped := true;
+                v_pos := '00000000-0000-0000-0000-000000000000';
+                CONTINUE;
+            END IF;
+            v_pos := v_pid;
+            v_out := queen._log_pop_partition_v1(v_sub.id, v_q.name, v_pid, v_pname, v_has_row, p_group, v_left,
+                                                 COALESCE(p_lease_seconds, v_q.lease_time), p_auto_ack,
+                                                 v_sub.start_at, v_q.delay, v_q.max_wait);
+            CONTINUE WHEN v_out IS NULL;
+            v_first := COALESCE(v_first, v_out);
+            v_msgs := v_msgs || (v_out -> 'messages');
+            v_left := v_left - jsonb_array_length(v_out -> 'messages');
+            v_claims := v_claims + 1;
+            EXIT WHEN v_left <= 0 OR v_claims >= p_partitions;
+        END LOOP;
         EXIT WHEN v_left <= 0 OR v_claims >= p_partitions;
     END LOOP;
+    IF p_partition IS NULL THEN
+        PERFORM set_config('queen.pop_hand', v_pos::text, false);
+    END IF;
     IF v_first IS NULL THEN
         RETURN NULL;
     END IF;
@@ -356,7 +473,8 @@ $$;
 -- group there instead. Both apply only when the group first pops the queue,
 -- and never to queue mode ('__QUEUE_MODE__' consumes the backlog).
 -- A queue-level pop (partition NULL) claims up to `partitions` partitions.
--- Never waits on a lock.
+-- Never waits on a lock except at a group's first contact with the queue
+-- (_log_subscribe_v1).
 -- Raises 22023: log_bad_tenant, log_bad_queue, log_bad_partition,
 -- log_bad_group, log_bad_batch (1..10000), log_bad_lease_seconds
 -- (1..604800), log_bad_subscription_from, log_bad_partitions (1..10000).
@@ -398,7 +516,7 @@ BEGIN
         RETURN NULL;
     END IF;
     RETURN queen._log_pop_claim_v1(ARRAY[v_qid], p_partition, v_group, v_batch, p_lease_seconds,
-                                   COALESCE(p_auto_ack, false), CASE WHEN v_start IS NULL THEN 'all' ELSE 'new' END, v_start, v_parts);
+                                   COALESCE(p_auto_ack, false), v_start, v_parts);
 END
 $$;
 
@@ -445,6 +563,6 @@ BEGIN
         RETURN NULL;
     END IF;
     RETURN queen._log_pop_claim_v1(v_queues, NULL, v_group, v_batch, p_lease_seconds,
-                                   COALESCE(p_auto_ack, false), CASE WHEN v_start IS NULL THEN 'all' ELSE 'new' END, v_start, v_parts);
+                                   COALESCE(p_auto_ack, false), v_start, v_parts);
 END
 $$;

@@ -7,7 +7,8 @@
 --       queen.log_dlq_requeue_v1, queen.log_dlq_delete_v1.
 -- May call: 000's schema helpers, 001. Never names the kv table.
 -- Lock order (001): queen.queues is only read; log_partitions (ascending id,
--- FOR NO KEY UPDATE, as a push) -> leaves (log_dead_letters, log_messages).
+-- FOR NO KEY UPDATE, as a push) -> leaves (log_dead_letters, log_messages,
+-- log_ready: a requeue makes work, so it keeps 001's ready rows as a push does).
 --
 -- Exactly once: a requeue locks the partitions first, then DELETEs the dead
 -- letters it picked and appends one message per row it deleted. Two requeues
@@ -181,10 +182,18 @@ BEGIN
             'consumerGroup', r.consumer_group, 'offset', v_next));
     END LOOP;
 
-    UPDATE queen.log_partitions lp
-    SET last_offset = (d.v ->> 'next')::bigint, last_push_at = now()
-    FROM jsonb_each(v_parts) AS d(k, v)
-    WHERE d.v ? 'dirty' AND lp.id = (d.v ->> 'id')::uuid;
+    -- The bumps, and each bumped partition's ready row for every group
+    -- subscribed to the queue (001's invariant), under the partition locks.
+    WITH bumped AS (
+        UPDATE queen.log_partitions lp
+        SET last_offset = (d.v ->> 'next')::bigint, last_push_at = now()
+        FROM jsonb_each(v_parts) AS d(k, v)
+        WHERE d.v ? 'dirty' AND lp.id = (d.v ->> 'id')::uuid
+        RETURNING lp.id)
+    INSERT INTO queen.log_ready (subscription_id, partition_id)
+    SELECT s.id, b.id FROM bumped b JOIN queen.log_subscriptions s ON s.queue_id = v_qid
+    ORDER BY s.id, b.id
+    ON CONFLICT DO NOTHING;
     IF array_length(v_out, 1) > 0 THEN
         PERFORM pg_notify('queen_push', p_tenant::text || ':' || p_queue);
     END IF;

@@ -6,8 +6,11 @@
 --
 -- Owns: queen._log_group_rows_v1, queen.log_groups_v1,
 --       queen.log_group_seek_v1, queen.log_group_delete_v1.
--- May call: 001. Never names the kv table.
--- Lock order (001): log_partitions is only read (FOR KEY SHARE when a seek
+-- May call: 001, 004 (_log_subscribe_v1: a seek subscribes the group, and
+-- leaves every partition of the queue a ready row for it). Never names the
+-- kv table.
+-- Lock order (001): queues (a first contact's, in _log_subscribe_v1) ->
+-- log_partitions is only read (FOR KEY SHARE when a seek
 -- creates a cursor row) -> log_consumers (ascending partition id, FOR
 -- UPDATE). A pop holds a cursor row only for its statement, so the wait is
 -- short; a live lease is never overridden: a seek or delete that finds one
@@ -105,6 +108,7 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
     v_qid   UUID;
+    v_sub   queen.log_subscriptions;
     v_at    TIMESTAMPTZ;
     v_held  TEXT;
     v_out   JSONB;
@@ -124,6 +128,9 @@ BEGIN
         END IF;
     END IF;
     v_qid := queen._log_require_queue_v1(p_tenant, p_queue);
+    -- The group's subscription (a seek before any pop makes it, from the
+    -- beginning: the seek itself says where each cursor stands).
+    v_sub := queen._log_subscribe_v1(v_qid, p_group, NULL);
 
     -- Every partition gets a cursor row for the group (a concurrent first
     -- pop's insert wins the conflict; the lock below then takes its row).
@@ -162,6 +169,13 @@ BEGIN
     SELECT COALESCE(jsonb_agg(jsonb_build_object('partition', name, 'partitionId', id, 'committedOffset', o)
                               ORDER BY name), '[]')
     INTO v_out FROM moved;
+    -- A cursor moved back has work again: every partition of the queue gets
+    -- the group's ready row (001's invariant; one without work is removed
+    -- by the first pop that finds it drained).
+    INSERT INTO queen.log_ready (subscription_id, partition_id)
+    SELECT v_sub.id, p.id FROM queen.log_partitions p WHERE p.queue_id = v_qid AND p.last_offset > 0
+    ORDER BY p.id
+    ON CONFLICT DO NOTHING;
     PERFORM pg_notify('queen_push', p_tenant::text || ':' || p_queue);
     RETURN jsonb_build_object('consumerGroup', p_group, 'queue', p_queue, 'to', p_to, 'partitions', v_out);
 END
@@ -207,6 +221,14 @@ BEGIN
     WHERE p.id = c.partition_id AND q.id = p.queue_id
       AND q.tenant_id = p_tenant AND c.consumer_group = p_group AND (p_queue IS NULL OR q.name = p_queue);
     GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- The group's subscriptions and their ready rows go too: its next pop is
+    -- a first contact again.
+    WITH gone AS (
+        DELETE FROM queen.log_subscriptions s USING queen.queues q
+        WHERE q.id = s.queue_id AND q.tenant_id = p_tenant AND s.consumer_group = p_group
+          AND (p_queue IS NULL OR q.name = p_queue)
+        RETURNING s.id)
+    DELETE FROM queen.log_ready r USING gone g WHERE r.subscription_id = g.id;
     RETURN jsonb_build_object('consumerGroup', p_group, 'deleted', v_n);
 END
 $$;

@@ -4,7 +4,7 @@
 -- and every refusal. Expiry is simulated by moving lease_expires_at (now() is
 -- frozen inside this transaction). Own tenant; rolled back.
 BEGIN;
-SELECT plan(57);
+SELECT plan(69);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT volatility_is('queen', 'log_pop_v1',
@@ -140,22 +140,77 @@ SELECT throws_ok(format($$ SELECT queen.log_pop_labels_v1(%L, NULL, NULL, NULL, 
 -- The per-partition pop reads its batch with LIMIT <parameter>: without a
 -- forced generic plan the plan cache re-plans that read on every pop.
 SELECT is((SELECT proconfig FROM pg_proc
-           WHERE oid = 'queen._log_pop_partition_v1(text,uuid,text,boolean,text,integer,integer,boolean,text,timestamptz,integer,integer)'::regprocedure),
+           WHERE oid = 'queen._log_pop_partition_v1(bigint,text,uuid,text,boolean,text,integer,integer,boolean,timestamptz,integer,integer)'::regprocedure),
           ARRAY['plan_cache_mode=force_generic_plan'], 'the partition pop plans its statements once (generic plans)');
 SELECT is((SELECT string_agg(l, ' ') FROM (SELECT * FROM regexp_split_to_table(
               (SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_partition_v1'), '\n') AS l
            WHERE l ~ 'NOT v_redo OR') x), NULL, 'the batch read has no OR in its offset bound (one index range)');
 
--- The queue-level pop's candidate query: generic plans (a custom plan per
--- pop re-planned it every time), and the partitions reached from each queue
--- id rather than "queue_id = ANY (array)", whose generic estimate made a
--- scan of every partition in the database the cheaper-looking plan.
+-- The queue-level pop's walk over the ready rows: generic plans (a custom
+-- plan per pop re-planned it every time).
 SELECT is((SELECT proconfig FROM pg_proc
-           WHERE oid = 'queen._log_pop_claim_v1(uuid[],text,text,integer,integer,boolean,text,timestamptz,integer)'::regprocedure),
+           WHERE oid = 'queen._log_pop_claim_v1(uuid[],text,text,integer,integer,boolean,timestamptz,integer)'::regprocedure),
           ARRAY['plan_cache_mode=force_generic_plan'], 'the queue pop plans its statements once (generic plans)');
-SELECT ok((SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_claim_v1') ~ 'FROM unnest\(p_queues\) AS u\(qid\)'
-          AND (SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_claim_v1') !~ '= ANY \(p_queues\)',
-          'the candidates are the partitions of each queue id, looked up by index');
+
+-- The ready rows (001): the partitions a group's queue-level pop walks.
+-- A drained partition has none, so it costs a pop nothing; a push puts one
+-- back for every subscribed group; one session serves the partitions with
+-- work in turn.
+SELECT queen.log_push_v1(:'t', (SELECT jsonb_agg(jsonb_build_object('queue', 't004_r', 'partition', 'p' || i, 'payload', i))
+                                FROM generate_series(1, 40) i)) IS NOT NULL AS pushed;
+SELECT queen.log_pop_v1(:'t', 't004_r', NULL, 'gr', 1, NULL, true, NULL) IS NOT NULL AS first_contact;
+SELECT is((SELECT count(*)::int FROM queen.log_ready r JOIN queen.log_subscriptions s ON s.id = r.subscription_id
+           JOIN queen.queues q ON q.id = s.queue_id WHERE q.tenant_id = :'t' AND q.name = 't004_r' AND s.consumer_group = 'gr'),
+          39, 'first contact: a ready row per partition with work, less the one its autoAck pop drained');
+SELECT is((SELECT count(*)::int FROM (SELECT queen.log_pop_v1(:'t', 't004_r', NULL, 'gr', 1, NULL, true, NULL) AS b
+                                      FROM generate_series(1, 39)) x WHERE b IS NOT NULL), 39, 'every partition served');
+SELECT is((SELECT count(*)::int FROM queen.log_ready r JOIN queen.log_subscriptions s ON s.id = r.subscription_id
+           JOIN queen.queues q ON q.id = s.queue_id WHERE q.tenant_id = :'t' AND q.name = 't004_r'),
+          0, 'drained: no ready row left');
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_r","partition":"p7","payload":"again"}]') IS NOT NULL AS pushed;
+SELECT is((SELECT array_agg(p.name) FROM queen.log_ready r JOIN queen.log_partitions p ON p.id = r.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't004_r'),
+          ARRAY['p7'], 'a push puts back its partition''s ready row');
+SELECT is(queen.log_pop_v1(:'t', 't004_r', NULL, 'gr', 1, NULL, true, NULL) -> 'messages' -> 0 -> 'data', '"again"'::jsonb,
+          'and the next pop finds it');
+-- A leased batch keeps its row (the lease may end unacked); its partition
+-- is stepped over while the lease lives.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_r","partition":"p1","payload":"l1"},{"queue":"t004_r","partition":"p2","payload":"l2"}]') IS NOT NULL AS pushed;
+CREATE TEMP TABLE pr1 AS SELECT queen.log_pop_v1(:'t', 't004_r', NULL, 'gr', 1, NULL, false, NULL) AS b;
+CREATE TEMP TABLE pr2 AS SELECT queen.log_pop_v1(:'t', 't004_r', NULL, 'gr', 1, NULL, false, NULL) AS b;
+SELECT isnt((SELECT b ->> 'partition' FROM pr1), (SELECT b ->> 'partition' FROM pr2), 'a leased partition is stepped over');
+SELECT is((SELECT count(*)::int FROM queen.log_ready r JOIN queen.log_partitions p ON p.id = r.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't004_r'),
+          2, 'leased partitions keep their ready rows');
+-- Round robin within a session: 4 partitions of 3 messages, 8 pops of one.
+SELECT queen.log_push_v1(:'t', (SELECT jsonb_agg(jsonb_build_object('queue', 't004_rr', 'partition', 'q' || (i % 4), 'payload', i))
+                                FROM generate_series(0, 11) i)) IS NOT NULL AS pushed;
+CREATE TEMP TABLE rr AS SELECT n, queen.log_pop_v1(:'t', 't004_rr', NULL, NULL, 1, NULL, true, NULL) ->> 'partition' AS part
+                        FROM generate_series(1, 8) n;
+SELECT is((SELECT count(DISTINCT part)::int FROM rr WHERE n <= 4), 4, 'four pops take four partitions');
+SELECT is((SELECT count(DISTINCT part)::int FROM rr WHERE n > 4), 4, 'and the next four the same four again');
+-- A second group subscribed later gets ready rows of its own from its
+-- first contact; a push after that adds to both groups'.
+SELECT queen.log_pop_v1(:'t', 't004_rr', NULL, 'g2', 1, NULL, true, NULL) IS NOT NULL AS g2_first;
+SELECT is((SELECT count(*)::int FROM queen.log_ready r JOIN queen.log_subscriptions s ON s.id = r.subscription_id
+           JOIN queen.queues q ON q.id = s.queue_id WHERE q.tenant_id = :'t' AND q.name = 't004_rr' AND s.consumer_group = 'g2'),
+          4, 'the new group: every partition with work is ready for it');
+-- Deleting the group drops its subscription and its rows; its next pop is a
+-- first contact again.
+SELECT queen.log_group_delete_v1(:'t', 'g2', 't004_rr') IS NOT NULL AS deleted;
+SELECT is((SELECT count(*)::int FROM queen.log_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
+           WHERE q.tenant_id = :'t' AND q.name = 't004_rr' AND s.consumer_group = 'g2'), 0, 'group delete: its subscription is gone');
+-- A seek back gives the drained partitions their rows again.
+SELECT is((SELECT count(*)::int FROM queen.log_ready r JOIN queen.log_partitions p ON p.id = r.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't004_r'
+           AND p.name = 'p30'), 0, 'p30 drained');
+UPDATE queen.log_consumers c SET lease_expires_at = now() - interval '1 second'
+FROM queen.log_partitions p, queen.queues q
+WHERE p.id = c.partition_id AND q.id = p.queue_id AND q.tenant_id = :'t' AND q.name = 't004_r' AND c.lease_id IS NOT NULL;
+SELECT queen.log_group_seek_v1(:'t', 'gr', 't004_r', 'beginning') IS NOT NULL AS sought;
+SELECT is((SELECT count(*)::int FROM queen.log_ready r JOIN queen.log_partitions p ON p.id = r.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't004_r'),
+          40, 'seek to the beginning: every partition is ready again');
 
 SELECT * FROM finish();
 ROLLBACK;
