@@ -211,16 +211,18 @@ CREATE TABLE IF NOT EXISTS queen.log_subscriptions (
 -- by the pop that finds the partition drained for the group, under the
 -- partition's FOR SHARE (so no push can commit between its look and its
 -- delete: 004). A row without work costs one visit and is removed then.
--- No foreign key to the subscription: every push would take a key-share
--- lock on that one row, a MultiXact per concurrent push; a subscription's
--- rows are deleted with it (030) and otherwise go with their partition.
+-- No foreign keys: a key-share lock per inserted row, on the subscription
+-- (one row that every push of the queue would lock: a MultiXact per
+-- concurrent push) and on the partition (a group's first contact inserts a
+-- row per partition: one lock written on each). Rows are deleted with
+-- their subscription (030), queue (005) or partition (006); a row whose
+-- partition is gone anyway is dropped by the pop that meets it.
 CREATE TABLE IF NOT EXISTS queen.log_ready (
     subscription_id BIGINT NOT NULL,
-    partition_id    UUID NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
+    partition_id    UUID NOT NULL,
     PRIMARY KEY (subscription_id, partition_id)
 );
--- The cascade of a partition delete (006's reclaim, a queue delete) finds
--- its rows through this.
+-- 006's reclaim deletes a partition's rows through this.
 SELECT queen._schema_create_index_v1('idx_log_ready_partition',
     'CREATE INDEX idx_log_ready_partition ON queen.log_ready (partition_id)');
 -- Inserted and deleted as partitions fill and drain: vacuumed on dead-tuple

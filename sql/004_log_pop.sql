@@ -36,13 +36,17 @@
 -- deliver) and nothing past it removes the partition's ready row (001's
 -- invariant): under the partition's FOR SHARE, taken SKIP LOCKED, so a push
 -- in flight (FOR NO KEY UPDATE) keeps the row, and a push after the look
--- waits for this commit and inserts the row afresh.
+-- waits for this commit and inserts the row afresh. p_last_offset: the
+-- partition's last offset as the caller read it (a hint: it only grows, so
+-- a batch that ends below it left work behind, and no look is needed).
 DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER, BOOLEAN,
                                                     TEXT, TIMESTAMPTZ);
 DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER, BOOLEAN,
                                                     TEXT, TIMESTAMPTZ, INTEGER, INTEGER);
+DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(BIGINT, TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER,
+                                                    BOOLEAN, TIMESTAMPTZ, INTEGER, INTEGER);
 CREATE OR REPLACE FUNCTION queen._log_pop_partition_v1(
-    p_sub BIGINT, p_queue TEXT, p_partition_id UUID, p_partition TEXT, p_has_row BOOLEAN,
+    p_sub BIGINT, p_queue TEXT, p_partition_id UUID, p_partition TEXT, p_has_row BOOLEAN, p_last_offset BIGINT,
     p_group TEXT, p_batch INTEGER, p_lease_seconds INTEGER, p_auto_ack BOOLEAN,
     p_since TIMESTAMPTZ, p_delay INTEGER, p_max_wait INTEGER)
 RETURNS JSONB
@@ -58,6 +62,7 @@ DECLARE
     v_msgs     JSONB;
     v_seed     BIGINT;
     v_done     BIGINT;
+    v_fresh    BOOLEAN := false;
     v_stop     BIGINT := 9223372036854775807;
 BEGIN
     IF NOT p_has_row THEN
@@ -80,20 +85,33 @@ BEGIN
         ELSE
             v_seed := 0;
         END IF;
-        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset, batch_end, created_at)
-        VALUES (p_partition_id, p_group, v_seed, v_seed, LEAST(COALESCE(p_since, now()), now()))
-        ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+        IF p_max_wait > 0 THEN
+            -- The head's expiry below works on the stored cursor.
+            INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset, batch_end, created_at)
+            VALUES (p_partition_id, p_group, v_seed, v_seed, LEAST(COALESCE(p_since, now()), now()))
+            ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+        ELSE
+            -- The cursor is written once, at the end, as this pop leaves it:
+            -- a first pop of a partition (one message per partition, say)
+            -- pays one INSERT instead of an INSERT, a claim and an UPDATE.
+            v_fresh := true;
+            v_c.committed_offset := v_seed;
+            v_c.batch_end := v_seed;
+            v_c.delivery_attempt := 0;
+        END IF;
     END IF;
 
-    -- The claim: one live lease per (partition, group); an expired lease is
-    -- claimable again. Never waits.
-    SELECT * INTO v_c
-    FROM queen.log_consumers
-    WHERE partition_id = p_partition_id AND consumer_group = p_group
-      AND (lease_id IS NULL OR lease_expires_at <= now())
-    FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
-        RETURN NULL;
+    IF NOT v_fresh THEN
+        -- The claim: one live lease per (partition, group); an expired lease
+        -- is claimable again. Never waits.
+        SELECT * INTO v_c
+        FROM queen.log_consumers
+        WHERE partition_id = p_partition_id AND consumer_group = p_group
+          AND (lease_id IS NULL OR lease_expires_at <= now())
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
     END IF;
 
     -- A lease that ended without its batch acked redelivers that batch.
@@ -155,18 +173,39 @@ BEGIN
               ORDER BY msg_offset LIMIT p_batch) AS m;
     END IF;
 
+    IF v_fresh THEN
+        -- The new cursor as this pop leaves it (seeded, when nothing was
+        -- delivered). A cursor made meanwhile by another path (a seek, the
+        -- expiry step) wins: this pop then delivers nothing.
+        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset, batch_end,
+                                         delivery_attempt, lease_id, lease_expires_at, created_at, claimed_at)
+        VALUES (p_partition_id, p_group,
+                CASE WHEN p_auto_ack AND v_last IS NOT NULL THEN v_last ELSE v_c.committed_offset END,
+                COALESCE(v_last, v_c.batch_end),
+                CASE WHEN v_last IS NULL THEN 0 ELSE v_attempt END,
+                CASE WHEN v_last IS NULL THEN NULL ELSE v_lease END,
+                CASE WHEN v_last IS NULL OR p_auto_ack THEN NULL
+                     ELSE now() + make_interval(secs => p_lease_seconds) END,
+                LEAST(COALESCE(p_since, now()), now()), now())
+        ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+
     IF v_last IS NULL OR p_auto_ack THEN
         -- Where the cursor stands once this commits, with no lease on it.
         v_done := COALESCE(v_last, v_c.committed_offset);
-        -- Drained? A cheap unlocked look first (a busy partition has more),
-        -- then the look that counts, under the lock a push must wait for.
-        IF v_last IS NULL
-           OR (SELECT lp.last_offset FROM queen.log_partitions lp WHERE lp.id = p_partition_id) <= v_done THEN
+        -- Drained? Not when the batch ended below the hint; else the look
+        -- that counts, under the lock a push must wait for.
+        IF v_done >= p_last_offset THEN
             PERFORM 1 FROM queen.log_partitions WHERE id = p_partition_id FOR SHARE SKIP LOCKED;
-            -- A fresh statement, so it sees every push committed before the lock.
-            IF FOUND AND NOT EXISTS (SELECT 1 FROM queen.log_messages m
-                                     WHERE m.partition_id = p_partition_id AND m.msg_offset > v_done) THEN
-                DELETE FROM queen.log_ready WHERE subscription_id = p_sub AND partition_id = p_partition_id;
+            IF FOUND THEN
+                -- A fresh statement, so it sees every push committed before the lock.
+                DELETE FROM queen.log_ready
+                WHERE subscription_id = p_sub AND partition_id = p_partition_id
+                  AND NOT EXISTS (SELECT 1 FROM queen.log_messages m
+                                  WHERE m.partition_id = p_partition_id AND m.msg_offset > v_done);
             END IF;
         END IF;
     END IF;
@@ -174,15 +213,17 @@ BEGIN
         RETURN NULL;
     END IF;
 
-    UPDATE queen.log_consumers
-    SET lease_id         = v_lease,
-        lease_expires_at = CASE WHEN p_auto_ack THEN NULL
-                                ELSE now() + make_interval(secs => p_lease_seconds) END,
-        batch_end        = v_last,
-        committed_offset = CASE WHEN p_auto_ack THEN v_last ELSE committed_offset END,
-        delivery_attempt = v_attempt,
-        claimed_at       = now()
-    WHERE partition_id = p_partition_id AND consumer_group = p_group;
+    IF NOT v_fresh THEN
+        UPDATE queen.log_consumers
+        SET lease_id         = v_lease,
+            lease_expires_at = CASE WHEN p_auto_ack THEN NULL
+                                    ELSE now() + make_interval(secs => p_lease_seconds) END,
+            batch_end        = v_last,
+            committed_offset = CASE WHEN p_auto_ack THEN v_last ELSE committed_offset END,
+            delivery_attempt = v_attempt,
+            claimed_at       = now()
+        WHERE partition_id = p_partition_id AND consumer_group = p_group;
+    END IF;
 
     RETURN jsonb_build_object(
         'success', true,
@@ -206,8 +247,8 @@ $$;
 -- create partitions afterwards see the subscription. Of the partitions that
 -- exist, with a start only those pushed to since it, or locked by a push in
 -- flight (which may not see the subscription), get a row; the rest are held
--- FOR SHARE until commit, so their next push sees it. A partition being
--- deleted (FOR UPDATE held by 006's reclaim) is skipped.
+-- FOR SHARE until commit, so their next push sees it. A row for a
+-- partition that 006's reclaim deletes meanwhile is dropped by the walk.
 -- Lock order: queues -> log_partitions -> leaves; the caller holds no
 -- partition or cursor lock yet (001).
 CREATE OR REPLACE FUNCTION queen._log_subscribe_v1(p_qid UUID, p_group TEXT, p_start TIMESTAMPTZ)
@@ -249,7 +290,6 @@ BEGIN
     SELECT v_s.id, p.id
     FROM queen.log_partitions p
     WHERE p.queue_id = p_qid AND p.last_offset > 0
-      AND EXISTS (SELECT 1 FROM queen.log_partitions k WHERE k.id = p.id FOR KEY SHARE SKIP LOCKED)
       AND (p_start IS NULL OR p.last_push_at >= p_start
            OR NOT EXISTS (SELECT 1 FROM queen.log_partitions x WHERE x.id = p.id FOR SHARE SKIP LOCKED))
     ORDER BY p.id
@@ -348,7 +388,7 @@ $$;
 -- of all colliding on the same first rows, and one session serves every
 -- partition with work in turn (a partition waits at most one round of the
 -- ready rows per session). A row whose cursor holds a live lease is stepped
--- over in the walk's own query.
+-- over.
 DROP FUNCTION IF EXISTS queen._log_pop_claim_v1(UUID[], TEXT, TEXT, INTEGER, INTEGER, BOOLEAN, TEXT, TIMESTAMPTZ,
                                                 INTEGER);
 CREATE OR REPLACE FUNCTION queen._log_pop_claim_v1(
@@ -360,14 +400,20 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_n       INTEGER := cardinality(p_queues);
-    v_subs    queen.log_subscriptions[];
-    v_sub     queen.log_subscriptions;
+    -- Per queue, from one lookup each: its subscription and settings.
+    v_subs    BIGINT[];
+    v_starts  TIMESTAMPTZ[];
+    v_names   TEXT[];
+    v_leases  INTEGER[];
+    v_delays  INTEGER[];
+    v_waits   INTEGER[];
     v_left    INTEGER := p_batch;
     v_claims  INTEGER := 0;
     v_first   JSONB;
     v_msgs    JSONB := '[]'::jsonb;
     v_out     JSONB;
     v_q       RECORD;
+    v_s       queen.log_subscriptions;
     v_from    INTEGER;
     v_i       INTEGER;
     v_hand    UUID;
@@ -376,11 +422,31 @@ DECLARE
     v_pid     UUID;
     v_pname   TEXT;
     v_has_row BOOLEAN;
+    v_lastoff BIGINT;
+    v_leased  BOOLEAN;
 BEGIN
-    -- Every subscription before any claim: a first contact locks its queue
-    -- row, which must come before partition and cursor locks (001's order).
+    -- Every queue's subscription before any claim: a first contact locks its
+    -- queue row, which must come before partition and cursor locks (001).
     FOR v_i IN 1 .. v_n LOOP
-        v_subs[v_i] := queen._log_subscribe_v1(p_queues[v_i], p_group, p_start);
+        SELECT q.name, q.lease_time,
+               COALESCE((q.stored_options ->> 'delayedProcessing')::integer, 0) AS delay,
+               COALESCE((q.stored_options ->> 'maxWaitTimeSeconds')::integer, 0) AS max_wait,
+               s.id AS sub, s.start_at
+        INTO v_q
+        FROM queen.queues q
+        LEFT JOIN queen.log_subscriptions s ON s.queue_id = q.id AND s.consumer_group = p_group
+        WHERE q.id = p_queues[v_i];
+        IF v_q.sub IS NULL THEN
+            v_s := queen._log_subscribe_v1(p_queues[v_i], p_group, p_start);
+            v_q.sub := v_s.id;
+            v_q.start_at := v_s.start_at;
+        END IF;
+        v_subs[v_i] := v_q.sub;
+        v_starts[v_i] := v_q.start_at;
+        v_names[v_i] := v_q.name;
+        v_leases[v_i] := COALESCE(p_lease_seconds, v_q.lease_time);
+        v_delays[v_i] := v_q.delay;
+        v_waits[v_i] := v_q.max_wait;
     END LOOP;
     v_hand := COALESCE(NULLIF(current_setting('queen.pop_hand', true), '')::uuid, gen_random_uuid());
     v_pos := v_hand;
@@ -390,22 +456,17 @@ BEGIN
 
     FOR v_k IN 0 .. v_n - 1 LOOP
         v_i := (v_from + v_k) % v_n + 1;
-        v_sub := v_subs[v_i];
-        SELECT q.name, q.lease_time,
-               COALESCE((q.stored_options ->> 'delayedProcessing')::integer, 0) AS delay,
-               COALESCE((q.stored_options ->> 'maxWaitTimeSeconds')::integer, 0) AS max_wait
-        INTO v_q FROM queen.queues q WHERE q.id = p_queues[v_i];
-
         IF p_partition IS NOT NULL THEN
             -- One named partition: no walk.
-            SELECT p.id, p.name, (c.partition_id IS NOT NULL) INTO v_pid, v_pname, v_has_row
+            SELECT p.id, p.name, (c.partition_id IS NOT NULL), p.last_offset
+            INTO v_pid, v_pname, v_has_row, v_lastoff
             FROM queen.log_partitions p
             LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
             WHERE p.queue_id = p_queues[v_i] AND p.name = p_partition;
             CONTINUE WHEN NOT FOUND;
-            v_out := queen._log_pop_partition_v1(v_sub.id, v_q.name, v_pid, v_pname, v_has_row, p_group, v_left,
-                                                 COALESCE(p_lease_seconds, v_q.lease_time), p_auto_ack,
-                                                 v_sub.start_at, v_q.delay, v_q.max_wait);
+            v_out := queen._log_pop_partition_v1(v_subs[v_i], v_names[v_i], v_pid, v_pname, v_has_row, v_lastoff,
+                                                 p_group, v_left, v_leases[v_i], p_auto_ack, v_starts[v_i],
+                                                 v_delays[v_i], v_waits[v_i]);
             CONTINUE WHEN v_out IS NULL;
             v_first := COALESCE(v_first, v_out);
             v_msgs := v_msgs || (v_out -> 'messages');
@@ -420,14 +481,19 @@ BEGIN
         v_pos := v_hand;
         v_wrapped := false;
         LOOP
-            SELECT r.partition_id, p.name, (c.partition_id IS NOT NULL) INTO v_pid, v_pname, v_has_row
-            FROM queen.log_ready r
-            JOIN queen.log_partitions p ON p.id = r.partition_id
-            LEFT JOIN queen.log_consumers c ON c.partition_id = r.partition_id AND c.consumer_group = p_group
-            WHERE r.subscription_id = v_sub.id AND r.partition_id > v_pos
-              AND (c.lease_id IS NULL OR c.lease_expires_at <= now())
-            ORDER BY r.partition_id
-            LIMIT 1;
+            -- The next ready row by itself (LIMIT 1 inside), then its
+            -- partition and cursor: with the filter and joins around one
+            -- ordered scan, the generic plan (ten rows guessed for the
+            -- range) sorted the whole rest of the range on every step.
+            SELECT x.partition_id, p.name, (c.partition_id IS NOT NULL), p.last_offset,
+                   COALESCE(c.lease_id IS NOT NULL AND c.lease_expires_at > now(), false)
+            INTO v_pid, v_pname, v_has_row, v_lastoff, v_leased
+            FROM (SELECT r.partition_id FROM queen.log_ready r
+                  WHERE r.subscription_id = v_subs[v_i] AND r.partition_id > v_pos
+                  ORDER BY r.partition_id
+                  LIMIT 1) AS x
+            LEFT JOIN queen.log_partitions p ON p.id = x.partition_id
+            LEFT JOIN queen.log_consumers c ON c.partition_id = x.partition_id AND c.consumer_group = p_group;
             IF NOT FOUND OR (v_wrapped AND v_pid > v_hand) THEN
                 EXIT WHEN v_wrapped;
                 v_wrapped := true;
@@ -435,9 +501,14 @@ BEGIN
                 CONTINUE;
             END IF;
             v_pos := v_pid;
-            v_out := queen._log_pop_partition_v1(v_sub.id, v_q.name, v_pid, v_pname, v_has_row, p_group, v_left,
-                                                 COALESCE(p_lease_seconds, v_q.lease_time), p_auto_ack,
-                                                 v_sub.start_at, v_q.delay, v_q.max_wait);
+            IF v_pname IS NULL THEN -- its partition was deleted (001: no foreign key)
+                DELETE FROM queen.log_ready WHERE subscription_id = v_subs[v_i] AND partition_id = v_pid;
+                CONTINUE;
+            END IF;
+            CONTINUE WHEN v_leased; -- its lease ends by an ack or by expiry
+            v_out := queen._log_pop_partition_v1(v_subs[v_i], v_names[v_i], v_pid, v_pname, v_has_row, v_lastoff,
+                                                 p_group, v_left, v_leases[v_i], p_auto_ack, v_starts[v_i],
+                                                 v_delays[v_i], v_waits[v_i]);
             CONTINUE WHEN v_out IS NULL;
             v_first := COALESCE(v_first, v_out);
             v_msgs := v_msgs || (v_out -> 'messages');

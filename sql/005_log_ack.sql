@@ -717,12 +717,19 @@ RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
-    v_n INTEGER;
+    v_n    INTEGER;
+    v_subs BIGINT[];
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
+    SELECT array_agg(s.id) INTO v_subs
+    FROM queen.log_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
+    WHERE q.tenant_id = p_tenant AND q.name = p_queue;
     DELETE FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
     GET DIAGNOSTICS v_n = ROW_COUNT;
+    -- The ready rows of its subscriptions (no foreign key: 001), after the
+    -- cascade has waited out the pushes that could still insert one.
+    DELETE FROM queen.log_ready WHERE subscription_id = ANY (v_subs);
     RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', v_n > 0);
 END
 $$;

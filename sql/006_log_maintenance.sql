@@ -72,6 +72,7 @@ BEGIN
             FOR UPDATE SKIP LOCKED) AS s;
         CONTINUE WHEN v_got < v_total;
         CONTINUE WHEN NOT queen.log_partition_dead_v1(r.id, p_now, p_idle_seconds);
+        DELETE FROM queen.log_ready WHERE partition_id = r.id; -- no foreign key (001)
         DELETE FROM queen.log_partitions WHERE id = r.id;
         v_deleted := v_deleted + 1;
     END LOOP;

@@ -406,7 +406,11 @@ static void a_member_stuck_on_a_lock_does_not_hold_its_group(void **state)
     finish_request(&w[2]);
     assert_int_equal(w[1].status, 200);
     assert_int_equal(w[2].status, 200);
-    assert_int_equal(db_figure(&b, "coalescedRetriesTotal") - retries, 3);
+    /* Grouped with the stuck one and then run alone: how the three were
+     * split into groups depends on when each connection came free (two or
+     * three in the group, and a stuck member's own retry may fail a second
+     * group), so the count is a lower bound, not an exact figure. */
+    assert_true(db_figure(&b, "coalescedRetriesTotal") - retries >= 2);
     WAIT_UNTIL(in_flight(&b) == 1, 10000, "more than the stuck write stayed in flight");
     PQclear(pgtest_exec(stuck, "ROLLBACK", 0, NULL));
     finish_request(&w[0]);

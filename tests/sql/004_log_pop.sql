@@ -140,7 +140,7 @@ SELECT throws_ok(format($$ SELECT queen.log_pop_labels_v1(%L, NULL, NULL, NULL, 
 -- The per-partition pop reads its batch with LIMIT <parameter>: without a
 -- forced generic plan the plan cache re-plans that read on every pop.
 SELECT is((SELECT proconfig FROM pg_proc
-           WHERE oid = 'queen._log_pop_partition_v1(bigint,text,uuid,text,boolean,text,integer,integer,boolean,timestamptz,integer,integer)'::regprocedure),
+           WHERE oid = 'queen._log_pop_partition_v1(bigint,text,uuid,text,boolean,bigint,text,integer,integer,boolean,timestamptz,integer,integer)'::regprocedure),
           ARRAY['plan_cache_mode=force_generic_plan'], 'the partition pop plans its statements once (generic plans)');
 SELECT is((SELECT string_agg(l, ' ') FROM (SELECT * FROM regexp_split_to_table(
               (SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_partition_v1'), '\n') AS l
