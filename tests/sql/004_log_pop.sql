@@ -4,7 +4,7 @@
 -- and every refusal. Expiry is simulated by moving lease_expires_at (now() is
 -- frozen inside this transaction). Own tenant; rolled back.
 BEGIN;
-SELECT plan(69);
+SELECT plan(72);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT volatility_is('queen', 'log_pop_v1',
@@ -211,6 +211,21 @@ SELECT queen.log_group_seek_v1(:'t', 'gr', 't004_r', 'beginning') IS NOT NULL AS
 SELECT is((SELECT count(*)::int FROM queen.log_ready r JOIN queen.log_partitions p ON p.id = r.partition_id
            JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't004_r'),
           40, 'seek to the beginning: every partition is ready again');
+
+-- A ready row whose partition is gone (no foreign key) is dropped by the
+-- walk that meets it, and the walk goes on past it.
+SELECT s.id AS rsub FROM queen.log_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
+WHERE q.tenant_id = :'t' AND q.name = 't004_rr' AND s.consumer_group = '__QUEUE_MODE__' \gset
+INSERT INTO queen.log_ready (subscription_id, partition_id)
+SELECT :rsub, ('00000000-0000-4000-8000-' || lpad(i::text, 12, '0'))::uuid FROM generate_series(1, 3) i;
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_rr","partition":"q9","payload":"after orphans"}]') IS NOT NULL AS pushed;
+SELECT is((SELECT count(*)::int FROM (SELECT queen.log_pop_v1(:'t', 't004_rr', NULL, NULL, 1, NULL, true, NULL) AS b
+                                      FROM generate_series(1, 6)) x WHERE b IS NOT NULL), 5, 'orphans skipped: all five messages popped');
+SELECT is((SELECT count(*)::int FROM queen.log_ready WHERE subscription_id = :rsub), 0, 'and the orphan rows are gone');
+-- Deleting the queue deletes its subscriptions' ready rows.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_rr","partition":"q9","payload":"left"}]') IS NOT NULL AS pushed;
+SELECT queen.log_queue_delete_v1(:'t', 't004_rr') IS NOT NULL AS deleted;
+SELECT is((SELECT count(*)::int FROM queen.log_ready WHERE subscription_id = :rsub), 0, 'queue delete: its ready rows go too');
 
 SELECT * FROM finish();
 ROLLBACK;
