@@ -458,26 +458,28 @@ $$;
 --     answered, and a member's dedup sees the messages of the members before
 --     it, as a later call sees an earlier one's. Messages of different
 --     partitions have no order between them.
---   - Members whose items all name one partition (nearly every push) are
---     batched per partition: ONE _log_push_apply_v1 call over the batch's
---     items concatenated, its results split back per member (index
---     renumbered). One call over several items decides exactly as one call
---     per item in item order (the same statuses, offsets and named
---     duplicates: the both_ways test of tests/sql/003), and one partition's
---     items take its single-pair path, where a call over several partitions
---     takes the general one, which cost more per item than a one-item call
---     (measured 2026-12-03 in one transaction: 8 items over 8 partitions
---     ~870 us, over one partition ~320 us, one item ~60 us). A batch ends
---     where order demands: at a member of another producer for the same
---     partition (the producer is one setting per call) and at a member that
---     names several partitions, which is applied alone; batches apply in the
---     order they began, so each partition's members stay in arrival order.
+--   - Members of one tenant and producer are batched: ONE
+--     _log_push_apply_v1 call over the batch's items concatenated, in member
+--     order, its results split back per member (index renumbered). One call
+--     over several items decides exactly as one call per item in item order
+--     (the same statuses, offsets and named duplicates: the both_ways test of
+--     tests/sql/003), and a batch pays the apply's statement start-ups once,
+--     not once per member: they are most of a one-message push's cost in the
+--     database (see _log_push_apply_v1). A tenant's batch ends at a member of
+--     another producer (the producer is one setting per call), which starts
+--     the next; batches apply in the order they began, so each partition's
+--     messages stay in member order. Batching per partition instead (each
+--     one-partition batch on the single-pair path) was no faster: measured
+--     2026-12-03 through the broker (c=32, one-message pushes over 16
+--     partitions, durable, 2-core machine at load 7-11 from other work, the
+--     two alternated 5 s at a time): per tenant ahead in 6 of 7 pairs,
+--     1,204-3,346 requests/s against 512-2,622 per partition.
 --   - With more than one batch, every partition the group names that exists
 --     is locked first, in ascending id: the group takes its locks in the
 --     global order however its batches interleave, so two groups, or a group
 --     and a call, cannot wait on each other in a cycle. A partition the group
 --     creates (first use only) is the exception: a cycle through it ends at
---     the lock_timeout below.
+--     the lock_timeout below. One batch locks as any push does.
 --   - lock_timeout 100 ms (as 025's group): a group stuck behind another
 --     transaction's partition lock fails (55P03) and its members run alone,
 --     rather than holding every member back; a wait for another group's
@@ -508,8 +510,6 @@ DECLARE
     v_void    TEXT;
     v_problem TEXT[];
     v_its     JSONB;
-    v_queue   TEXT;
-    v_pname   TEXT;
     v_key     TEXT;
     v_tenant  UUID[];
     v_prod    TEXT[];
@@ -522,7 +522,7 @@ DECLARE
     v_first   INTEGER[] := '{}'; -- per batch, in the order batches began: its first and last member
     v_last    INTEGER[] := '{}';
     v_nb      INTEGER := 0;
-    v_open    JSONB := '{}';     -- the open batch of each partition: {"<tenant>\u001f<queue>\u001f<partition>": batch}
+    v_open    JSONB := '{}';     -- each tenant's open batch: {"<tenant>": batch}
     v_items   JSONB;
     v_out     JSONB[];
     v_one     JSONB[];
@@ -570,16 +570,7 @@ BEGIN
             CONTINUE;
         END IF;
         v_ok[v_i] := true;
-        v_queue := v_its -> 0 ->> 'queue';
-        v_pname := COALESCE(v_its -> 0 ->> 'partition', 'Default');
-        v_key := v_tenant[v_i]::text || chr(31) || v_queue || chr(31) || v_pname;
-        FOR v_x IN 1 .. jsonb_array_length(v_its) - 1 LOOP
-            IF (v_its -> v_x ->> 'queue') <> v_queue
-               OR COALESCE(v_its -> v_x ->> 'partition', 'Default') <> v_pname THEN
-                v_key := NULL;
-                EXIT;
-            END IF;
-        END LOOP;
+        v_key := v_tenant[v_i]::text;
         v_b := (v_open ->> v_key)::integer;
         IF v_b IS NOT NULL AND v_prod[v_first[v_b]] = v_prod[v_i] THEN
             v_next[v_last[v_b]] := v_i;
@@ -588,11 +579,7 @@ BEGIN
             v_nb := v_nb + 1;
             v_first[v_nb] := v_i;
             v_last[v_nb] := v_i;
-            IF v_key IS NULL THEN
-                v_open := '{}'; -- several partitions: alone, and what follows starts anew
-            ELSE
-                v_open := v_open || jsonb_build_object(v_key, v_nb);
-            END IF;
+            v_open := v_open || jsonb_build_object(v_key, v_nb);
         END IF;
     END LOOP;
 
