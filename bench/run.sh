@@ -24,7 +24,9 @@
 #   6 redis    redis-server (no persistence) + redis-benchmark SET/GET/INCR
 #   7 rss      broker VmRSS idle and under wrk -c 256 (VmHWM too)
 #   8 push     POST /api/v1/push with 1, 10 and 100 messages per request
-#              (wrk + bench/push.lua), messages/s
+#              (wrk + bench/push.lua), messages/s; before each one-message
+#              point, the same log_push_v1 call direct (pgbench
+#              bench/pgbench/log_push1.sql, one call per commit)
 #   9 idle     10,000 idle keep-alive connections held open (bench/idle.py):
 #              accepted, GET /health latency on a fresh connection meanwhile,
 #              broker VmRSS before and with them
@@ -296,6 +298,8 @@ fi
 if want push; then
   for n in 1 10 100; do
     for c in $CONC; do
+      # one message per call: the same log_push_v1 call direct, one per commit
+      [ "$n" = 1 ] && pgb push direct1 "$c" 1 -f bench/pgbench/log_push1.sql
       wrk_run push "push$n" "$c" "$n" "$n" bench/push.lua
     done
   done

@@ -5,7 +5,9 @@
 --
 -- The broker verifies a token's sub and runs the push (or the transaction
 -- bundle) after set_config('queen.producer', sub, true) in the same
--- statement; the column's default reads that transaction-local setting, so
+-- statement (a group of pushes, 003's log_push_group_v1, sets it before
+-- each member's apply); the column's default reads that transaction-local
+-- setting (at each insert), so
 -- every insert into the log (log_push_v1, the transaction wire) stamps it
 -- without another argument, and a producer is never something a body can
 -- say. Without a verified token (QUEEN_AUTH=off, the embedded library's

@@ -1,8 +1,9 @@
 /* log: the message half of libqueen: push, pop (with its long-poll wait),
  * ack, lease extend, configure, queue listing and delete.
  *
- * Each call is one prepared statement calling one function of sql/003..005,
- * the request JSON passed in and the body PostgreSQL rendered passed back.
+ * Each call is one prepared statement calling one function of sql/003..005
+ * (pushes made together may share one: push_group below), the request JSON
+ * passed in and the body PostgreSQL rendered passed back.
  * Must never hold a pooled connection while waiting for a push (a waiting
  * pop costs a stack frame, not a connection), and never build SQL against a
  * table or JSON from strings. */
@@ -20,13 +21,37 @@
 /* The producer is a transaction-local setting that the log's producer
  * column defaults to (sql/028): set in a materialized CTE, which runs before
  * the push it feeds, within the same statement's transaction; so is the
- * deferral of the push's NOTIFY (engine.h). */
+ * deferral of the push's NOTIFY (engine.h). No producer is '' (028 reads ''
+ * as none), so every push is one statement of three parameters and pushes
+ * with and without a producer share a group (below). */
 #define SQL_PUSH                                                                                                       \
-    "WITH settings AS MATERIALIZED (SELECT " ENGINE_SQL_DEFER_NOTIFY ") "                                              \
+    "WITH settings AS MATERIALIZED (SELECT set_config('queen.producer', COALESCE($3, ''), true), "                    \
+    ENGINE_SQL_DEFER_NOTIFY ") "                                                                                       \
     "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text FROM settings"
-#define SQL_PUSH_AS                                                                                                    \
-    "WITH settings AS MATERIALIZED (SELECT set_config('queen.producer', $3, true), " ENGINE_SQL_DEFER_NOTIFY ") "      \
-    "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text FROM settings"
+
+/* Pushes made together commit as one group (sql/003, log_push_group_v1):
+ * one statement, one transaction and one WAL flush for all of them, each
+ * still answered as its own log_push_v1 call (its results, its refusal,
+ * its producer; members apply in arrival order). A member the group
+ * refuses comes back as a row with its error, not as a failed statement,
+ * so it fails no other; a group that fails anyway (a partition vanished, a
+ * lock waited past the group's lock_timeout) runs every member alone
+ * (pipeline.c). On two cores a one-message push's commit and the apply's
+ * statement start-ups are most of its cost; a group pays them once. */
+static const sql_coalesce push_group = {
+    .name = "queen_push_group",
+    .sql = "SELECT g.result, g.err_state, g.err_message, g.err_detail "
+           "FROM queen.log_push_group_v1($1::jsonb, $2::jsonb, $3::jsonb, true) AS g ORDER BY g.n",
+    .param_kinds = "sjs",
+    .max_calls = 32,
+    .waits_for_group = true,
+};
+
+/* Pushes larger than this go alone: their own commit is already shared by
+ * their many messages, and a group carrying one would hold the small pushes
+ * beside it for as long as it takes to apply. */
+#define PUSH_GROUP_MAX_BYTES (64 * 1024)
+
 #define SQL_POP                                                                                                        \
     "SELECT queen.log_pop_v1($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::boolean, $8, $9, $10::integer)::text"
 #define SQL_POP_LABELS                                                                                                 \
@@ -43,6 +68,31 @@
 static const char *int_or_null(char *buf, size_t len, int v)
 {
     return engine_int_or_null(buf, len, v);
+}
+
+/* A push's answer: its own statement's one column, or its row of a group's
+ * (result, err_state, err_message, err_detail), whose refusal is read as
+ * the error that push's own call would have raised. */
+static int push_answer(PGresult *res, char **out, queen_error *err)
+{
+    if (res == NULL)
+        return -1; /* err filled */
+    int rc = -1;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        queen_error_from_result(err, res);
+    else if (PQntuples(res) != 1 || PQnfields(res) < 1)
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "bad_result", "queen_push returned %d rows", PQntuples(res));
+    else if (PQnfields(res) >= 4 && !PQgetisnull(res, 0, 1))
+        queen_error_from_fields(err, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+                                PQgetisnull(res, 0, 3) ? NULL : PQgetvalue(res, 0, 3));
+    else if (PQgetisnull(res, 0, 0))
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "queen_push returned NULL");
+    else if ((*out = strdup(PQgetvalue(res, 0, 0))) == NULL)
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
+    else
+        rc = 0;
+    PQclear(res);
+    return rc;
 }
 
 int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err)
@@ -66,17 +116,19 @@ int queen_push_as(queen *q, const char *tenant, const char *producer, const char
     int rc = engine_refuse_push_in_maintenance(q, err);
     if (rc == 0)
         rc = engine_seal_items(q, t, items_json, &sealed, err);
-    engine_leave(q);
-    if (rc != 0)
+    if (rc != 0) {
+        engine_leave(q);
         return -1;
-    const char *params[] = {NULL, sealed ? sealed : items_json, producer};
-    if (producer != NULL && producer[0] != '\0')
-        rc = call_body(q, tenant, "queen_push_as", SQL_PUSH_AS, 3, params, results_json, err);
-    else
-        rc = call_body(q, tenant, "queen_push", SQL_PUSH, 2, params, results_json, err);
+    }
+    const char *items = sealed ? sealed : items_json;
+    const char *params[] = {t, items, producer != NULL && producer[0] != '\0' ? producer : NULL};
+    PGresult *res = sql_exec_coalesced(q->pool, "queen_push", SQL_PUSH, 3, params,
+                                       strlen(items) <= PUSH_GROUP_MAX_BYTES ? &push_group : NULL, NULL, err);
+    rc = push_answer(res, results_json, err);
     free(sealed);
     if (rc == 0)
         engine_notify_pushed(q, t, *results_json);
+    engine_leave(q);
     return rc;
 }
 

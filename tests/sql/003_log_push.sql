@@ -2,7 +2,7 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(63);
+SELECT plan(77);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
@@ -233,6 +233,110 @@ FROM unnest(ARRAY['t003_z0', 't003_z1']) AS q;
 SELECT is(r -> 0, r -> 1, '... and so with dedup off, where the repeats go in')
 FROM (SELECT (SELECT jsonb_build_array(jsonb_path_query_array(v, '$[0 to 9]'), jsonb_path_query_array(v, '$[10 to 19]'))
               FROM (SELECT pg_temp.both_ways(:'t', 't003_z', :'mixed') AS v) s) AS r) s;
+
+-- log_push_group_v1: members answered as their own log_push_v1 calls would
+-- be. pg_temp.group_vs_each runs the members as one group on queues
+-- <q>g, and again one log_push_v1 call each (its producer set, its error
+-- caught) on queues <q>s, both seeded alike; each answer as [index, status,
+-- partition, offset and producer of the message it names], or the error.
+CREATE FUNCTION pg_temp.answers(p_res jsonb) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT COALESCE(jsonb_agg(jsonb_build_array((r ->> 'index')::int, r ->> 'status', p.name, m.msg_offset, m.producer)
+                              ORDER BY o), '[]')
+    FROM jsonb_array_elements(p_res) WITH ORDINALITY x(r, o)
+    JOIN queen.log_messages m ON m.id = (r ->> 'message_id')::uuid
+    JOIN queen.log_partitions p ON p.id = m.partition_id
+$$;
+CREATE FUNCTION pg_temp.group_vs_each(p_tenants jsonb, p_q text, p_members jsonb, p_producers jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_group jsonb := '[]';
+    v_each  jsonb := '[]';
+    v_named jsonb;
+    v_row   record;
+    v_st    text;
+    v_msg   text;
+    v_det   text;
+    v_i     int;
+BEGIN
+    FOR v_i IN 0 .. jsonb_array_length(p_tenants) - 1 LOOP
+        PERFORM queen.log_push_v1((p_tenants ->> v_i)::uuid, jsonb_build_array(
+            jsonb_build_object('queue', p_q || s, 'partition', 'x', 'payload', 0, 'transactionId', 'old')))
+        FROM unnest(ARRAY['g', 's']) AS s;
+    END LOOP;
+    FOR v_row IN
+        SELECT g.* FROM queen.log_push_group_v1(p_tenants,
+            (SELECT jsonb_agg((SELECT COALESCE(jsonb_agg(CASE WHEN jsonb_typeof(e) = 'object'
+                                                              THEN e || jsonb_build_object('queue', p_q || 'g') ELSE e END), '[]')
+                               FROM jsonb_array_elements(m) e) ORDER BY o)
+             FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, o)),
+            p_producers, true) AS g ORDER BY g.n
+    LOOP
+        v_group := v_group || jsonb_build_array(CASE WHEN v_row.err_state IS NULL THEN pg_temp.answers(v_row.result::jsonb)
+                                                     ELSE jsonb_build_array(v_row.err_state, v_row.err_message, v_row.err_detail) END);
+    END LOOP;
+    FOR v_i IN 0 .. jsonb_array_length(p_members) - 1 LOOP
+        PERFORM set_config('queen.producer', COALESCE(p_producers ->> v_i, ''), true);
+        BEGIN
+            v_named := pg_temp.answers(queen.log_push_v1((p_tenants ->> v_i)::uuid,
+                (SELECT COALESCE(jsonb_agg(e || jsonb_build_object('queue', p_q || 's')), '[]')
+                 FROM jsonb_array_elements(p_members -> v_i) e)));
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_st = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_det = PG_EXCEPTION_DETAIL;
+            v_named := jsonb_build_array(v_st, v_msg, v_det);
+        END;
+        v_each := v_each || jsonb_build_array(v_named);
+    END LOOP;
+    PERFORM set_config('queen.producer', '', true);
+    RETURN jsonb_build_array(v_group, v_each);
+END $$;
+SELECT gen_random_uuid() AS tg, gen_random_uuid() AS tg2 \gset
+SELECT pg_temp.group_vs_each(jsonb_build_array(:'tg', :'tg', :'tg', :'tg', :'tg', :'tg', :'tg', :'tg', :'tg', :'tg2', :'tg',
+                                               :'tg', :'tg'), 't003_g', '[
+    [{"partition":"x","payload":1,"transactionId":"a"}],
+    [{"partition":"y","payload":2,"transactionId":"a"}],
+    [{"partition":"x","payload":3}],
+    [{"partition":"x"}],
+    [{"partition":"x","payload":5,"transactionId":"a"},{"partition":"y","payload":6}],
+    [{"partition":"x","payload":7,"transactionId":"old"}],
+    [],
+    [{"partition":"x","payload":9,"transactionId":"b"}],
+    [{"partition":"x","payload":10,"transactionId":"b"}],
+    [{"partition":"x","payload":11,"transactionId":"a"}],
+    [{"partition":"y","payload":12,"transactionId":"b"}],
+    [{"partition":"x","payload":13},{"partition":"x","payload":14,"transactionId":"c"},{"partition":"x","payload":15,"transactionId":"c"}],
+    [{"partition":"x","payload":16,"transactionId":"bad\u0001"}]]',
+    '[null, null, null, null, "alice", null, null, "alice", null, "bob", "alice", null, null]') AS gv \gset
+SELECT is((:'gv'::jsonb) -> 0, (:'gv'::jsonb) -> 1,
+          'log_push_group_v1: every member answered as its own call: statuses, partitions, offsets, named duplicates, producers, refusals');
+SELECT is(jsonb_array_length((:'gv'::jsonb) -> 0), 13, '... one answer per member');
+SELECT is((:'gv'::jsonb) #> '{0,3}', '["22023", "log_bad_payload", "items[0].payload is missing"]',
+          '... a refused member gets its own SQLSTATE, message and detail');
+SELECT is((:'gv'::jsonb) #>> '{0,12,1}', 'log_bad_transaction_id', '... and another refusal its own');
+SELECT is((SELECT count(*)::int FROM queen.log_messages m JOIN queen.log_partitions p ON p.id = m.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id
+           WHERE q.tenant_id = :'tg' AND q.name = 't003_gg' AND m.payload::text IN ('4', '16')), 0,
+          '... writes nothing of a refused member');
+SELECT is((SELECT array_agg(m.payload::text ORDER BY m.msg_offset) FROM queen.log_messages m
+           JOIN queen.log_partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
+           WHERE q.tenant_id = :'tg' AND q.name = 't003_gg' AND p.name = 'x'),
+          ARRAY['0', '1', '3', '9', '13', '14'], '... and keeps the members'' order within a partition');
+SELECT is((:'gv'::jsonb) #> '{0,4,0}', jsonb_build_array(0, 'duplicate', 'x', 2, NULL),
+          '... dedups against an earlier member of the same group');
+SELECT is((:'gv'::jsonb) #> '{0,8,0}', jsonb_build_array(0, 'duplicate', 'x', 4, 'alice'),
+          '... across producers, naming the earlier member''s message and its producer');
+SELECT is((:'gv'::jsonb) #> '{0,9,0,1}', '"queued"', '... and never across tenants');
+SELECT is((:'gv'::jsonb) #> '{0,6}', '[]', '... an empty member answers []');
+SELECT is(current_setting('queen.producer', true), '', '... and leaves queen.producer as it found it');
+
+-- one partition, one producer: one batch
+SELECT pg_temp.group_vs_each(jsonb_build_array(:'tg', :'tg', :'tg'), 't003_h', '[
+    [{"payload":1,"transactionId":"a"}], [{"payload":2,"transactionId":"a"}], [{"payload":3},{"payload":4,"transactionId":"a"}]]',
+    '[null, null, null]') AS gv \gset
+SELECT is((:'gv'::jsonb) -> 0, (:'gv'::jsonb) -> 1, '... so with every member on one partition');
+SELECT throws_ok($$ SELECT * FROM queen.log_push_group_v1('["00000000-0000-0000-0000-000000000001"]', '[[], []]', '[null]', true) $$,
+                 '22023', 'log_bad_request', 'log_push_group_v1: arrays of different lengths are refused');
+SELECT throws_ok($$ SELECT * FROM queen.log_push_group_v1('[null]', '[[]]', '[null]', true) $$,
+                 '22023', 'log_bad_tenant', '... a NULL tenant fails the group (the broker then runs each member alone)');
 
 SELECT * FROM finish();
 ROLLBACK;
