@@ -136,6 +136,8 @@ void route_pop(server *srv, const http_request *req, http_response *res)
         res->status = 204;
         return;
     }
+    if (srv->cfg->max_poll_timeout_ms > 0 && a.timeout_ms > srv->cfg->max_poll_timeout_ms)
+        a.timeout_ms = srv->cfg->max_poll_timeout_ms; /* QUEEN_MAX_POLL_TIMEOUT_MS */
     for (;;) {
         long long left = a.timeout_ms - (http_now_ms() - req->started_ms);
         bool armed = a.wait && !req->no_wait && left > 0 &&

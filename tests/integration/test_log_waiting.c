@@ -3,7 +3,8 @@
  * engine), the first k to wait, and every message reaches one; each consumer
  * group gets its own k; a batch that leaves messages behind wakes the next
  * waiter at once, not at the next re-check; and idle waiters cost one check
- * statement per tick and no pop. */
+ * statement per tick and no pop; a timeout past QUEEN_MAX_POLL_TIMEOUT_MS is
+ * served as that. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -114,7 +115,7 @@ static void push_of_k_wakes_k_in_order(void **state)
     char *q = pgtest_unique("lpk");
     poll_call c[N] = {0};
     for (int i = 0; i < N; i++)
-        c[i].path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=20000&batch=1&autoAck=true", q);
+        c[i].path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=7000&batch=1&autoAck=true", q);
     start_in_order(c, N);
     long long pops = stat_of("pops", "total"), wakes = stat_of("notifier", "pushWakes");
 
@@ -161,7 +162,7 @@ static void each_group_gets_its_count(void **state)
     char *q = pgtest_unique("lpg");
     poll_call c[2 * PER] = {0};
     for (int i = 0; i < 2 * PER; i++)
-        c[i].path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=20000&batch=1&autoAck=true&consumerGroup=g%d", q,
+        c[i].path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=7000&batch=1&autoAck=true&consumerGroup=g%d", q,
                         i % 2);
     start_in_order(c, 2 * PER);
     long long pops = stat_of("pops", "total");
@@ -202,7 +203,7 @@ static void what_a_batch_leaves_wakes_the_next_at_once(void **state)
     char *q = pgtest_unique("lpb");
     poll_call c[N] = {0};
     for (int i = 0; i < N; i++)
-        c[i].path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=20000&batch=2&autoAck=true", q);
+        c[i].path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=7000&batch=2&autoAck=true", q);
     start_in_order(c, N);
     json_t *items = json_array();
     for (int i = 0; i < M; i++)
@@ -276,6 +277,29 @@ static void idle_waiters_cost_one_check_per_tick(void **state)
     free(q);
 }
 
+/* timeout=60000 on a broker capped at CAP_MS: 204 at the cap. */
+#define CAP_MS 8000
+static void the_timeout_is_capped(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("lpc");
+    char *path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=60000", q);
+    timed_get g = {.b = &http_broker, .path = path};
+    timed_get_run(&g);
+    assert_int_equal(g.status, 204);
+    if (g.took_ms < CAP_MS - 200 || g.took_ms > CAP_MS + 4000)
+        fail_msg("a 60 s long poll on a broker capped at %d ms answered after %lld ms", CAP_MS, g.took_ms);
+    free(path);
+    free(q);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_HTTP_THREADS=2", "QUEEN_MAX_POLL_TIMEOUT_MS=8000", NULL};
+    return http_broker_start(env);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +307,7 @@ int main(void)
         cmocka_unit_test(each_group_gets_its_count),
         cmocka_unit_test(what_a_batch_leaves_wakes_the_next_at_once),
         cmocka_unit_test(idle_waiters_cost_one_check_per_tick),
+        cmocka_unit_test(the_timeout_is_capped),
     };
-    return cmocka_run_group_tests_name("log_waiting", tests, http_broker_setup, http_broker_teardown);
+    return cmocka_run_group_tests_name("log_waiting", tests, setup, http_broker_teardown);
 }
