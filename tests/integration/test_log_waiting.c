@@ -2,7 +2,8 @@
  * a push of k messages wakes k waiters of a queue (k pops, counted by the
  * engine), the first k to wait, and every message reaches one; each consumer
  * group gets its own k; a batch that leaves messages behind wakes the next
- * waiter at once, not at the next re-check; and idle waiters cost one check
+ * waiter at once, not at the next re-check; a waiter that popped nothing
+ * keeps its place; and idle waiters cost one check
  * statement per tick and no pop; a timeout past QUEEN_MAX_POLL_TIMEOUT_MS is
  * served as that. */
 #include <stdarg.h>
@@ -277,6 +278,39 @@ static void idle_waiters_cost_one_check_per_tick(void **state)
     free(q);
 }
 
+/* Two messages on one partition wake the first two of four waiters; when
+ * both pop at once, one finds the partition taken and pops nothing: it goes
+ * back to waiting in its place, ahead of the two behind it, and the check
+ * that follows the other's success wakes it for the second message. Either
+ * way the first two get the messages, the last two nothing. */
+static void an_empty_pop_keeps_its_place(void **state)
+{
+    (void)state;
+    enum { N = 4 };
+    char *q = pgtest_unique("lpe");
+    poll_call c[N] = {0};
+    for (int i = 0; i < N; i++)
+        c[i].path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=3000&batch=1&autoAck=true", q);
+    start_in_order(c, N);
+    char *push = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":0},{\"queue\":\"%s\",\"payload\":1}]}", q, q);
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/push", push, 201));
+    WAIT_UNTIL(count_answered(c, N) == 2, 5000, "%d of 2 messages delivered", count_answered(c, N));
+    if (!answered(&c[0]) || !answered(&c[1]))
+        fail_msg("the messages went to a later waiter: poll 0 %s, poll 1 %s", answered(&c[0]) ? "served" : "waiting",
+                 answered(&c[1]) ? "served" : "waiting");
+    assert_int_equal(payload_of(&c[0]) + payload_of(&c[1]), 1);
+    for (int i = 0; i < N; i++)
+        pthread_join(c[i].t, NULL); /* the last two at their timeout */
+    assert_int_equal(c[2].status, 204);
+    assert_int_equal(c[3].status, 204);
+    for (int i = 0; i < N; i++) {
+        free(c[i].path);
+        free(c[i].body);
+    }
+    free(push);
+    free(q);
+}
+
 /* timeout=60000 on a broker capped at CAP_MS: 204 at the cap. */
 #define CAP_MS 8000
 static void the_timeout_is_capped(void **state)
@@ -307,6 +341,7 @@ int main(void)
         cmocka_unit_test(each_group_gets_its_count),
         cmocka_unit_test(what_a_batch_leaves_wakes_the_next_at_once),
         cmocka_unit_test(idle_waiters_cost_one_check_per_tick),
+        cmocka_unit_test(an_empty_pop_keeps_its_place),
         cmocka_unit_test(the_timeout_is_capped),
     };
     return cmocka_run_group_tests_name("log_waiting", tests, setup, http_broker_teardown);
