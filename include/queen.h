@@ -51,6 +51,7 @@ typedef struct queen_config {
     int request_read_timeout_ms;
     int idle_timeout_ms;
     int drain_quiet_ms;
+    int max_poll_timeout_ms; /* the HTTP long poll's timeout is at most this */
     int max_inflight_body_bytes;
     int max_body_values;
     int max_body_depth;
@@ -515,6 +516,37 @@ typedef void (*queen_wake_fn)(void *ctx, bool woken);
 queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
                                   void *ctx);
 
+/* A waiting pop (the HTTP long poll), cheaper than queen_wait_for_push when
+ * many wait: it stays registered, in order of opening, from its first
+ * attempt to its answer. A push of k messages wakes the first k waiting of
+ * each consumer group (a pop that took messages leaves; one that found
+ * nothing goes back in its place with its deadline), and once a second the
+ * engine asks the database in ONE statement which waited-on (queue, group,
+ * partition) have something to pop and wakes waiters only of those. The
+ * loop:
+ *   w = queen_pop_wait_open(...);              // BEFORE the first attempt
+ *   for (;;) {
+ *       pop (queen_pop without wait); took messages: queen_pop_wait_close(q, w, true), answer;
+ *       switch (queen_pop_wait_again(q, w)) {
+ *       case QUEEN_WAIT_SLEEP: sleep until fn; fn(ctx, true): continue; fn(ctx, false): close, answer "nothing";
+ *       case QUEEN_WAIT_RETRY: continue;        // a push came while it popped
+ *       case QUEEN_WAIT_DONE: queen_pop_wait_close(q, w, false), answer "nothing";
+ *       }
+ *   }
+ * fn follows queen_wait_for_push's rules (notifier thread, must not block)
+ * and fires at most once per sleep. A wake can fire fn while the first
+ * attempt runs: then the caller pops again rather than sleep (fn says so;
+ * queen_pop_wait_again would not). opts: queue (or labels), partition and
+ * consumer_group say what it waits for; nothing else is read. Close every
+ * opened wait exactly once, before queen_close; it waits for a callback in
+ * progress, so never close while holding a lock fn takes. NULL when it
+ * cannot register (closing, a bad tenant, a name longer than 255 bytes). */
+typedef enum queen_wait_verdict { QUEEN_WAIT_SLEEP, QUEEN_WAIT_RETRY, QUEEN_WAIT_DONE } queen_wait_verdict;
+queen_waiter *queen_pop_wait_open(queen *q, const char *tenant, const queen_pop_options *opts, int timeout_ms,
+                                  queen_wake_fn fn, void *ctx);
+queen_wait_verdict queen_pop_wait_again(queen *q, queen_waiter *w);
+void queen_pop_wait_close(queen *q, queen_waiter *w, bool popped);
+
 /* ---- Figures for /metrics -------------------------------------------------
  * The engine's counters and gauges. Reading them never touches the database
  * nor takes a pooled connection: a scrape must work while the pool is
@@ -567,6 +599,10 @@ typedef struct queen_stats {
         /* pushes' notifications handed to the notifier, the statements that
          * sent them (one per batch), and those dropped */
         long long announced, announce_statements, announce_dropped, local_wakes;
+        /* waiting pops: the check statements (one per tick while any wait,
+         * plus one after woken waiters took messages), the ticks that sent
+         * one, the waiters checks woke and those pushes woke */
+        long long checks, check_ticks, check_wakes, push_wakes;
     } notifier;
     long long waiters; /* long-poll waiters registered now */
 } queen_stats;
@@ -589,7 +625,7 @@ int queen_stats_get(queen *q, queen_stats *out);
  *  "sweeper": {enabled, deletedTotal, lagMs, cycles, errors,
  *              partitionsReclaimedTotal, retentionDeletedTotal, usageMeasures, lastCycleMs}
  *  "notifier": {connected, reconnects, notifies, announced, announceStatements,
- *               announceDropped}, "waiters": n
+ *               announceDropped, localWakes, checks, checkTicks, checkWakes, pushWakes}, "waiters": n
  * (enabled and connected are booleans). */
 char *queen_stats_json(queen *q);
 

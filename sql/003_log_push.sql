@@ -667,6 +667,12 @@ $$;
 -- for every push committed since its previous statement: one set-based
 -- statement, where one function call per push cost the notifier's backend
 -- ~370 us per message under the wire benchmark (bench/RESULTS.md).
+-- Its payload is '<tenant>:<queue>' chr(31) '<messages>': how many messages
+-- the batch queued for the queue (an element may stand for n of them: "n"), so that a listener wakes that many waiters
+-- of each consumer group rather than all of them (src/engine/notify.c). A
+-- queue name holds no control character, so the count parses from the end;
+-- a listener also takes the bare '<tenant>:<queue>' (log_push_v1's own
+-- NOTIFY, an older broker's) as "some": wake every waiter of the queue.
 CREATE OR REPLACE FUNCTION queen.log_notify_announce_v1(p_batch JSONB)
 RETURNS INTEGER
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -674,8 +680,11 @@ AS $$
 BEGIN
     -- plpgsql, not sql: its one query is planned once per session, where a
     -- LANGUAGE sql body that cannot be inlined is planned again on every call.
-    RETURN (SELECT count(pg_notify('queen_push', s.channel_key))::integer
-    FROM (SELECT DISTINCT (b ->> 't')::uuid::text || ':' || (e ->> 'queueName') AS channel_key
+    RETURN (SELECT count(pg_notify('queen_push', s.channel_key || chr(31) || s.n))::integer
+    FROM (SELECT (b ->> 't')::uuid::text || ':' || (e ->> 'queueName') AS channel_key,
+                 -- an element's n: the messages it stands for (the broker folds a push's per queue)
+                 sum(CASE WHEN jsonb_typeof(e -> 'n') = 'number' AND (e ->> 'n')::numeric >= 1
+                          THEN LEAST((e ->> 'n')::numeric, 1000000000)::bigint ELSE 1 END) AS n
           FROM jsonb_array_elements(CASE jsonb_typeof(p_batch) WHEN 'array' THEN p_batch ELSE '[]' END) AS b
           CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(b -> 'r')
                                                       WHEN 'object' THEN COALESCE(b -> 'r' -> 'results', '[]')
@@ -683,7 +692,8 @@ BEGIN
                                                       ELSE '[]' END) AS e
           WHERE jsonb_typeof(b -> 't') = 'string'
             AND e ->> 'status' = 'queued' AND COALESCE(e ->> 'type', 'push') = 'push'
-            AND e ->> 'queueName' IS NOT NULL) AS s);
+            AND e ->> 'queueName' IS NOT NULL
+          GROUP BY 1) AS s);
 END
 $$;
 

@@ -91,6 +91,11 @@ static const setting settings[] = {
      "At SIGTERM, once no request is in flight, how long open keep-alive connections are still served "
      "before they are closed (at once when none is open). A request a client sent on an idle connection "
      "just before the close is answered, with Connection: close, instead of cut off unanswered."},
+    {"QUEEN_MAX_POLL_TIMEOUT_MS", "max-poll-timeout-ms", SET_INT, AT(max_poll_timeout_ms), "300000", 1000,
+     86400000,
+     "Longest wait of a long poll (GET /api/v1/pop...?wait=true): a larger timeout is served as this one (it "
+     "answers 204 then; clients poll again). The broker sees that a waiting client went away only when the "
+     "poll ends, so this bounds how long such a poll holds its connection and its place among the waiters."},
     {"QUEEN_MAX_INFLIGHT_BODY_BYTES", "max-inflight-body-bytes", SET_INT, AT(max_inflight_body_bytes),
      "268435456", 1024, 2147483647,
      "Body bytes buffered across all requests at once, plus 256 bytes per JSON value of each body being parsed "

@@ -163,19 +163,33 @@ int engine_call_body(queen *q, const char *tenant, const char *name, const char 
  * alone, because the NOTIFY lock is held until the commit is flushed and a
  * notification is never durable anyway; the push itself stays durable. */
 /* The queues of results (a push's array, or a transaction's object whose
- * results hold its pushes as type "push") that received a message, each
- * once, as the array log_notify_announce_v1 reads per push: [{"queueName": q, "status":
- * "queued"}, ...]. malloc'd; NULL when none did (all duplicates, no push) or
- * memory is short. The notifier then carries names, not whole results (a
- * push of 100 messages answers ~25 KB). */
+ * results hold its pushes as type "push") that received a message, with how
+ * many, as the array log_notify_announce_v1 reads per push: [{"queueName":
+ * q, "status": "queued", "n": messages}, ...] (a queue may repeat past the
+ * first 16 distinct ones; readers add its n up). malloc'd; NULL when none
+ * did (all duplicates, no push) or memory is short. The notifier then
+ * carries names and counts, not whole results (a push of 100 messages
+ * answers ~25 KB), and wakes as many waiters as messages (notify.h). */
+static bool append_queued(char **out, size_t *used, size_t *cap, rawjson_span name, long n)
+{
+    static const char head[] = "{\"queueName\":", tail[] = ",\"status\":\"queued\",\"n\":";
+    char num[24];
+    int nlen = snprintf(num, sizeof num, "%ld}", n);
+    return engine_buf_append(out, used, cap, *used == 0 ? "[" : ",", 1) &&
+           engine_buf_append(out, used, cap, head, sizeof head - 1) &&
+           engine_buf_append(out, used, cap, name.p, name.len) &&
+           engine_buf_append(out, used, cap, tail, sizeof tail - 1) && engine_buf_append(out, used, cap, num, (size_t)nlen);
+}
+
 static char *queued_queues(const char *results)
 {
     rawjson_span all = {results, strlen(results)}, list = all, item;
     rawjson_iter it;
     if (!rawjson_open(&it, all, '[') && (!rawjson_member(all, "results", &list) || !rawjson_open(&it, list, '[')))
         return NULL;
-    enum { SEEN_MAX = 16 }; /* distinct queues remembered for folding; more only repeat */
+    enum { SEEN_MAX = 16 }; /* distinct queues counted for folding; more go one element each */
     rawjson_span seen[SEEN_MAX];
+    long counts[SEEN_MAX];
     size_t nseen = 0, used = 0, cap = 0;
     char *out = NULL;
     bool ok = true;
@@ -185,19 +199,20 @@ static char *queued_queues(const char *results)
             (rawjson_member(item, "type", &type) && !rawjson_key_is(type, "push")) ||
             !rawjson_member(item, "queueName", &name))
             continue;
-        bool repeat = false;
-        for (size_t i = 0; i < nseen && !repeat; i++)
-            repeat = seen[i].len == name.len && memcmp(seen[i].p, name.p, name.len) == 0;
-        if (repeat)
-            continue;
-        if (nseen < SEEN_MAX)
-            seen[nseen++] = name;
-        static const char head[] = "{\"queueName\":", tail[] = ",\"status\":\"queued\"}";
-        ok = engine_buf_append(&out, &used, &cap, used == 0 ? "[" : ",", 1) &&
-             engine_buf_append(&out, &used, &cap, head, sizeof head - 1) &&
-             engine_buf_append(&out, &used, &cap, name.p, name.len) &&
-             engine_buf_append(&out, &used, &cap, tail, sizeof tail - 1);
+        size_t i = 0;
+        while (i < nseen && !(seen[i].len == name.len && memcmp(seen[i].p, name.p, name.len) == 0))
+            i++;
+        if (i < nseen) {
+            counts[i]++;
+        } else if (nseen < SEEN_MAX) {
+            seen[nseen] = name;
+            counts[nseen++] = 1;
+        } else {
+            ok = append_queued(&out, &used, &cap, name, 1);
+        }
     }
+    for (size_t i = 0; ok && i < nseen; i++)
+        ok = append_queued(&out, &used, &cap, seen[i], counts[i]);
     if (ok && used > 0)
         ok = engine_buf_append(&out, &used, &cap, "]", 1);
     if (!ok || used == 0) {

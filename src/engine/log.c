@@ -179,12 +179,13 @@ static void pop_wake(void *ctx, bool woken)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* With wait: the waiter is registered BEFORE each attempt, so a push that
- * commits between an empty pop and the wait still wakes it (no lost
- * wake-up). The notifier also fires it every NOTIFY_RECHECK_MS (leases
- * that expire or are released make messages available without a push).
- * Woken: try again. Not woken: the timeout passed (or the engine closes):
- * nothing, *body NULL. */
+/* With wait: the waiter is opened BEFORE the first attempt, so a push that
+ * commits between an empty pop and the sleep still wakes it (no lost
+ * wake-up), and stays open, in its place, until the answer (notify.h): a
+ * push wakes as many waiters as it queued messages, the notifier's check
+ * wakes waiters of keys with something to pop (leases that expired or were
+ * released make messages available without a push). Woken: try again. Not
+ * woken: the timeout passed (or the engine closes): nothing, *body NULL. */
 int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char **body_json, queen_error *err)
 {
     *body_json = NULL;
@@ -211,31 +212,42 @@ int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char 
         return rc;
     }
     atomic_fetch_add(&q->counters.pop_waits, 1);
-    long long deadline = engine_now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : QUEEN_POP_DEFAULT_TIMEOUT_MS);
+    int timeout = opts->timeout_ms > 0 ? opts->timeout_ms : QUEEN_POP_DEFAULT_TIMEOUT_MS;
     pop_sync s = {.fired = false};
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
+    queen_waiter *w = atomic_load(&q->closing) ? NULL
+                      : notifier_wait_open(q->notifier, tenant, opts->queue, opts->namespace_label, opts->task_label,
+                                           opts->consumer_group, opts->partition, timeout, pop_wake, &s);
     for (;;) {
-        long long left = deadline - engine_now_ms();
-        queen_waiter w;
-        s.fired = s.woken = false;
-        bool armed = left > 0 && !atomic_load(&q->closing) &&
-                     notifier_add_owned(q->notifier, &w, tenant, opts->queue, (int)left, pop_wake, &s);
+        pthread_mutex_lock(&s.mu);
+        s.fired = false; /* a wake before this attempt is this attempt's */
+        pthread_mutex_unlock(&s.mu);
         rc = pop_once(q, tenant, opts, body_json, err);
-        if (rc != 0 || *body_json != NULL || !armed) {
-            if (armed)
-                notifier_finish(q->notifier, &w);
+        if (rc != 0 || *body_json != NULL || w == NULL)
             break;
-        }
+        pthread_mutex_lock(&s.mu);
+        bool fired = s.fired, woken = s.woken;
+        pthread_mutex_unlock(&s.mu);
+        if (fired && woken)
+            continue; /* woken during the attempt: its push may have come after the read */
+        if (fired)
+            break;
+        notify_verdict v = notifier_wait_again(q->notifier, w);
+        if (v == NOTIFY_RETRY)
+            continue;
+        if (v == NOTIFY_DONE)
+            break;
         pthread_mutex_lock(&s.mu);
         while (!s.fired)
             pthread_cond_wait(&s.cv, &s.mu);
-        bool woken = s.woken;
+        woken = s.woken;
         pthread_mutex_unlock(&s.mu);
-        notifier_finish(q->notifier, &w);
         if (!woken)
             break;
     }
+    if (w != NULL)
+        notifier_wait_close(q->notifier, w, rc == 0 && *body_json != NULL);
     pthread_cond_destroy(&s.cv);
     pthread_mutex_destroy(&s.mu);
     engine_leave(q);
@@ -313,4 +325,33 @@ queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queu
     queen_waiter *w = notifier_add(q->notifier, canon, queue, timeout_ms, true, fn, ctx);
     engine_leave(q);
     return w;
+}
+
+queen_waiter *queen_pop_wait_open(queen *q, const char *tenant, const queen_pop_options *opts, int timeout_ms,
+                                  queen_wake_fn fn, void *ctx)
+{
+    char canon[QUEEN_TENANT_LEN + 1];
+    if (opts == NULL || engine_enter_tenant(q, tenant, canon, NULL) == NULL)
+        return NULL;
+    queen_waiter *w = notifier_wait_open(q->notifier, canon, opts->queue, opts->namespace_label, opts->task_label,
+                                         opts->consumer_group, opts->partition, timeout_ms, fn, ctx);
+    engine_leave(q);
+    return w;
+}
+
+queen_wait_verdict queen_pop_wait_again(queen *q, queen_waiter *w)
+{
+    switch (notifier_wait_again(q->notifier, w)) {
+    case NOTIFY_SLEEP:
+        return QUEEN_WAIT_SLEEP;
+    case NOTIFY_RETRY:
+        return QUEEN_WAIT_RETRY;
+    default:
+        return QUEEN_WAIT_DONE;
+    }
+}
+
+void queen_pop_wait_close(queen *q, queen_waiter *w, bool popped)
+{
+    notifier_wait_close(q->notifier, w, popped);
 }

@@ -2,9 +2,12 @@
  * outgoing push notifications (see notify.h). Owns the only connection that
  * is not from the pool. Must never call a waiter's callback while holding its
  * mutex (a callback may register the next waiter, and the HTTP edge resumes a
- * connection from it), never run a statement other than LISTEN and the
- * announcing one, and never block on anything but poll() (the connection is
- * non-blocking). */
+ * connection from it), never run a statement other than LISTEN, the
+ * announcing one and the waiters' check (log_poppable_v1, read-only), one at
+ * a time, and never block on anything but poll() (the connection is
+ * non-blocking). Lock order: a caller's own lock (the HTTP edge's poll lock)
+ * is never held while calling in here with a wait for a callback possible
+ * (notifier_wait_again, notifier_wait_close, notifier_finish). */
 #include "notify.h"
 
 #include <ctype.h>
@@ -14,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +51,32 @@
  * brokers' waiters wait for it: this broker's own are woken from the
  * announcement itself (notifier_announce), without the round trip. */
 #define ANNOUNCE_GAP_MS 2
+/* The waiters' check: keys in, (key_index, ready) out (sql/037). */
+#define SQL_CHECK "SELECT key_index, ready FROM queen.log_poppable_v1($1::jsonb)"
+#define CHECK_STATEMENT "queen_check"
+
+/* A pop waiter's state. */
+enum { W_WAITING, W_POPPING, W_ENDED };
+
+/* The pop waiters of one (tenant, queue or labels, group, partition): what a
+ * push wakes a count of and what the check statement names once. Freed when
+ * its last waiter closed and no check in flight names it. */
+typedef struct notify_key {
+    struct notify_key *next, *prev; /* chain of kbuckets[bucket] */
+    unsigned bucket;                /* of key: a push finds every group's key of its queue */
+    char key[NOTIFY_KEY_MAX];       /* "<tenant>:<queue>", or the tenant's any-queue key */
+    char tenant[QUEEN_TENANT_LEN + 1];
+    char *queue, *ns, *task, *group, *partition; /* NULL: none / any / queue mode */
+    queen_waiter *head, *tail;      /* open waiters, in order of opening (FIFO) */
+    size_t nopen, nwaiting, npopping;
+    /* Wakes that found no waiter waiting while some were popping: those may
+     * have read before the push committed, so as many of them as this go
+     * round again instead of back to sleep. */
+    size_t owed;
+    bool chase;    /* a woken waiter took messages: check again once none pops */
+    bool want;     /* goes into the next check statement */
+    bool in_check; /* the check in flight names it */
+} notify_key;
 
 struct queen_notifier {
     pthread_mutex_t mu;
@@ -68,6 +98,12 @@ struct queen_notifier {
     char *local;
     size_t local_len, local_cap;
     atomic_ulong announced, announce_statements, announce_dropped, local_wakes;
+    /* Pop waiters (under mu): their keys by "<tenant>:<queue>", how many
+     * wait now, and whether a check is wanted (want set on some key). */
+    notify_key *kbuckets[NBUCKETS];
+    size_t keyed_waiting;
+    bool check_wanted;
+    atomic_ulong checks, check_ticks, check_wakes, push_wakes;
 };
 
 /* ---- deadline heap (under mu) ------------------------------------------ */
@@ -268,6 +304,205 @@ void notifier_finish(queen_notifier *n, queen_waiter *w)
     pthread_mutex_unlock(&n->mu);
 }
 
+/* ---- pop waiters ----------------------------------------------------------- */
+
+static bool same_name(const char *a, const char *b)
+{
+    return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+static void key_free(notify_key *wk)
+{
+    free(wk->queue);
+    free(wk->ns);
+    free(wk->task);
+    free(wk->group);
+    free(wk->partition);
+    free(wk);
+}
+
+/* Frees wk once no waiter and no check in flight names it (under mu). */
+static void key_release(queen_notifier *n, notify_key *wk)
+{
+    if (wk->nopen > 0 || wk->in_check)
+        return;
+    if (wk->prev)
+        wk->prev->next = wk->next;
+    else
+        n->kbuckets[wk->bucket] = wk->next;
+    if (wk->next)
+        wk->next->prev = wk->prev;
+    key_free(wk);
+}
+
+static bool dup_name(char **out, const char *s)
+{
+    *out = NULL;
+    if (s == NULL)
+        return true;
+    if (strlen(s) > 255)
+        return false;
+    *out = strdup(s);
+    return *out != NULL;
+}
+
+/* A key's check is due at once if a woken waiter took messages and none of
+ * its waiters pops any more (under mu). Returns whether one is wanted. */
+static bool key_settle(queen_notifier *n, notify_key *wk)
+{
+    if (wk->npopping > 0)
+        return false;
+    wk->owed = 0;
+    if (!wk->chase)
+        return false;
+    wk->chase = false;
+    if (wk->nwaiting == 0)
+        return false;
+    wk->want = true;
+    n->check_wanted = true;
+    return true;
+}
+
+queen_waiter *notifier_wait_open(queen_notifier *n, const char *tenant, const char *queue, const char *ns,
+                                 const char *task, const char *group, const char *partition, int timeout_ms,
+                                 queen_wake_fn fn, void *ctx)
+{
+    if (n == NULL || fn == NULL || tenant == NULL)
+        return NULL;
+    queen_waiter *w = calloc(1, sizeof *w);
+    notify_key *probe = calloc(1, sizeof *probe);
+    if (w == NULL || probe == NULL || !make_key(probe->key, tenant, queue) ||
+        snprintf(probe->tenant, sizeof probe->tenant, "%.*s", (int)strcspn(probe->key, ":"), probe->key) < 0 ||
+        !dup_name(&probe->queue, queue) || !dup_name(&probe->ns, queue ? NULL : ns) ||
+        !dup_name(&probe->task, queue ? NULL : task) || !dup_name(&probe->group, group) ||
+        !dup_name(&probe->partition, queue ? partition : NULL)) {
+        free(w);
+        if (probe)
+            key_free(probe);
+        return NULL;
+    }
+    memcpy(w->key, probe->key, sizeof w->key);
+    w->fn = fn;
+    w->ctx = ctx;
+    w->owned = true;
+    long long now = engine_now_ms();
+    w->deadline = now + (timeout_ms > 0 ? timeout_ms : 0);
+    w->recheck_at = LLONG_MAX; /* the tick checks its key instead */
+    probe->bucket = key_bucket(probe->key);
+
+    pthread_mutex_lock(&n->mu);
+    notify_key *wk = n->kbuckets[probe->bucket];
+    while (wk != NULL && !(strcmp(wk->key, probe->key) == 0 && same_name(wk->queue, probe->queue) &&
+                           same_name(wk->ns, probe->ns) && same_name(wk->task, probe->task) &&
+                           same_name(wk->group, probe->group) && same_name(wk->partition, probe->partition)))
+        wk = wk->next;
+    if (n->stopping || heap_push(n, w) != 0) {
+        pthread_mutex_unlock(&n->mu);
+        key_free(probe);
+        free(w);
+        return NULL;
+    }
+    if (wk == NULL) {
+        wk = probe;
+        probe = NULL;
+        wk->next = n->kbuckets[wk->bucket];
+        if (wk->next)
+            wk->next->prev = wk;
+        n->kbuckets[wk->bucket] = wk;
+    }
+    w->wk = wk;
+    w->linked = true;
+    w->state = W_WAITING;
+    w->prev = wk->tail;
+    if (wk->tail)
+        wk->tail->next = w;
+    else
+        wk->head = w;
+    wk->tail = w;
+    wk->nopen++;
+    wk->nwaiting++;
+    n->keyed_waiting++;
+    bool earliest = w->heap_i == 0;
+    pthread_mutex_unlock(&n->mu);
+    if (probe)
+        key_free(probe);
+    if (earliest)
+        poke(n);
+    return w;
+}
+
+notify_verdict notifier_wait_again(queen_notifier *n, queen_waiter *w)
+{
+    pthread_mutex_lock(&n->mu);
+    while (w->firing) /* its callback may still be running: let it finish */
+        pthread_cond_wait(&n->done_cv, &n->mu);
+    notify_key *wk = w->wk;
+    notify_verdict v = NOTIFY_SLEEP;
+    bool poke_it = false;
+    if (w->state == W_ENDED || n->stopping) {
+        v = NOTIFY_DONE;
+    } else if (w->state == W_POPPING) {
+        if (wk->owed > 0) {
+            wk->owed--;
+            v = NOTIFY_RETRY; /* still popping */
+        } else {
+            wk->npopping--;
+            if (engine_now_ms() >= w->deadline) {
+                w->state = W_ENDED;
+                v = NOTIFY_DONE;
+            } else if (heap_push(n, w) != 0) {
+                w->state = W_ENDED; /* out of memory: answer now rather than never */
+                v = NOTIFY_DONE;
+            } else {
+                w->state = W_WAITING;
+                w->linked = true;
+                wk->nwaiting++;
+                n->keyed_waiting++;
+                poke_it = w->heap_i == 0;
+            }
+            poke_it = key_settle(n, wk) || poke_it;
+        }
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (poke_it)
+        poke(n);
+    return v;
+}
+
+void notifier_wait_close(queen_notifier *n, queen_waiter *w, bool popped)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&n->mu);
+    while (w->firing)
+        pthread_cond_wait(&n->done_cv, &n->mu);
+    notify_key *wk = w->wk;
+    if (w->state == W_WAITING) {
+        heap_remove(n, w);
+        wk->nwaiting--;
+        n->keyed_waiting--;
+    } else if (w->state == W_POPPING) {
+        wk->npopping--;
+    }
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        wk->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        wk->tail = w->prev;
+    wk->nopen--;
+    if (popped)
+        wk->chase = true; /* what it took may not have been all */
+    bool poke_it = key_settle(n, wk);
+    key_release(n, wk);
+    pthread_mutex_unlock(&n->mu);
+    free(w);
+    if (poke_it)
+        poke(n);
+}
+
 /* ---- announcing ----------------------------------------------------------- */
 
 static bool pend(queen_notifier *n, const char *text)
@@ -275,9 +510,10 @@ static bool pend(queen_notifier *n, const char *text)
     return engine_buf_append(&n->pending, &n->pending_len, &n->pending_cap, text, strlen(text));
 }
 
-/* The keys of the queues results names as queued, each followed by a NUL,
- * in *keys (malloc'd; *len 0 and NULL when none or memory is short: the
- * NOTIFY still wakes them). The same reading as log_notify_announce_v1: an
+/* The keys of the queues results names as queued, each followed by a NUL
+ * and then by how many messages it queued there in decimal and a NUL, in
+ * *keys (malloc'd; *len 0 and NULL when none or memory is short: the
+ * tick's check still finds them). The same reading as log_notify_announce_v1: an
  * array of results, or an object whose results hold them; an element counts
  * when its status is "queued", its type absent or "push", and it names its
  * queue. Parsed before the mutex is taken: pushers and waiters share it. */
@@ -288,6 +524,7 @@ static void local_keys(const char *tenant, const char *results, char **keys, siz
     *len = 0;
     json_t *doc = json_loads(results, JSON_DECODE_ANY, NULL);
     json_t *list = json_is_object(doc) ? json_object_get(doc, "results") : doc;
+    json_t *counts = json_object(); /* key -> messages */
     size_t i;
     json_t *e;
     json_array_foreach(list, i, e) {
@@ -298,13 +535,25 @@ static void local_keys(const char *tenant, const char *results, char **keys, siz
         if (status == NULL || strcmp(status, "queued") != 0 || (type != NULL && strcmp(type, "push") != 0) ||
             queue == NULL || !make_key(key, tenant, queue))
             continue;
-        if (!engine_buf_append(keys, len, &cap, key, strlen(key) + 1)) {
+        /* "n": the messages it stands for (engine.c folds a push's per queue) */
+        json_int_t m = json_is_integer(json_object_get(e, "n")) ? json_integer_value(json_object_get(e, "n")) : 1;
+        json_object_set_new(counts, key,
+                            json_integer(json_integer_value(json_object_get(counts, key)) + (m > 0 ? m : 1)));
+    }
+    const char *key;
+    json_t *c;
+    json_object_foreach(counts, key, c) {
+        char num[24];
+        int nlen = snprintf(num, sizeof num, "%lld", (long long)json_integer_value(c));
+        if (!engine_buf_append(keys, len, &cap, key, strlen(key) + 1) ||
+            !engine_buf_append(keys, len, &cap, num, (size_t)nlen + 1)) {
             free(*keys);
             *keys = NULL;
             *len = 0;
             break;
         }
     }
+    json_decref(counts);
     json_decref(doc);
 }
 
@@ -341,17 +590,22 @@ bool notifier_announce(queen_notifier *n, const char *tenant, const char *result
 
 /* ---- firing ------------------------------------------------------------- */
 
-/* Callbacks run here, outside mu. An owned waiter is marked done under mu
- * afterwards (its owner may be waiting in notifier_finish); any other is
+/* Callbacks run here, outside mu. A pop waiter or an owned one is marked
+ * done under mu afterwards (its owner may be waiting for that); any other is
  * freed: its handle was only a token. */
 static void fire_list(queen_notifier *n, queen_waiter *list)
 {
     while (list) {
         queen_waiter *w = list;
-        list = w->next;
-        w->next = NULL;
+        list = w->fire_next;
+        w->fire_next = NULL;
         w->fn(w->ctx, w->woken);
-        if (w->owned) {
+        if (w->wk != NULL) {
+            pthread_mutex_lock(&n->mu);
+            w->firing = false;
+            pthread_cond_broadcast(&n->done_cv);
+            pthread_mutex_unlock(&n->mu);
+        } else if (w->owned) {
             pthread_mutex_lock(&n->mu);
             w->done = true;
             pthread_cond_broadcast(&n->done_cv);
@@ -362,13 +616,55 @@ static void fire_list(queen_notifier *n, queen_waiter *list)
     }
 }
 
-/* Moves w from the sets onto the fire list (under mu). */
+/* Moves w from the sets onto the fire list (under mu). A pop waiter leaves
+ * only the heap: it keeps its place in its key's list, popping (woken) or
+ * ended (its time is up). */
 static void take(queen_notifier *n, queen_waiter *w, bool woken, queen_waiter **list)
 {
-    unlink_waiter(n, w);
+    if (w->wk != NULL) {
+        heap_remove(n, w);
+        w->linked = false;
+        w->wk->nwaiting--;
+        n->keyed_waiting--;
+        w->state = woken ? W_POPPING : W_ENDED;
+        if (woken)
+            w->wk->npopping++;
+        w->firing = true;
+    } else {
+        unlink_waiter(n, w);
+    }
     w->woken = woken;
-    w->next = *list;
+    w->fire_next = *list;
     *list = w;
+}
+
+/* Wakes the first count waiting waiters of wk, in order of opening (under
+ * mu); returns how many. Those popping before it may have missed what woke
+ * it: up to the shortfall of them is owed a further attempt. */
+static size_t wake_key(queen_notifier *n, notify_key *wk, size_t count, queen_waiter **list)
+{
+    size_t popping = wk->npopping, woke = 0;
+    for (queen_waiter *w = wk->head; w != NULL && woke < count && wk->nwaiting > 0; w = w->next) {
+        if (w->state == W_WAITING) {
+            take(n, w, true, list);
+            woke++;
+        }
+    }
+    if (woke < count && popping > 0) {
+        size_t owe = count - woke < popping ? count - woke : popping;
+        wk->owed = wk->owed + owe > popping ? popping : wk->owed + owe;
+    }
+    return woke;
+}
+
+/* The pop waiters' keys named key (under mu): count each. */
+static size_t wake_keyed(queen_notifier *n, const char *key, size_t count, queen_waiter **list)
+{
+    size_t woke = 0;
+    for (notify_key *wk = n->kbuckets[key_bucket(key)]; wk != NULL; wk = wk->next)
+        if (strcmp(wk->key, key) == 0)
+            woke += wake_key(n, wk, count, list);
+    return woke;
 }
 
 static void take_key(queen_notifier *n, const char *key, queen_waiter **list)
@@ -382,10 +678,41 @@ static void take_key(queen_notifier *n, const char *key, queen_waiter **list)
     }
 }
 
+/* Every waiter: at shutdown (woken false) all of them; woken, only the
+ * plain ones (the caller checks the pop waiters' keys instead). */
 static void take_all(queen_notifier *n, bool woken, queen_waiter **list)
 {
-    while (n->nheap > 0)
-        take(n, n->heap[0], woken, list);
+    if (!woken) {
+        while (n->nheap > 0)
+            take(n, n->heap[0], false, list);
+        return;
+    }
+    for (size_t b = 0; b < NBUCKETS; b++) /* the plain waiters are the buckets' */
+        while (n->buckets[b] != NULL)
+            take(n, n->buckets[b], true, list);
+}
+
+/* Marks every key with a waiting waiter for the next check (under mu). */
+static bool want_all_keys(queen_notifier *n)
+{
+    bool any = false;
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (notify_key *wk = n->kbuckets[b]; wk != NULL; wk = wk->next)
+            if (wk->nwaiting > 0) {
+                wk->want = true;
+                any = true;
+            }
+    n->check_wanted = n->check_wanted || any;
+    return any;
+}
+
+/* No connection to check with: every waiting pop waiter pops (under mu). */
+static void wake_all_keyed(queen_notifier *n, queen_waiter **list)
+{
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (notify_key *wk = n->kbuckets[b]; wk != NULL; wk = wk->next)
+            if (wk->nwaiting > 0)
+                wake_key(n, wk, SIZE_MAX, list);
 }
 
 static void take_due(queen_notifier *n, long long now, queen_waiter **list)
@@ -404,9 +731,9 @@ static void ignore_notice(void *arg, const char *message)
     (void)message;
 }
 
-static PGconn *listen_connect(const char *conninfo, bool *prepared, char *err, size_t errlen)
+static PGconn *listen_connect(const char *conninfo, bool *prepared, bool *check_prepared, char *err, size_t errlen)
 {
-    *prepared = false;
+    *prepared = *check_prepared = false;
     const char *keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
                           "keepalives_count", "dbname", "application_name", NULL};
     const char *vals[] = {"5", "1", "30", "10", "3", conninfo, "queen_listen", NULL};
@@ -430,6 +757,9 @@ static PGconn *listen_connect(const char *conninfo, bool *prepared, char *err, s
         res = PQprepare(pg, ANNOUNCE_STATEMENT, SQL_ANNOUNCE, 1, NULL);
         *prepared = PQresultStatus(res) == PGRES_COMMAND_OK;
         PQclear(res);
+        res = PQprepare(pg, CHECK_STATEMENT, SQL_CHECK, 1, NULL);
+        *check_prepared = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
     }
     if (ok && PQsetnonblocking(pg, 1) != 0) {
         snprintf(err, errlen, "non-blocking mode: %s", PQerrorMessage(pg));
@@ -449,6 +779,9 @@ typedef struct announcer {
     size_t sending_len;
     bool want_write; /* the statement is not all sent yet: poll for POLLOUT */
     bool prepared;   /* ANNOUNCE_STATEMENT exists on this connection */
+    bool check_prepared; /* CHECK_STATEMENT does */
+    notify_key **checking; /* the keys of the check in flight (NULL: none), by key_index */
+    size_t nchecking;
     long long last_sent; /* monotonic ms of the last statement (ANNOUNCE_GAP_MS) */
     long long last_error_log;
 } announcer;
@@ -480,7 +813,7 @@ static void announce_requeue(queen_notifier *n, announcer *a)
  * connection failed (the caller drops it). */
 static bool announce_send(queen_notifier *n, announcer *a, PGconn *pg, bool now)
 {
-    if (a->sending != NULL)
+    if (a->sending != NULL || a->checking != NULL)
         return true;
     long long t = engine_now_ms();
     if (!now && t - a->last_sent < ANNOUNCE_GAP_MS)
@@ -516,29 +849,149 @@ static bool announce_send(queen_notifier *n, announcer *a, PGconn *pg, bool now)
     return f >= 0;
 }
 
-/* Collects the statement's result once it is in (after PQconsumeInput). */
-static void announce_collect(announcer *a, PGconn *pg)
+/* Ends the check in flight (under mu): its keys are free to go. again:
+ * check them again (the answer was lost). */
+static void check_end(queen_notifier *n, announcer *a, bool again)
 {
-    while (a->sending != NULL && !PQisBusy(pg)) {
+    for (size_t i = 0; i < a->nchecking; i++) {
+        notify_key *wk = a->checking[i];
+        wk->in_check = false;
+        if (again && wk->nwaiting > 0) {
+            wk->want = true;
+            n->check_wanted = true;
+        }
+        key_release(n, wk);
+    }
+    free(a->checking);
+    a->checking = NULL;
+    a->nchecking = 0;
+}
+
+/* Sends the keys wanted as one check when the connection is free. false
+ * when the connection failed (the caller drops it). */
+static bool check_send(queen_notifier *n, announcer *a, PGconn *pg)
+{
+    if (a->sending != NULL || a->checking != NULL)
+        return true;
+    pthread_mutex_lock(&n->mu);
+    if (!n->check_wanted) {
+        pthread_mutex_unlock(&n->mu);
+        return true;
+    }
+    n->check_wanted = false;
+    size_t cap = 0, k = 0;
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (notify_key *wk = n->kbuckets[b]; wk != NULL; wk = wk->next)
+            cap += wk->want;
+    notify_key **list = cap ? malloc(cap * sizeof *list) : NULL;
+    json_t *keys = json_array();
+    for (size_t b = 0; list != NULL && keys != NULL && b < NBUCKETS; b++) {
+        for (notify_key *wk = n->kbuckets[b]; wk != NULL; wk = wk->next) {
+            if (!wk->want)
+                continue;
+            wk->want = false;
+            if (wk->nwaiting == 0)
+                continue;
+            json_t *o = json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:s?}", "t", wk->tenant, "q", wk->queue, "ns",
+                                  wk->ns, "task", wk->task, "g", wk->group, "p", wk->partition);
+            if (o == NULL || json_array_append_new(keys, o) != 0)
+                continue; /* out of memory: the next tick asks again */
+            wk->in_check = true;
+            list[k++] = wk;
+        }
+    }
+    a->checking = list;
+    a->nchecking = k;
+    pthread_mutex_unlock(&n->mu);
+    char *text = k > 0 ? json_dumps(keys, JSON_COMPACT) : NULL;
+    json_decref(keys);
+    if (text == NULL) {
+        pthread_mutex_lock(&n->mu);
+        check_end(n, a, false);
+        pthread_mutex_unlock(&n->mu);
+        return true;
+    }
+    const char *params[] = {text};
+    bool sent = a->check_prepared ? PQsendQueryPrepared(pg, CHECK_STATEMENT, 1, params, NULL, NULL, 0)
+                                  : PQsendQueryParams(pg, SQL_CHECK, 1, NULL, params, NULL, NULL, 0);
+    free(text);
+    if (!sent)
+        return false;
+    atomic_fetch_add(&n->checks, 1);
+    int f = PQflush(pg);
+    a->want_write = f == 1;
+    return f >= 0;
+}
+
+/* The check's answer: wakes as many waiters of each key returned as it has
+ * claimable partitions. A failed check (a schema without sql/037, a
+ * timeout) wakes every waiter of its keys: they pop, as they did before the
+ * check existed. */
+static void check_answer(queen_notifier *n, announcer *a, PGresult *r)
+{
+    queen_waiter *fire = NULL;
+    size_t woke = 0;
+    pthread_mutex_lock(&n->mu);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+        for (int i = 0; i < PQntuples(r); i++) {
+            long idx = strtol(PQgetvalue(r, i, 0), NULL, 10), ready = strtol(PQgetvalue(r, i, 1), NULL, 10);
+            if (idx >= 0 && (size_t)idx < a->nchecking && ready > 0)
+                woke += wake_key(n, a->checking[idx], (size_t)ready, &fire);
+        }
+    } else {
+        for (size_t i = 0; i < a->nchecking; i++)
+            woke += wake_key(n, a->checking[i], SIZE_MAX, &fire);
+    }
+    pthread_mutex_unlock(&n->mu);
+    atomic_fetch_add(&n->check_wakes, woke);
+    fire_list(n, fire);
+}
+
+/* Collects the statement's result once it is in (after PQconsumeInput). */
+static void announce_collect(queen_notifier *n, announcer *a, PGconn *pg)
+{
+    while ((a->sending != NULL || a->checking != NULL) && !PQisBusy(pg)) {
         PGresult *r = PQgetResult(pg);
         if (r == NULL) {
-            free(a->sending);
-            a->sending = NULL;
+            if (a->sending != NULL) {
+                free(a->sending);
+                a->sending = NULL;
+            } else {
+                pthread_mutex_lock(&n->mu);
+                check_end(n, a, false);
+                pthread_mutex_unlock(&n->mu);
+            }
             return;
         }
+        if (a->checking != NULL)
+            check_answer(n, a, r);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
             long long now = engine_now_ms();
             if (now - a->last_error_log >= LOG_EVERY_MS) {
                 char err[512];
                 snprintf(err, sizeof err, "%s", PQresultErrorMessage(r));
                 engine_one_line(err);
-                log_warn("notifier: push notifications not sent (waiters re-check within %d ms): %s",
-                         NOTIFY_RECHECK_MS, err);
+                log_warn("notifier: %s failed (waiters re-check within %d ms): %s",
+                         a->checking ? "the waiters' check" : "push notifications", NOTIFY_RECHECK_MS, err);
                 a->last_error_log = now;
             }
         }
         PQclear(r);
     }
+}
+
+size_t notify_cut_count(char *payload)
+{
+    char *sep = payload ? strrchr(payload, NOTIFY_COUNT_SEP) : NULL;
+    if (sep == NULL)
+        return SIZE_MAX;
+    *sep = '\0';
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(sep + 1, &end, 10);
+    if (end == sep + 1 || *end != '\0' || errno != 0 || v == 0 || v > SIZE_MAX)
+        return SIZE_MAX;
+    return (size_t)v;
 }
 
 bool notify_split_payload(const char *payload, char tenant[37], const char **queue)
@@ -563,6 +1016,9 @@ static void connection_lost(queen_notifier *n, PGconn **pg, announcer *a, const 
     PQfinish(*pg);
     *pg = NULL;
     announce_requeue(n, a);
+    pthread_mutex_lock(&n->mu);
+    check_end(n, a, true);
+    pthread_mutex_unlock(&n->mu);
     atomic_store(&n->connected, false);
 }
 
@@ -596,8 +1052,32 @@ static void announce_drain(queen_notifier *n, announcer *a, PGconn *pg)
         PGnotify *nt;
         while ((nt = PQnotifies(pg)) != NULL)
             PQfreemem(nt); /* the waiters are fired already */
-        announce_collect(a, pg);
+        announce_collect(n, a, pg);
     }
+}
+
+/* Wakes the waiters of one "<tenant>:<queue>" that count messages were
+ * queued to (SIZE_MAX: unknown, all), and its tenant's any-queue waiters
+ * (under mu). Returns the pop waiters woken. */
+static size_t wake_queue(queen_notifier *n, const char *key, size_t count, queen_waiter **list)
+{
+    take_key(n, key, list);
+    size_t woke = wake_keyed(n, key, count, list);
+    char any[NOTIFY_KEY_MAX];
+    const char *colon = strchr(key, ':'); /* a tenant has no ':' */
+    if (colon != NULL && make_any_key(any, key, (size_t)(colon - key))) {
+        take_key(n, any, list);
+        woke += wake_keyed(n, any, count, list);
+    }
+    return woke;
+}
+
+static size_t list_length(const queen_waiter *w, const queen_waiter *until)
+{
+    size_t k = 0;
+    for (; w != until; w = w->fire_next)
+        k++;
+    return k;
 }
 
 static void *notifier_main(void *arg)
@@ -605,9 +1085,11 @@ static void *notifier_main(void *arg)
     queen_notifier *n = arg;
     PGconn *pg = NULL;
     long long next_connect = 0, last_log = -LOG_EVERY_MS;
+    long long next_tick = engine_now_ms() + NOTIFY_RECHECK_MS;
     int backoff = RECONNECT_MIN_MS;
     bool ever_connected = false;
-    char **keys = NULL;
+    char **keys = NULL; /* payloads of this turn's NOTIFYs, count cut off */
+    size_t *counts = NULL;
     size_t nkeys = 0, capkeys = 0;
     announcer ann = {.last_error_log = -LOG_EVERY_MS};
 
@@ -616,7 +1098,7 @@ static void *notifier_main(void *arg)
         long long now = engine_now_ms();
         if (pg == NULL && now >= next_connect) {
             char err[512];
-            pg = listen_connect(n->conninfo, &ann.prepared, err, sizeof err);
+            pg = listen_connect(n->conninfo, &ann.prepared, &ann.check_prepared, err, sizeof err);
             if (pg != NULL) {
                 if (ever_connected)
                     atomic_fetch_add(&n->reconnects, 1);
@@ -640,9 +1122,12 @@ static void *notifier_main(void *arg)
         pthread_mutex_lock(&n->mu);
         bool stopping = n->stopping;
         long long next_due = n->nheap > 0 ? due(n->heap[0]) : LLONG_MAX;
-        if (n->local_len > 0)
-            next_due = now; /* announced since the last turn: fire them now */
-        else if (pg != NULL && n->pending_len > 0 && ann.sending == NULL && ann.last_sent + ANNOUNCE_GAP_MS < next_due)
+        if (n->keyed_waiting > 0 && next_tick < next_due)
+            next_due = next_tick; /* the pop waiters' check */
+        if (n->local_len > 0 || (pg != NULL && n->check_wanted && ann.sending == NULL && ann.checking == NULL))
+            next_due = now; /* announced since the last turn, or a check to send: now */
+        else if (pg != NULL && n->pending_len > 0 && ann.sending == NULL && ann.checking == NULL &&
+                 ann.last_sent + ANNOUNCE_GAP_MS < next_due)
             next_due = ann.last_sent + ANNOUNCE_GAP_MS; /* held for the gap */
         pthread_mutex_unlock(&n->mu);
         if (stopping)
@@ -682,28 +1167,36 @@ static void *notifier_main(void *arg)
                 next_connect = engine_now_ms();
                 wake_all = true;
             } else {
+                int self = PQbackendPID(pg);
                 PGnotify *nt;
                 while ((nt = PQnotifies(pg)) != NULL) {
                     atomic_fetch_add(&n->notifies, 1);
                     char tenant[37];
                     const char *queue;
-                    if (notify_split_payload(nt->extra, tenant, &queue)) {
+                    /* Our own announcing statement's: its waiters here were
+                     * woken from the announcement already. */
+                    if (nt->be_pid != self && notify_split_payload(nt->extra, tenant, &queue)) {
                         if (nkeys == capkeys) {
                             size_t ncap = capkeys ? capkeys * 2 : 16;
                             char **k = realloc(keys, ncap * sizeof *k);
-                            if (k != NULL) {
+                            if (k != NULL)
                                 keys = k;
+                            size_t *c = k ? realloc(counts, ncap * sizeof *c) : NULL;
+                            if (c != NULL) {
+                                counts = c;
                                 capkeys = ncap;
                             }
                         }
-                        if (nkeys < capkeys && (keys[nkeys] = strdup(nt->extra)) != NULL)
+                        if (nkeys < capkeys && (keys[nkeys] = strdup(nt->extra)) != NULL) {
+                            counts[nkeys] = notify_cut_count(keys[nkeys]);
                             nkeys++;
-                        else
+                        } else {
                             wake_all = true; /* out of memory: wake everyone rather than lose one */
+                        }
                     }
                     PQfreemem(nt);
                 }
-                announce_collect(&ann, pg);
+                announce_collect(n, &ann, pg);
             }
         }
         if (pg != NULL && !announce_send(n, &ann, pg, false)) {
@@ -713,39 +1206,48 @@ static void *notifier_main(void *arg)
         }
 
         queen_waiter *fire = NULL;
+        size_t push_woken = 0;
         pthread_mutex_lock(&n->mu);
-        if (wake_all)
+        if (wake_all) {
             take_all(n, true, &fire);
+            want_all_keys(n); /* their keys are checked, not every waiter popped */
+        }
+        now = engine_now_ms();
+        if (now >= next_tick) {
+            next_tick = now + NOTIFY_RECHECK_MS;
+            if (pg == NULL)
+                wake_all_keyed(n, &fire); /* nothing to check with: all pop, as before */
+            else if (want_all_keys(n))
+                atomic_fetch_add(&n->check_ticks, 1);
+        }
         /* This broker's waiters of what it announced: their pushes have
          * committed, and this turn comes before the NOTIFY's can. */
         unsigned long local_woken = 0;
-        for (size_t off = 0; off < n->local_len; off += strlen(n->local + off) + 1) {
+        for (size_t off = 0; off < n->local_len;) {
             const char *key = n->local + off;
+            off += strlen(key) + 1;
+            size_t count = (size_t)strtoull(n->local + off, NULL, 10);
+            off += strlen(n->local + off) + 1;
             queen_waiter *was = fire;
-            take_key(n, key, &fire);
-            /* The tenant's any-queue waiters too (a tenant has no ':'). */
-            char any[NOTIFY_KEY_MAX];
-            const char *colon = strchr(key, ':');
-            if (colon != NULL && make_any_key(any, key, (size_t)(colon - key)))
-                take_key(n, any, &fire);
-            for (queen_waiter *w = fire; w != was; w = w->next)
-                local_woken++;
+            push_woken += wake_queue(n, key, count > 0 ? count : SIZE_MAX, &fire);
+            local_woken += list_length(fire, was);
         }
         n->local_len = 0;
-        for (size_t i = 0; i < nkeys; i++) {
-            take_key(n, keys[i], &fire);
-            /* keys[i] is "<tenant>:<queue>": its tenant's any-queue waiters too. */
-            char any[NOTIFY_KEY_MAX];
-            if (make_any_key(any, keys[i], 36))
-                take_key(n, any, &fire);
-        }
-        take_due(n, engine_now_ms(), &fire);
+        for (size_t i = 0; i < nkeys; i++)
+            push_woken += wake_queue(n, keys[i], counts[i], &fire);
+        take_due(n, now, &fire);
         pthread_mutex_unlock(&n->mu);
         if (local_woken > 0)
             atomic_fetch_add(&n->local_wakes, local_woken);
+        if (push_woken > 0)
+            atomic_fetch_add(&n->push_wakes, push_woken);
         for (size_t i = 0; i < nkeys; i++)
             free(keys[i]);
         fire_list(n, fire);
+        if (pg != NULL && !check_send(n, &ann, pg)) {
+            connection_lost(n, &pg, &ann, " while checking waiters");
+            next_connect = engine_now_ms();
+        }
     }
 
     /* Shutting down: everyone still waiting hears "not woken". */
@@ -755,11 +1257,15 @@ static void *notifier_main(void *arg)
     pthread_mutex_unlock(&n->mu);
     fire_list(n, fire);
     free(keys);
+    free(counts);
     if (pg != NULL) {
         announce_drain(n, &ann, pg);
         PQfinish(pg);
     }
     free(ann.sending);
+    pthread_mutex_lock(&n->mu);
+    check_end(n, &ann, false);
+    pthread_mutex_unlock(&n->mu);
     atomic_store(&n->connected, false);
     return NULL;
 }
@@ -814,6 +1320,19 @@ void notifier_free(queen_notifier *n)
         close(n->wake_fd[0]);
     if (n->wake_fd[1] >= 0)
         close(n->wake_fd[1]);
+    /* Pop waiters nobody closed (an embedder that closed the engine with
+     * waits open): theirs is the memory, not ours to touch again. */
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        while (n->kbuckets[b] != NULL) {
+            notify_key *wk = n->kbuckets[b];
+            n->kbuckets[b] = wk->next;
+            for (queen_waiter *w = wk->head, *next; w != NULL; w = next) {
+                next = w->next;
+                free(w);
+            }
+            key_free(wk);
+        }
+    }
     free(n->heap);
     free(n->pending);
     free(n->local);
@@ -864,4 +1383,24 @@ unsigned long notifier_announce_dropped(queen_notifier *n)
 unsigned long notifier_local_wakes(queen_notifier *n)
 {
     return atomic_load(&n->local_wakes);
+}
+
+unsigned long notifier_checks(queen_notifier *n)
+{
+    return atomic_load(&n->checks);
+}
+
+unsigned long notifier_check_ticks(queen_notifier *n)
+{
+    return atomic_load(&n->check_ticks);
+}
+
+unsigned long notifier_check_wakes(queen_notifier *n)
+{
+    return atomic_load(&n->check_wakes);
+}
+
+unsigned long notifier_push_wakes(queen_notifier *n)
+{
+    return atomic_load(&n->push_wakes);
 }

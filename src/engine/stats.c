@@ -132,6 +132,18 @@ const stats_family stats_families[] = {
     COUNTER("notifier", "localWakes", "queen_notifier_local_wakes_total",
             "Long-poll waiters woken from this broker's own pushes, without the NOTIFY's round trip.",
             notifier.local_wakes),
+    COUNTER("notifier", "checks", "queen_notifier_checks_total",
+            "Statements asking which waited-on queues have something to pop (queen.log_poppable_v1): one per "
+            "second while long polls wait, plus one after woken waiters took messages.",
+            notifier.checks),
+    COUNTER("notifier", "checkTicks", "queen_notifier_check_ticks_total",
+            "Seconds in which waiting long polls were checked (one statement for all of them).",
+            notifier.check_ticks),
+    COUNTER("notifier", "checkWakes", "queen_notifier_check_wakes_total",
+            "Long-poll waiters woken because a check found something for them.", notifier.check_wakes),
+    COUNTER("notifier", "pushWakes", "queen_notifier_push_wakes_total",
+            "Long-poll waiters woken by pushes (as many per consumer group as messages were queued).",
+            notifier.push_wakes),
     GAUGE("waiters", NULL, "queen_push_waiters", "Long-poll waiters registered with the engine.", STATS_NUMBER,
           waiters),
 };
@@ -216,6 +228,10 @@ int queen_stats_get(queen *q, queen_stats *out)
     out->notifier.announce_statements = (long long)notifier_announce_statements(q->notifier);
     out->notifier.announce_dropped = (long long)notifier_announce_dropped(q->notifier);
     out->notifier.local_wakes = (long long)notifier_local_wakes(q->notifier);
+    out->notifier.checks = (long long)notifier_checks(q->notifier);
+    out->notifier.check_ticks = (long long)notifier_check_ticks(q->notifier);
+    out->notifier.check_wakes = (long long)notifier_check_wakes(q->notifier);
+    out->notifier.push_wakes = (long long)notifier_push_wakes(q->notifier);
     out->waiters = (long long)notifier_waiting(q->notifier);
     engine_leave(q);
     return 0;

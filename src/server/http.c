@@ -33,11 +33,15 @@
 #define HTTP_DRAIN_MS 25000
 
 /* A long-polling request's link with its waiter. Shared by the request (one
- * reference while it lives) and each registered waiter (one reference until
- * it fires), so whichever lets go last frees it: a waiter may fire after the
- * request is gone (timeout, queen_close). At most one waiter is armed at a
- * time. Fields are guarded by srv->poll_lock. */
+ * reference while it lives) and its waiter (one reference from its opening
+ * to its close, after which its callback never runs), so whichever lets go
+ * last frees it. One waiter per request, opened before the first attempt and
+ * closed at the answer (queen_pop_wait_open): it keeps its place among the
+ * queue's waiters across attempts. Fields but w are guarded by
+ * srv->poll_lock; w is the request's own (its handler and completion run on
+ * its loop). */
 struct http_poll {
+    queen_waiter *w;             /* the open wait, NULL before it and after its close */
     server *srv;
     edge_loop *loop;             /* whose daemon serves the connection: woken on resume */
     struct MHD_Connection *conn; /* NULL once the request completed */
@@ -250,17 +254,44 @@ static void poll_wake(void *ctx, bool woken)
     p->woken = woken;
     if (p->suspended)
         poll_resume_locked(srv, p);
+    pthread_mutex_unlock(&srv->poll_lock);
+}
+
+/* Closes the request's wait, if open, and lets go of the waiter's
+ * reference. Never under poll_lock: the close waits for a callback in
+ * progress, which takes it. */
+static void poll_close(server *srv, http_poll *p, bool popped)
+{
+    if (p == NULL || p->w == NULL)
+        return;
+    queen_pop_wait_close(srv->engine, p->w, popped);
+    p->w = NULL;
+    pthread_mutex_lock(&srv->poll_lock);
     bool last = --p->refs == 0;
     pthread_mutex_unlock(&srv->poll_lock);
     if (last)
         free(p);
 }
 
-bool http_poll_arm(server *srv, const http_request *req, const char *queue, int timeout_ms)
+void http_poll_close(server *srv, const http_request *req, bool popped)
+{
+    request_state *st = req->internal;
+    poll_close(srv, st->poll, popped);
+}
+
+bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms)
 {
     request_state *st = req->internal;
     if (timeout_ms <= 0 || atomic_load(&srv->stopping))
         return false;
+    if (st->poll != NULL && st->poll->w != NULL) {
+        /* Open since an earlier attempt: a wake before this attempt is this
+         * attempt's; one during it shows as fired. */
+        pthread_mutex_lock(&srv->poll_lock);
+        st->poll->fired = st->poll->woken = false;
+        pthread_mutex_unlock(&srv->poll_lock);
+        return true;
+    }
     http_poll *p = st->poll;
     if (p == NULL) {
         p = calloc(1, sizeof *p);
@@ -277,7 +308,8 @@ bool http_poll_arm(server *srv, const http_request *req, const char *queue, int 
     p->refs++; /* the waiter's, taken before it can fire */
     pthread_mutex_unlock(&srv->poll_lock);
     /* Never call the engine holding poll_lock: its callback takes it. */
-    if (queen_wait_for_push(srv->engine, req->tenant, queue, timeout_ms, poll_wake, p) == NULL) {
+    p->w = queen_pop_wait_open(srv->engine, req->tenant, opts, timeout_ms, poll_wake, p);
+    if (p->w == NULL) {
         pthread_mutex_lock(&srv->poll_lock);
         p->refs--; /* the request still holds one */
         pthread_mutex_unlock(&srv->poll_lock);
@@ -298,6 +330,27 @@ http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_r
         return HTTP_POLL_DONE;
     }
     if (p->fired) { /* during the attempt: no suspension, no lost wake-up */
+        bool woken = p->woken;
+        pthread_mutex_unlock(&srv->poll_lock);
+        return woken ? HTTP_POLL_RETRY : HTTP_POLL_DONE;
+    }
+    pthread_mutex_unlock(&srv->poll_lock);
+    /* Back in its place among the queue's waiters (outside poll_lock: this
+     * may wait for the callback). */
+    switch (p->w ? queen_pop_wait_again(srv->engine, p->w) : QUEEN_WAIT_DONE) {
+    case QUEEN_WAIT_RETRY:
+        return HTTP_POLL_RETRY;
+    case QUEEN_WAIT_DONE:
+        return HTTP_POLL_DONE;
+    case QUEEN_WAIT_SLEEP:
+        break;
+    }
+    pthread_mutex_lock(&srv->poll_lock);
+    if (atomic_load(&srv->stopping)) {
+        pthread_mutex_unlock(&srv->poll_lock);
+        return HTTP_POLL_DONE;
+    }
+    if (p->fired) { /* since it went back: the sleep is over already */
         bool woken = p->woken;
         pthread_mutex_unlock(&srv->poll_lock);
         return woken ? HTTP_POLL_RETRY : HTTP_POLL_DONE;
@@ -535,6 +588,7 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
         account(st->srv, st->route->method, st->route, 499, st);
     if (st->poll != NULL) {
         server *srv = st->srv;
+        poll_close(srv, st->poll, false); /* not answered with messages, or closed then */
         pthread_mutex_lock(&srv->poll_lock);
         st->poll->conn = NULL;
         bool last = --st->poll->refs == 0;

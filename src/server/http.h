@@ -139,9 +139,14 @@ typedef enum http_poll_verdict {
     HTTP_POLL_DONE,      /* timed out or stopping: answer "nothing" now */
 } http_poll_verdict;
 
-/* Registers a waiter for timeout_ms; false when the request cannot wait
+/* Opens the request's wait (queen_pop_wait_open: opts say the queue or
+ * labels, group and partition) for timeout_ms at its first attempt, or
+ * readies the open one for the next; false when the request cannot wait
  * (stopping, timeout_ms <= 0, the engine refused). */
-bool http_poll_arm(server *srv, const http_request *req, const char *queue, int timeout_ms);
+bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms);
+/* The attempt took messages: ends the wait now (its queue's next waiters
+ * are then checked at once). The request's completion ends it otherwise. */
+void http_poll_close(server *srv, const http_request *req, bool popped);
 
 /* After an empty attempt with an armed waiter: suspends, or says why not. */
 http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_response *res);

@@ -124,8 +124,9 @@ static bool pop_parse(const http_request *req, http_response *res, pop_args *a)
 }
 
 /* One attempt never waits in the engine (that would pin this worker thread):
- * the long poll is http.c's suspend/resume, armed before each attempt so a
- * push that commits in between still wakes it. */
+ * the long poll is http.c's suspend/resume, its wait opened before the first
+ * attempt so a push that commits in between still wakes it, and kept (in
+ * its place among the queue's waiters) until the answer. */
 void route_pop(server *srv, const http_request *req, http_response *res)
 {
     pop_args a = {0};
@@ -135,10 +136,12 @@ void route_pop(server *srv, const http_request *req, http_response *res)
         res->status = 204;
         return;
     }
+    if (srv->cfg->max_poll_timeout_ms > 0 && a.timeout_ms > srv->cfg->max_poll_timeout_ms)
+        a.timeout_ms = srv->cfg->max_poll_timeout_ms; /* QUEEN_MAX_POLL_TIMEOUT_MS */
     for (;;) {
         long long left = a.timeout_ms - (http_now_ms() - req->started_ms);
         bool armed = a.wait && !req->no_wait && left > 0 &&
-                     http_poll_arm(srv, req, a.o.queue, left > INT_MAX ? INT_MAX : (int)left); /* labels: any queue */
+                     http_poll_arm(srv, req, &a.o, left > INT_MAX ? INT_MAX : (int)left);
         char *body = NULL;
         queen_error err;
         if (queen_pop(srv->engine, req->tenant, &a.o, &body, &err) != 0) {
@@ -146,6 +149,7 @@ void route_pop(server *srv, const http_request *req, http_response *res)
             return;
         }
         if (body != NULL) {
+            http_poll_close(srv, req, true);
             http_text(res, 200, body);
             return;
         }

@@ -378,10 +378,11 @@ static void a_deferred_push_sends_no_notify_at_commit(void **state)
     assert_string_equal(n->extra, want); /* not the deferred push's */
     PQfreemem(n);
 
-    /* Its deferred half sends exactly the one notification it owes. */
+    /* Its deferred half sends exactly the one notification it owes, with
+     * the number of messages it queued (one). */
     const char *p2[] = {tenant, deferred_result};
     assert_int_equal(pgtest_int(pusher, "SELECT queen.log_notify_pushed_v1($1::uuid, $2::jsonb)", 2, p2), 1);
-    snprintf(want, sizeof want, "%s:%s", tenant, deferred);
+    snprintf(want, sizeof want, "%s:%s\x1f" "1", tenant, deferred);
     n = next_notification(listener, 5000);
     assert_non_null(n);
     assert_string_equal(n->extra, want);
@@ -441,10 +442,12 @@ static void announcements_leave_in_batches(void **state)
     assert_int_equal(notifier_announced(n), ANNOUNCEMENTS);
 
     char want[128];
-    snprintf(want, sizeof want, "%s:%s", tenant, queue);
+    snprintf(want, sizeof want, "%s:%s\x1f", tenant, queue);
     PGnotify *first = next_notification(listener, 5000);
     assert_non_null(first);
-    assert_string_equal(first->extra, want);
+    /* "<tenant>:<queue>" chr(31) and the messages its batch queued */
+    assert_int_equal(strncmp(first->extra, want, strlen(want)), 0);
+    assert_true(atoi(first->extra + strlen(want)) >= 1);
     PQfreemem(first);
     /* The notifier's own connection listens too: it has heard one
      * notification per statement once every batch went out. Then the

@@ -201,7 +201,7 @@ static void json_shape_is_unchanged(void **state)
         "\"sweeper\":{\"enabled\":false,\"deletedTotal\":0,\"lagMs\":1500,\"cycles\":0,\"errors\":0,"
         "\"partitionsReclaimedTotal\":0,\"retentionDeletedTotal\":0,\"usageMeasures\":0,\"lastCycleMs\":0},"
         "\"notifier\":{\"connected\":true,\"reconnects\":0,\"notifies\":0,\"announced\":0,\"announceStatements\":0,"
-        "\"announceDropped\":0,\"localWakes\":0},\"waiters\":5}");
+        "\"announceDropped\":0,\"localWakes\":0,\"checks\":0,\"checkTicks\":0,\"checkWakes\":0,\"pushWakes\":0},\"waiters\":5}");
     free(text);
 }
 
@@ -257,6 +257,10 @@ static void prometheus_names_are_unchanged(void **state)
         "# TYPE queen_notifier_announce_statements_total counter\n",
         "# TYPE queen_notifier_announce_dropped_total counter\n",
         "# TYPE queen_notifier_local_wakes_total counter\n",
+        "# TYPE queen_notifier_checks_total counter\n",
+        "# TYPE queen_notifier_check_ticks_total counter\n",
+        "# TYPE queen_notifier_check_wakes_total counter\n",
+        "# TYPE queen_notifier_push_wakes_total counter\n",
         "\nqueen_push_waiters 0\n",
         "# TYPE queen_push_waiters gauge\n",
     };
