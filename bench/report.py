@@ -395,7 +395,7 @@ def render_scale(work, meta, rows):
     r, x = sc.get("skew"), res("skew")
     if r:
         us = lambda k: ms(int(x.get(k, 0) or 0) / 1000.0)
-        L.append("Fairness under skew: %s one-message pushes/s (%s; 4 pushers, paced) for %s s, %s%% to partition "
+        L.append("Fairness under skew: %s one-message pushes/s (%s; %s pushers, paced) for %s s, %s%% to partition "
                  "p000000 and the rest uniform over 999 others, while 10 consumers pop (batch 1, autoAck, queue "
                  "mode; every partition and cursor made before). Wait = push ack to the pop response delivering "
                  "it; a message still undelivered when the point ends (60 s after the last push) counts with "
@@ -403,6 +403,7 @@ def render_scale(work, meta, rows):
                  "before their push was acked (wait 0)." % (
                      x.get("rate", "?"), "set by BENCH_SCALE_SKEW_RATE" if meta.get("scale_skew_source") == "set"
                      else "30% of this run's 10-consumer pop rate at 1,000 partitions, or 100 without that point",
+                     x.get("pushers", "?"),
                      meta.get("scale_skew_secs", "30"), x.get("hot_pct", "?"), n(int(x.get("pushed", 0))),
                      x.get("late_pushes", "?"), us("push_p99_us"), n(int(x.get("delivered", 0))),
                      x.get("before_ack", "?")))
@@ -501,7 +502,8 @@ def render(work, out_path):
     L.append("- data: `bench/pgbench/seed.sql` (100k counters in ns `bench`, 100k small objects in ns "
              "`bench_put`), keys uniform at random; putIfAbsent one-op = a fresh marker (key from 1e9, 1 h TTL, "
              "the insert path); the mix's putIfAbsent hits a seeded key (verdict `exists`)")
-    L.append("- reproduce: `make bench` (everything, about 8-9 minutes with the build); a subset: `BENCH_ONLY=direct,broker "
+    L.append("- reproduce: `make bench` (everything: about 8-9 minutes with the build without the scale section, "
+             "which alone takes about 1.5 h at its defaults, see section 10); a subset: `BENCH_ONLY=direct,broker "
              "BENCH_CONC=32 BENCH_SECS=5 bash bench/run.sh` after `make`; single points: the commands under "
              "each table, against a broker and cluster started as run.sh does (ports: PostgreSQL %s, broker %s, "
              "redis %s)" % (meta.get("pg_port", "31460"), int(meta.get("pg_port", "31460")) + 1,

@@ -40,11 +40,12 @@
 #              pops running meanwhile); a big queue (BENCH_SCALE_BIG
 #              messages): fill rate, pop rate full, bulk consume, and the
 #              retention sweep's delete rate. Every drain has a timeout and
-#              says when it ran out. Expected duration, all defaults: see
-#              the scale section of the generated report and the
-#              hand-written part of bench/RESULTS.md (hours on 2 cores with
-#              today's pop; BENCH_SCALE_PARTITIONS, BENCH_SCALE_BIG and
-#              BENCH_SCALE_TIMEOUT make it short)
+#              says when it ran out. At the defaults it takes about 1.5 h
+#              on this 2-core machine with the pop of 2026-12-03 (~40 min
+#              the 10M-message queue, which also needs ~10-15 GB of disk;
+#              most of the rest drains that reach their 300 s timeout);
+#              BENCH_SCALE_PARTITIONS="10 1000" BENCH_SCALE_MESSAGES=2000
+#              BENCH_SCALE_BIG=20000 BENCH_SCALE_TIMEOUT=60 takes ~7 min
 #
 # Environment: BUILD (build), BENCH_SECS (5), BENCH_CONC ("1 8 32 64"),
 # BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push,scale,idle;
@@ -524,11 +525,15 @@ if want scale; then
   SKEW_RATE=${BENCH_SCALE_SKEW_RATE:-$(python3 -c "b = float('${base:-0}' or 0); print(max(10, round(0.3 * b)) if b > 0 else 100)")}
   { echo "scale_skew_rate=$SKEW_RATE"; echo "scale_skew_secs=$SCALE_SKEW_SECS"
     echo "scale_skew_source=$([ -n "${BENCH_SCALE_SKEW_RATE:-}" ] && echo set || echo auto)"; } >>"$WORK/meta.env"
+  # Pushers: enough that each may take 1/20 s per push and keep the pace
+  # (a paced pusher behind its slots sends late, and its messages' waits
+  # start late); 4 at 72 pushes/s on a loaded machine sent 490 of 720 late.
+  SKEW_PUSHERS=$(python3 -c "import math; print(max(8, math.ceil(float('$SKEW_RATE') / 20)))")
   # every partition and its cursor made first (one message each, drained)
   scale_seed skew scale_skew 1000 1000
   "$SCALE_BIN" "$BROKER" drain scale_skew 10 1000 "$SCALE_TO" >"$WORK/logs/scale-skew-warm.txt" 2>&1 || true
-  scale_run skew skew 10 "$SCALE_SB skew scale_skew 1000 90 $SKEW_RATE $SCALE_SKEW_SECS 10 4 60" \
-    skew scale_skew 1000 90 "$SKEW_RATE" "$SCALE_SKEW_SECS" 10 4 60 || true
+  scale_run skew skew 10 "$SCALE_SB skew scale_skew 1000 90 $SKEW_RATE $SCALE_SKEW_SECS 10 $SKEW_PUSHERS 60" \
+    skew scale_skew 1000 90 "$SKEW_RATE" "$SCALE_SKEW_SECS" 10 "$SKEW_PUSHERS" 60 || true
   scale_drop scale_skew
 
   # ---- 7: a big queue

@@ -728,12 +728,12 @@ static int mode_skew(int argc, char **argv)
     lat_sort(&req);
     lat_sort(&pl);
     long delivered = atomic_load(&k_delivered_n);
-    printf("SKEWRESULT partitions=%ld hot_pct=%d rate=%.1f seconds=%.3f pushed=%ld push_rate=%.1f push_p99_us=%u "
+    printf("SKEWRESULT partitions=%ld hot_pct=%d rate=%.1f pushers=%d seconds=%.3f pushed=%ld push_rate=%.1f push_p99_us=%u "
            "late_pushes=%ld delivered=%ld hot_n=%zu hot_p50_us=%u hot_p99_us=%u hot_max_us=%u cold_n=%zu "
            "cold_p50_us=%u cold_p99_us=%u cold_max_us=%u all_p50_us=%u all_p99_us=%u all_max_us=%u "
            "undelivered_hot=%ld undelivered_cold=%ld before_ack=%ld pops=%ld empty_pops=%ld pop_p50_us=%u "
            "pop_p99_us=%u errors=%ld unknown=%ld drained=%d\n",
-           k_parts, k_hot_pct, k_rate, secs, ok, push_secs > 0 ? ok / push_secs : 0, pct(&req, 99), late,
+           k_parts, k_hot_pct, k_rate, pushers, secs, ok, push_secs > 0 ? ok / push_secs : 0, pct(&req, 99), late,
            delivered, wait[1].n, pct(&wait[1], 50), pct(&wait[1], 99), wait[1].n ? wait[1].v[wait[1].n - 1] : 0,
            wait[0].n, pct(&wait[0], 50), pct(&wait[0], 99), wait[0].n ? wait[0].v[wait[0].n - 1] : 0, pct(&all, 50),
            pct(&all, 99), all.n ? all.v[all.n - 1] : 0, undelivered[1], undelivered[0], before, pops, empty,
