@@ -317,15 +317,23 @@ def render_scale(work, meta, rows):
              "queue, every partition and cursor existing), 32 threads, %s s. `vs P=%s` = this row over that row, "
              "same run." % (n(int(meta.get("scale_messages", "10000"))), meta.get("secs", "?"), base))
     L.append("")
+    def seeded(tag, x):
+        """A note when the unmeasured seed of a point pushed fewer messages than its drain expects."""
+        sd = res("seed-" + tag)
+        want = int(x.get("expected", 0) or 0)
+        if x and (not sd or int(sd.get("messages", 0)) < want):
+            return " (seeded only %s: see logs/scale-seed-%s.txt)" % (n(int(sd.get("messages", 0) or 0)), tag)
+        return ""
+
     body = []
     for P in parts:
         a, b, c = sc.get("pop_p%d" % P), sc.get("pop1_p%d" % P), sc.get("push_p%d" % P)
         ab, bb, cb = sc.get("pop_p%d" % base), sc.get("pop1_p%d" % base), sc.get("push_p%d" % base)
         xa, xb, xc = res("pop-%d" % P), res("pop1-%d" % P), res("push-%d" % P)
         body.append(["{:,}".format(P), n(int(xa.get("expected", 0) or 0)),
-                     got(a, xa), ms(a["p50"]) if a else "", ms(a["p99"]) if a else "", rs(ratio(a, ab), 3),
+                     got(a, xa) + seeded("p%d" % P, xa), ms(a["p50"]) if a else "", ms(a["p99"]) if a else "", rs(ratio(a, ab), 3),
                      "%s of %s" % (xa.get("empty_pops", "?"), xa.get("pops", "?")) if a else "",
-                     got(b, xb), ms(b["p50"]) if b else "", ms(b["p99"]) if b else "", rs(ratio(b, bb), 3),
+                     got(b, xb) + seeded("p%d-c1" % P, xb), ms(b["p50"]) if b else "", ms(b["p99"]) if b else "", rs(ratio(b, bb), 3),
                      got(c, xc), ms(c["p50"]) if c else "", ms(c["p99"]) if c else "", rs(ratio(c, cb), 3)])
     L += table(["partitions", "messages", "10 consumers msg/s", "pop p50 ms", "pop p99 ms", "vs P=%s" % base,
                 "empty pops", "1 consumer msg/s", "pop p50 ms", "pop p99 ms", "vs P=%s" % base,
