@@ -525,10 +525,11 @@ if want scale; then
   SKEW_RATE=${BENCH_SCALE_SKEW_RATE:-$(python3 -c "b = float('${base:-0}' or 0); print(max(10, round(0.3 * b)) if b > 0 else 100)")}
   { echo "scale_skew_rate=$SKEW_RATE"; echo "scale_skew_secs=$SCALE_SKEW_SECS"
     echo "scale_skew_source=$([ -n "${BENCH_SCALE_SKEW_RATE:-}" ] && echo set || echo auto)"; } >>"$WORK/meta.env"
-  # Pushers: enough that each may take 1/20 s per push and keep the pace
-  # (a paced pusher behind its slots sends late, and its messages' waits
-  # start late); 4 at 72 pushes/s on a loaded machine sent 490 of 720 late.
-  SKEW_PUSHERS=$(python3 -c "import math; print(max(8, math.ceil(float('$SKEW_RATE') / 20)))")
+  # Pushers: a paced pusher behind its slots sends late (the load offered
+  # falls short), and a push takes ~100-400 ms on a loaded machine at 1,000
+  # partitions: 4 pushers at 72/s sent 490 of 720 late, 8 at 76/s 710 of
+  # 760 (load average 9.6). One per 10 pushes/s, at least 16.
+  SKEW_PUSHERS=$(python3 -c "import math; print(max(16, math.ceil(float('$SKEW_RATE') / 10)))")
   # every partition and its cursor made first (one message each, drained)
   scale_seed skew scale_skew 1000 1000
   "$SCALE_BIN" "$BROKER" drain scale_skew 10 1000 "$SCALE_TO" >"$WORK/logs/scale-skew-warm.txt" 2>&1 || true
