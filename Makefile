@@ -281,7 +281,7 @@ run: deps
 	$(BUILD)/queen dev
 
 bench: deps
-	$(MAKE) all
+	$(MAKE) all $(SCALE_BENCH)
 	BUILD=$(BUILD) bash bench/run.sh
 
 # The soak (bench/soak.sh): SOAK_MINUTES (default 30) of the mixed workload on
@@ -291,6 +291,14 @@ $(SOAK_DRIVER): bench/soak_driver.c bench/http.c bench/http.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ bench/soak_driver.c bench/http.c $(SANLD) -lcurl -ljansson -lpq -lpthread
 tests: $(SOAK_DRIVER)
+
+# The scale section's driver (bench/scale_bench.c), built with the tests so
+# that -Werror sees it.
+SCALE_BENCH := $(BUILD)/tools/scale_bench
+$(SCALE_BENCH): bench/scale_bench.c bench/http.c bench/http.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ bench/scale_bench.c bench/http.c $(SANLD) -lcurl -ljansson -lpthread
+tests: $(SCALE_BENCH)
 
 .PHONY: soak
 soak: deps

@@ -9,6 +9,8 @@
   report.py wire FILE          -> same from wire_bench's WIRERESULT (messages/s,
                                   commit latency)
   report.py redis CSV          -> "SCENARIO\\tops_s p50 p99 errors" per test
+  report.py scale FILE         -> same from bench/scale_bench's result line
+                                  (DRAIN/SEED/PUSH/SKEWRESULT; skew: waits)
   report.py render WORK OUT    -> writes the generated section of OUT between
                                   the bench:begin / bench:end markers
 """
@@ -126,6 +128,39 @@ def cmd_wire(path):
                   int(r["commit_p99_us"]) / 1000.0, errs))
 
 
+def scale_line(path):
+    """The first "<MODE>RESULT k=v ..." line of a scale_bench output, as
+    (mode, dict); (None, {}) when there is none."""
+    try:
+        for line in open(path, errors="replace"):
+            f = line.split()
+            if f and f[0].endswith("RESULT"):
+                return f[0][:-len("RESULT")], dict(kv.split("=", 1) for kv in f[1:] if "=" in kv)
+    except OSError:
+        pass
+    return None, {}
+
+
+def cmd_scale(path):
+    mode, r = scale_line(path)
+    if mode is None:
+        print(fmt_out(0, 0, 0, "no_result"))
+        return
+    us = lambda k: int(r.get(k, 0) or 0) / 1000.0
+    errs = r.get("errors", "0")
+    if mode == "SKEW":
+        if r.get("drained") == "0":
+            errs += "+undelivered"
+        print(fmt_out(float(r.get("push_rate", 0)), us("all_p50_us"), us("all_p99_us"), errs))
+        return
+    if r.get("timed_out") == "1":
+        errs += "+timeout"
+    if mode == "DRAIN":
+        print(fmt_out(float(r.get("msgs_per_s", 0)), us("pop_p50_us"), us("pop_p99_us"), errs))
+    else:
+        print(fmt_out(float(r.get("msgs_per_s", 0)), us("req_p50_us"), us("req_p99_us"), errs))
+
+
 def cmd_redis(path):
     try:
         rows = list(csv.DictReader(open(path)))
@@ -227,6 +262,221 @@ def slow_requests(log_path):
     return "; ".join("%s: %d, slowest %.0f ms" % (k, n, top) for k, (n, top) in sorted(worst.items()))
 
 
+def size(b):
+    b = float(b)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(b) < 1024 or unit == "GiB":
+            return ("%.0f %s" if unit == "B" else "%.1f %s") % (b, unit)
+        b /= 1024.0
+
+
+def kv_file(path):
+    out = {}
+    try:
+        for line in open(path):
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                out[k] = v
+    except OSError:
+        pass
+    return out
+
+
+def render_scale(work, meta, rows):
+    """Section 10: the scale scenario (bench/scale_bench.c; see run.sh)."""
+    L = ["### 10. Scale: how the message path's cost grows (`bench/scale_bench.c`, `BENCH_ONLY=scale`)", ""]
+    sc = {k[1]: r for k, r in rows.items() if k[0] == "scale"}
+    if not sc:
+        L += ["Not measured in this run.", ""]
+        return L
+
+    def res(tag):
+        return scale_line(os.path.join(work, "scale-%s.result" % tag))[1]
+
+    def got(r, x):
+        """A rate cell: the figure, and what it covers when the point ran out of time."""
+        if r is None:
+            return "n/a"
+        cellv = n(r["ops"]) + ("\\*" if noisy(r) else "")
+        if x.get("timed_out") == "1":
+            cellv += " (timed out after %.0f s: %s of %s)" % (float(x.get("seconds", 0)), n(int(x.get("delivered", 0))),
+                                                              n(int(x.get("expected", 0))))
+        if x.get("errors", "0") != "0":
+            cellv += " (errors: %s)" % x["errors"]
+        return cellv
+
+    parts = sorted({int(k[len("pop_p"):]) for k in sc if k.startswith("pop_p")} |
+                   {int(k[len("pop1_p"):]) for k in sc if k.startswith("pop1_p")} |
+                   {int(k[len("push_p"):]) for k in sc if k.startswith("push_p")})
+    base = 10 if 10 in parts else (parts[0] if parts else None)
+    L.append("Pop against partitions: a fresh queue of P partitions holding max(%s, P) messages spread round robin "
+             "(seeded by pushes of 500, not measured), drained by consumers popping `batch=1&autoAck=true&wait=false` "
+             "in queue mode over keep-alive connections (an empty pop backs off 1 ms); the 1-consumer drain has a "
+             "fresh queue of its own. msg/s = messages / seconds to the last delivery; pop latency = the pops that "
+             "delivered. Push: one message per request to a partition drawn at random among the P (the 1-consumer "
+             "queue, every partition and cursor existing), 32 threads, %s s. `vs P=%s` = this row over that row, "
+             "same run." % (n(int(meta.get("scale_messages", "10000"))), meta.get("secs", "?"), base))
+    L.append("")
+    def seeded(tag, x):
+        """A note when the unmeasured seed of a point pushed fewer messages than its drain expects."""
+        sd = res("seed-" + tag)
+        want = int(x.get("expected", 0) or 0)
+        if x and (not sd or int(sd.get("messages", 0)) < want):
+            return " (seeded only %s: see logs/scale-seed-%s.txt)" % (n(int(sd.get("messages", 0) or 0)), tag)
+        return ""
+
+    body = []
+    for P in parts:
+        a, b, c = sc.get("pop_p%d" % P), sc.get("pop1_p%d" % P), sc.get("push_p%d" % P)
+        ab, bb, cb = sc.get("pop_p%d" % base), sc.get("pop1_p%d" % base), sc.get("push_p%d" % base)
+        xa, xb, xc = res("pop-%d" % P), res("pop1-%d" % P), res("push-%d" % P)
+        body.append(["{:,}".format(P), n(int(xa.get("expected", 0) or 0)),
+                     got(a, xa) + seeded("p%d" % P, xa), ms(a["p50"]) if a else "", ms(a["p99"]) if a else "", rs(ratio(a, ab), 3),
+                     "%s of %s" % (xa.get("empty_pops", "?"), xa.get("pops", "?")) if a else "",
+                     got(b, xb) + seeded("p%d-c1" % P, xb), ms(b["p50"]) if b else "", ms(b["p99"]) if b else "", rs(ratio(b, bb), 3),
+                     got(c, xc), ms(c["p50"]) if c else "", ms(c["p99"]) if c else "", rs(ratio(c, cb), 3)])
+    L += table(["partitions", "messages", "10 consumers msg/s", "pop p50 ms", "pop p99 ms", "vs P=%s" % base,
+                "empty pops", "1 consumer msg/s", "pop p50 ms", "pop p99 ms", "vs P=%s" % base,
+                "push c=32 msg/s", "push p50 ms", "push p99 ms", "vs P=%s" % base], body)
+    L.append("")
+    ref = rows.get(("push", "push1", 32))
+    if ref:
+        L.append("For reference, section 8's one-message pushes at c=32 (wrk, 16 partitions): %s msg/s, p50 %s ms, "
+                 "p99 %s ms." % (n(ref["ops"]), ms(ref["p50"]), ms(ref["p99"])))
+        L.append("")
+
+    # memory and disk
+    body = []
+    for P in parts:
+        z = kv_file(os.path.join(work, "scale-sizes-%d.txt" % P))
+        if not z:
+            continue
+        tabs = sorted({k.split(".", 1)[1] for k in z if k.startswith("after.")})
+        main = ("log_partitions", "log_consumers", "log_messages")
+        after = lambda t: int(z.get("after." + t, 0))
+        grow = lambda t: after(t) - int(z.get("before." + t, 0))
+        other = [t for t in tabs if t not in main]
+        body.append(["{:,}".format(P)] +
+                    ["%s (%+.1f MiB)" % (size(after(t)), grow(t) / 1048576.0) for t in main] +
+                    ["%s (%s)" % (size(sum(after(t) for t in other)), ", ".join(other) or "none"),
+                     "%s / %s / %s" % (z.get("partitions_rows", "?"), z.get("consumers_rows", "?"),
+                                       z.get("messages_rows", "?")),
+                     size(int(z.get("rss_kb", 0)) * 1024), size(int(z.get("hwm_kb", 0)) * 1024)])
+    if body:
+        L.append("Memory and disk right after each 10-consumer drain (the queue of P partitions and its consumed "
+                 "messages still there; in brackets the growth since just before it was seeded; the previous "
+                 "point's queue was deleted and the tables vacuumed, so freed space is reused): "
+                 "`pg_total_relation_size` of every `queen.log_*` table, and the broker's VmRSS.")
+        L.append("")
+        L += table(["partitions", "log_partitions", "log_consumers", "log_messages", "other queen.log_*",
+                    "rows: partitions / cursors / messages", "broker VmRSS", "broker VmHWM"], body)
+        L.append("")
+
+    # bootstrap
+    r, x = sc.get("bootstrap"), res("boot")
+    if r:
+        head = ("**%s s** to consume all" % x.get("seconds", "?") if x.get("drained") == "1" else
+                "**did not finish**: %s of 5,000 consumed in %s s" % (n(int(x.get("delivered", 0))), x.get("seconds", "?")))
+        L.append("Bootstrap (the reference broker's shape): 5,000 partitions, one message each, 10 consumers, "
+                 "batch 1: %s (%s msg/s, pop p50 %s ms, p99 %s ms)." % (
+                     head, n(r["ops"]) + ("\\*" if noisy(r) else ""), ms(r["p50"]), ms(r["p99"])))
+        L.append("")
+
+    # groups
+    gk = sorted((int(k[len("groups_g"):]), r) for k, r in sc.items() if k.startswith("groups_g"))
+    if gk:
+        body = []
+        for G, r in gk:
+            x = res("groups-%d" % G)
+            per = "%d" % (10 // G) if G <= 10 else "1/%d (a consumer serves %d groups in turn)" % (G // 10, G // 10)
+            body.append([G, per, n(int(x.get("expected", 0) or 0)), got(r, x), ms(r["p50"]), ms(r["p99"]),
+                         "%s of %s" % (x.get("empty_pops", "?"), x.get("pops", "?"))])
+        L.append("Consumer groups: one queue of 1,000 partitions and %s messages; every group reads every message "
+                 "(`consumerGroup=gN`, batch 1, autoAck), 10 consumers in all. msg/s = deliveries of all groups "
+                 "per second." % n(int(meta.get("scale_messages", "10000"))))
+        L.append("")
+        L += table(["groups", "consumers per group", "deliveries expected", "msg/s delivered in total",
+                    "pop p50 ms", "pop p99 ms", "empty pops"], body)
+        L.append("")
+
+    # skew
+    r, x = sc.get("skew"), res("skew")
+    if r:
+        us = lambda k: ms(int(x.get(k, 0) or 0) / 1000.0)
+        L.append("Fairness under skew: %s one-message pushes/s (%s; %s pushers, paced) for %s s, %s%% to partition "
+                 "p000000 and the rest uniform over 999 others, while 10 consumers pop (batch 1, autoAck, queue "
+                 "mode; every partition and cursor made before). Wait = push ack to the pop response delivering "
+                 "it; a message still undelivered when the point ends (60 s after the last push) counts with "
+                 "what it had waited. Pushed %s (%s late by > 100 ms, push p99 %s ms), delivered %s, %s delivered "
+                 "before their push was acked (wait 0)." % (
+                     x.get("rate", "?"), "set by BENCH_SCALE_SKEW_RATE" if meta.get("scale_skew_source") == "set"
+                     else "30% of this run's 10-consumer pop rate at 1,000 partitions, or 100 without that point",
+                     x.get("pushers", "?"),
+                     meta.get("scale_skew_secs", "30"), x.get("hot_pct", "?"), n(int(x.get("pushed", 0))),
+                     x.get("late_pushes", "?"), us("push_p99_us"), n(int(x.get("delivered", 0))),
+                     x.get("before_ack", "?")))
+        L.append("")
+        L += table(["partition class", "messages", "wait p50 ms", "wait p99 ms", "longest wait ms", "undelivered"], [
+            ["hot (1 partition)", x.get("hot_n", "?"), us("hot_p50_us"), us("hot_p99_us"), us("hot_max_us"),
+             x.get("undelivered_hot", "?")],
+            ["cold (999 partitions)", x.get("cold_n", "?"), us("cold_p50_us"), us("cold_p99_us"), us("cold_max_us"),
+             x.get("undelivered_cold", "?")],
+            ["all", int(x.get("hot_n", 0)) + int(x.get("cold_n", 0)), us("all_p50_us"), us("all_p99_us"),
+             us("all_max_us"), int(x.get("undelivered_hot", 0)) + int(x.get("undelivered_cold", 0))]])
+        L.append("")
+
+    # big queue
+    if any(k.startswith("big_") for k in sc):
+        body = []
+        f, xf = sc.get("big_fill"), res("big-fill")
+        if f:
+            body.append(["fill: pushes of 1,000 messages, 4 threads, 100 partitions",
+                         "%s msg/s%s" % (n(f["ops"]), " (timed out)" if xf.get("timed_out") == "1" else ""),
+                         "%s messages in %s s; request p50 %s ms, p99 %s ms" % (
+                             n(int(xf.get("messages", 0))), xf.get("seconds", "?"), ms(f["p50"]), ms(f["p99"]))])
+        p_, xp = sc.get("big_pop"), res("big-pop")
+        if p_:
+            body.append(["pop with it full: 10 consumers, batch 1, autoAck, queue mode", "%s msg/s" % n(p_["ops"]),
+                         "%s messages in %s s; pop p50 %s ms, p99 %s ms" % (
+                             n(int(xp.get("delivered", 0))), xp.get("seconds", "?"), ms(p_["p50"]), ms(p_["p99"]))])
+        c, xc = sc.get("big_consume"), res("big-consume")
+        if c:
+            body.append(["consume the rest: 10 consumers, batch 1,000", got(c, xc) + " msg/s",
+                         "%s messages in %s s; pop p50 %s ms, p99 %s ms" % (
+                             n(int(xc.get("delivered", 0))), xc.get("seconds", "?"), ms(c["p50"]), ms(c["p99"]))])
+        t, xt = sc.get("big_retention"), res("big-retention")
+        if t:
+            body.append(["retention sweep (completedRetentionSeconds 1): consumed rows deleted",
+                         "%s rows/s%s" % (n(t["ops"]), "" if xt.get("status") == "0" else " (%s)" % xt.get("status")),
+                         "%s of %s consumed rows in %s s" % (n(int(xt.get("deleted", 0))),
+                                                             n(int(xt.get("consumed", 0))), xt.get("seconds", "?"))])
+        z = kv_file(os.path.join(work, "scale-sizes-big.txt"))
+        if z:
+            tot = lambda pre: sum(int(v) for k, v in z.items() if k.startswith(pre + "."))
+            body.append(["queen.log_* on disk", "%s full" % size(tot("full")),
+                         "log_messages %s full, %s after the sweep (a plain DELETE: the space is reused, not "
+                         "returned)" % (size(int(z.get("full.log_messages", 0))),
+                                        size(int(z.get("swept.log_messages", 0))))])
+        L.append("A big queue (%s messages, 100 partitions, `completedRetentionSeconds` 1). The retention phase "
+                 "runs on a broker restarted with `QUEEN_KV_EXPIRE_EVERY_MS=100 QUEEN_KV_EXPIRE_BATCH=50000` "
+                 "(sql/006's steps run every 10 sweeper cycles, each deleting up to the batch; the defaults "
+                 "delete at most 100 rows/s); its clock stops at the last increase of "
+                 "`queen_sweeper_retention_deleted_total`." % n(int(meta.get("scale_big", "0") or 0)))
+        L.append("")
+        L += table(["phase", "figure", "detail"], body)
+        L.append("")
+
+    L.append("Whole scale section: %s s. Commands (`$BROKER` = the broker above):" % meta.get("scale_elapsed_s", "?"))
+    L.append("")
+    seen = set()
+    for k in rows:
+        if k[0] == "scale" and rows[k]["cmd"] not in seen:
+            seen.add(rows[k]["cmd"])
+            L.append("    " + rows[k]["cmd"])
+    L.append("")
+    return L
+
+
 def render(work, out_path):
     meta, rows = load(work)
     conc = [int(c) for c in meta.get("conc", "1 8 32 64").split()]
@@ -260,7 +510,8 @@ def render(work, out_path):
     L.append("- data: `bench/pgbench/seed.sql` (100k counters in ns `bench`, 100k small objects in ns "
              "`bench_put`), keys uniform at random; putIfAbsent one-op = a fresh marker (key from 1e9, 1 h TTL, "
              "the insert path); the mix's putIfAbsent hits a seeded key (verdict `exists`)")
-    L.append("- reproduce: `make bench` (everything, about 8-9 minutes with the build); a subset: `BENCH_ONLY=direct,broker "
+    L.append("- reproduce: `make bench` (everything: about 8-9 minutes with the build without the scale section, "
+             "which alone takes about 1.5 h at its defaults, see section 10); a subset: `BENCH_ONLY=direct,broker "
              "BENCH_CONC=32 BENCH_SECS=5 bash bench/run.sh` after `make`; single points: the commands under "
              "each table, against a broker and cluster started as run.sh does (ports: PostgreSQL %s, broker %s, "
              "redis %s)" % (meta.get("pg_port", "31460"), int(meta.get("pg_port", "31460")) + 1,
@@ -597,6 +848,7 @@ def render(work, out_path):
     else:
         L.append("Not measured in this run.")
     L.append("")
+    L += render_scale(work, meta, rows)
     L.append(END)
 
     text = open(out_path).read() if os.path.exists(out_path) else "# Benchmarks\n\n"
@@ -623,6 +875,8 @@ def main():
         cmd_wire(sys.argv[2])
     elif cmd == "redis":
         cmd_redis(sys.argv[2])
+    elif cmd == "scale":
+        cmd_scale(sys.argv[2])
     elif cmd == "render":
         render(sys.argv[2], sys.argv[3])
     else:

@@ -30,10 +30,28 @@
 #   9 idle     10,000 idle keep-alive connections held open (bench/idle.py):
 #              accepted, GET /health latency on a fresh connection meanwhile,
 #              broker VmRSS before and with them
+#  10 scale    bench/scale_bench.c: how the message path's cost grows. Per P
+#              of BENCH_SCALE_PARTITIONS: a fresh queue of P partitions and
+#              max(M, P) messages, drained by 10 consumers and then (a fresh
+#              queue again) by 1 (pop batch 1, autoAck, queue mode), then
+#              one-message pushes into it at c=32, then the queen.log_*
+#              sizes and the broker's VmRSS; the bootstrap shape (5,000
+#              partitions, one message each, 10 consumers); 1, 10 and 100
+#              consumer groups on 1,000 partitions (10 consumers in all);
+#              fairness under skew (90% of pushes to one partition of 1,000,
+#              pops running meanwhile); a big queue (BENCH_SCALE_BIG
+#              messages): fill rate, pop rate full, bulk consume, and the
+#              retention sweep's delete rate. Every drain has a timeout and
+#              says when it ran out. At the defaults it takes about 1.5 h
+#              on this 2-core machine with the pop of 2026-12-03 (~40 min
+#              the 10M-message queue, which also needs ~10-15 GB of disk;
+#              most of the rest drains that reach their 300 s timeout);
+#              BENCH_SCALE_PARTITIONS="10 1000" BENCH_SCALE_MESSAGES=2000
+#              BENCH_SCALE_BIG=20000 BENCH_SCALE_TIMEOUT=60 takes ~7 min
 #
 # Environment: BUILD (build), BENCH_SECS (5), BENCH_CONC ("1 8 32 64"),
-# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push,idle; default
-# all), BENCH_PORT_BASE (31460: PostgreSQL, +1 broker, +2 redis; below the
+# BENCH_ONLY (comma list of: direct,broker,batch,wire,raw,redis,rss,push,scale,idle;
+# default all), BENCH_PORT_BASE (31460: PostgreSQL, +1 broker, +2 redis; below the
 # kernel's ephemeral range 32768-60999, so no client socket can hold one),
 # BENCH_COMMIT (what the report names as the commit; default: git HEAD, plus
 # "(+local changes)" when src, sql, include or bench differ from it),
@@ -42,6 +60,13 @@
 # QUEEN_PG_POOL, default: the broker's own default), BENCH_WAIT_QUIET=N (wait
 # up to N s for the machine to be idle, < 10% CPU busy over 6 s, before
 # starting; default 0: the machine is shared, the report says how busy it was).
+# The scale section: BENCH_SCALE_PARTITIONS ("10 1000 10000 100000"),
+# BENCH_SCALE_SKIP_100K=1 (drop the 100,000 point), BENCH_SCALE_MESSAGES (M,
+# 10000; at least one per partition), BENCH_SCALE_TIMEOUT (300 s per drain),
+# BENCH_SCALE_GROUPS ("1 10 100"), BENCH_SCALE_SKEW_RATE (pushes/s; default
+# 30% of this run's 10-consumer pop rate at 1,000 partitions, else 100),
+# BENCH_SCALE_SKEW_SECS (30), BENCH_SCALE_BIG (10000000 messages; 0 skips the
+# big queue), BENCH_SCALE_BIG_TIMEOUT (3600 s per phase).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -49,7 +74,7 @@ ROOT=$(pwd)
 BUILD=${BUILD:-build}
 SECS=${BENCH_SECS:-5}
 CONC=${BENCH_CONC:-"1 8 32 64"}
-ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss,push,idle}
+ONLY=${BENCH_ONLY:-direct,broker,batch,wire,raw,redis,rss,push,scale,idle}
 BASE=${BENCH_PORT_BASE:-31460}
 PG_PORT=$BASE
 BROKER_PORT=$((BASE + 1))
@@ -157,8 +182,8 @@ PSQL -q -f bench/pgbench/plpgsql_get_fn.sql
 
 # ---------------------------------------------------------------- broker
 BROKER=http://127.0.0.1:$BROKER_PORT
-start_broker() {
-  local env=()
+start_broker() { # [VAR=VALUE ...]: extra environment of the broker
+  local env=("$@")
   [ -n "${BENCH_PG_POOL:-}" ] && env+=(QUEEN_PG_POOL="$BENCH_PG_POOL")
   stack_broker_start "$BROKER_PORT" "$WORK/logs/broker.log" "${env[@]}"
   BROKER_PID=$STACK_BROKER_PID
@@ -197,13 +222,14 @@ timed() {
   b1=$(cpu_busy); k1=$(broker_ticks); p1=$(pg_ticks)
   echo "$((b1 - b0)) $((k1 - k0)) $((p1 - p0))" >"$WORK/cpu.machine"
 }
-# cpu_per_op OPS_PER_S -> "total client broker postgres other" in us per op;
-# other = what the rest of the machine (other users) burnt meanwhile
+# cpu_per_op OPS_PER_S [SECONDS] -> "total client broker postgres other" in
+# us per op over a point of SECONDS (default BENCH_SECS); other = what the
+# rest of the machine (other users) burnt meanwhile
 cpu_per_op() {
   local u s b k p
   read -r u s <"$WORK/cpu.client"; read -r b k p <"$WORK/cpu.machine"
   python3 -c "
-ops = $1 * $SECS
+ops = $1 * ${2:-$SECS}
 t = $TICK_US
 tot, cl, br, pg = $b * t, ($u + $s) * 1e6, $k * t, $p * t
 print(' '.join('%.1f' % (x / ops if ops > 0 else 0) for x in (tot, cl, br, pg, max(0.0, tot - cl - br - pg))))"
@@ -392,6 +418,190 @@ if want redis; then
     say "redis c=$c done"
   done
   kill "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null || true; REDIS_PID=
+fi
+
+# -------------------------------------------------- 10: scale
+# After rss and redis (its broker memory would otherwise be the rss point's
+# high-water mark), before idle. Every queue of a point is deleted after it
+# (queen.log_queue_delete_v1 through psql: no statement timeout on a queue
+# of 100,000 partitions) and the log tables vacuumed, so no point pops past
+# another's partitions or dead rows.
+if want scale; then
+  SCALE_BIN=$ROOT/$BUILD/tools/scale_bench
+  [ -x "$SCALE_BIN" ] || die "$SCALE_BIN not built (run: make bench, or make $BUILD/tools/scale_bench)"
+  SCALE_SB="$BUILD/tools/scale_bench \$BROKER"   # how a command reads in the report
+  SCALE_P=${BENCH_SCALE_PARTITIONS:-"10 1000 10000 100000"}
+  [ "${BENCH_SCALE_SKIP_100K:-0}" = 1 ] && SCALE_P=$(tr ' ' '\n' <<<"$SCALE_P" | grep -vx 100000 | tr '\n' ' ')
+  SCALE_M=${BENCH_SCALE_MESSAGES:-10000}
+  SCALE_TO=${BENCH_SCALE_TIMEOUT:-300}
+  SCALE_GROUPS=${BENCH_SCALE_GROUPS:-"1 10 100"}
+  SCALE_SKEW_SECS=${BENCH_SCALE_SKEW_SECS:-30}
+  SCALE_BIG=${BENCH_SCALE_BIG:-10000000}
+  SCALE_BIG_TO=${BENCH_SCALE_BIG_TIMEOUT:-3600}
+  SCALE_T0=$(date +%s)
+  {
+    echo "scale_partitions=$SCALE_P"; echo "scale_messages=$SCALE_M"; echo "scale_timeout=$SCALE_TO"
+    echo "scale_groups=$SCALE_GROUPS"; echo "scale_big=$SCALE_BIG"
+  } >>"$WORK/meta.env"
+
+  # scale_run TAG SCENARIO C CMD_SHOWN ARGS...: one timed driver call whose
+  # result line becomes a row (and $WORK/scale-TAG.result, for the report's
+  # extra columns); 1 when it printed no result line.
+  scale_run() {
+    local tag=$1 scen=$2 c=$3 shown=$4; shift 4
+    say "scale $scen: $shown"
+    timed "$WORK/logs/scale-$tag.txt" "$SCALE_BIN" "$BROKER" "$@"
+    if ! grep -q 'RESULT ' "$WORK/logs/scale-$tag.txt"; then
+      say "scale $scen: no result: $(head -c 300 "$WORK/logs/scale-$tag.txt")"
+      return 1
+    fi
+    grep 'RESULT ' "$WORK/logs/scale-$tag.txt" | head -n1 >"$WORK/scale-$tag.result"
+    local r secs cpu
+    r=$($REPORT scale "$WORK/scale-$tag.result")
+    secs=$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' "$WORK/scale-$tag.result")
+    cpu=$(cpu_per_op "$(cut -d' ' -f1 <<<"$r")" "${secs:-$SECS}")
+    row scale "$scen" "$c" $r 1 "$shown" $cpu
+    say "scale $scen: $(cat "$WORK/scale-$tag.result")"
+  }
+  scale_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$WORK/scale-$1.result" 2>/dev/null; }
+  scale_drop() { # scale_drop QUEUE: delete it, vacuum the log tables
+    PSQL -Atc "SELECT queen.log_queue_delete_v1('$TENANT', '$1')" >/dev/null &&
+      PSQL -c "VACUUM queen.log_messages, queen.log_partitions, queen.log_consumers, queen.queues" >/dev/null ||
+      say "scale: could not delete queue $1; later points see its rows"
+  }
+  # Every queen.log_* table with its total size (indexes and TOAST in).
+  scale_sizes() { # scale_sizes PREFIX
+    PSQL -Atc "SELECT '$1.' || c.relname || '=' || pg_total_relation_size(c.oid)
+               FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+               WHERE s.nspname = 'queen' AND c.relkind = 'r' AND c.relname LIKE 'log\_%' ORDER BY 1"
+  }
+  scale_seed() { # scale_seed TAG QUEUE P M: not measured (but the time is kept)
+    "$SCALE_BIN" "$BROKER" seed "$2" "$3" "$4" 500 2 "$SCALE_BIG_TO" >"$WORK/logs/scale-seed-$1.txt" 2>&1 ||
+      say "scale seed $1: $(tail -c 300 "$WORK/logs/scale-seed-$1.txt")"
+    grep '^SEEDRESULT' "$WORK/logs/scale-seed-$1.txt" >"$WORK/scale-seed-$1.result" || true
+  }
+
+  # ---- 1, 5, 6: pop and push vs partitions, sizes and RSS
+  for P in $SCALE_P; do
+    M=$(( SCALE_M > P ? SCALE_M : P ))
+    q=scale_p${P}
+    scale_sizes before >"$WORK/scale-sizes-$P.txt"
+    scale_seed "p$P" "$q" "$P" "$M"
+    scale_run "pop-$P" "pop_p$P" 10 "$SCALE_SB seed $q $P $M 500 2 && $SCALE_SB drain $q 10 $M $SCALE_TO" \
+      drain "$q" 10 "$M" "$SCALE_TO" || true
+    { scale_sizes after
+      echo "rss_kb=$(status_kb VmRSS)"; echo "hwm_kb=$(status_kb VmHWM)"; echo "messages=$M"
+      echo "partitions_rows=$(PSQL -Atc "SELECT count(*) FROM queen.log_partitions")"
+      echo "consumers_rows=$(PSQL -Atc "SELECT count(*) FROM queen.log_consumers")"
+      echo "messages_rows=$(PSQL -Atc "SELECT count(*) FROM queen.log_messages")"
+    } >>"$WORK/scale-sizes-$P.txt"
+    scale_drop "$q"
+    q1=scale_p${P}_c1
+    scale_seed "p$P-c1" "$q1" "$P" "$M"
+    scale_run "pop1-$P" "pop1_p$P" 1 "$SCALE_SB seed $q1 $P $M 500 2 && $SCALE_SB drain $q1 1 $M $SCALE_TO" \
+      drain "$q1" 1 "$M" "$SCALE_TO" || true
+    # pushes into the queue of P partitions just drained (every partition
+    # and its cursor exist)
+    scale_run "push-$P" "push_p$P" 32 "$SCALE_SB push $q1 $P 32 $SECS" push "$q1" "$P" 32 "$SECS" || true
+    scale_drop "$q1"
+  done
+
+  # ---- 2: the reference broker's bootstrap shape
+  scale_seed boot scale_boot 5000 5000
+  scale_run boot bootstrap 10 "$SCALE_SB seed scale_boot 5000 5000 500 2 && $SCALE_SB drain scale_boot 10 5000 $SCALE_TO" \
+    drain scale_boot 10 5000 "$SCALE_TO" || true
+  scale_drop scale_boot
+
+  # ---- 3: consumer groups on 1,000 partitions, 10 consumers in all
+  for G in $SCALE_GROUPS; do
+    q=scale_groups_$G
+    scale_seed "g$G" "$q" 1000 "$SCALE_M"
+    scale_run "groups-$G" "groups_g$G" 10 \
+      "$SCALE_SB seed $q 1000 $SCALE_M 500 2 && $SCALE_SB drain $q 10 $SCALE_M $SCALE_TO 1 $G g" \
+      drain "$q" 10 "$SCALE_M" "$SCALE_TO" 1 "$G" g || true
+    scale_drop "$q"
+  done
+
+  # ---- 4: fairness under skew: 90% of the pushes to one partition of 1,000
+  # The offered load is a share of what this run popped at 1,000 partitions
+  # (a fixed rate would overload one build and idle another).
+  base=$(scale_field pop-1000 msgs_per_s)
+  SKEW_RATE=${BENCH_SCALE_SKEW_RATE:-$(python3 -c "b = float('${base:-0}' or 0); print(max(10, round(0.3 * b)) if b > 0 else 100)")}
+  { echo "scale_skew_rate=$SKEW_RATE"; echo "scale_skew_secs=$SCALE_SKEW_SECS"
+    echo "scale_skew_source=$([ -n "${BENCH_SCALE_SKEW_RATE:-}" ] && echo set || echo auto)"; } >>"$WORK/meta.env"
+  # Pushers: a paced pusher behind its slots sends late (the load offered
+  # falls short), and a push takes ~100-400 ms on a loaded machine at 1,000
+  # partitions: 4 pushers at 72/s sent 490 of 720 late, 8 at 76/s 710 of
+  # 760 (load average 9.6). One per 10 pushes/s, at least 16.
+  SKEW_PUSHERS=$(python3 -c "import math; print(max(16, math.ceil(float('$SKEW_RATE') / 10)))")
+  # every partition and its cursor made first (one message each, drained)
+  scale_seed skew scale_skew 1000 1000
+  "$SCALE_BIN" "$BROKER" drain scale_skew 10 1000 "$SCALE_TO" >"$WORK/logs/scale-skew-warm.txt" 2>&1 || true
+  scale_run skew skew 10 "$SCALE_SB skew scale_skew 1000 90 $SKEW_RATE $SCALE_SKEW_SECS 10 $SKEW_PUSHERS 60" \
+    skew scale_skew 1000 90 "$SKEW_RATE" "$SCALE_SKEW_SECS" 10 "$SKEW_PUSHERS" 60 || true
+  scale_drop scale_skew
+
+  # ---- 7: a big queue
+  if [ "$SCALE_BIG" -gt 0 ]; then
+    code=$(curl -s -o "$WORK/logs/scale-big-configure.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+           --data '{"queue":"scale_big","options":{"completedRetentionSeconds":1}}' "$BROKER/api/v1/configure" || true)
+    [ "$code" = 200 ] || say "scale big: configure answered $code $(head -c 300 "$WORK/logs/scale-big-configure.json")"
+    scale_run big-fill big_fill 4 "$SCALE_SB seed scale_big 100 $SCALE_BIG 1000 4 $SCALE_BIG_TO" \
+      seed scale_big 100 "$SCALE_BIG" 1000 4 "$SCALE_BIG_TO" || true
+    filled=$(scale_field big-fill messages); filled=${filled:-0}
+    scale_sizes full >"$WORK/scale-sizes-big.txt"
+    big_pop_secs=$(( SECS * 6 ))
+    scale_run big-pop big_pop 10 "$SCALE_SB drain scale_big 10 0 $big_pop_secs" \
+      drain scale_big 10 0 "$big_pop_secs" || true
+    popped=$(scale_field big-pop delivered); popped=${popped:-0}
+    rest=$(( filled - popped ))
+    if [ "$rest" -gt 0 ]; then
+      scale_run big-consume big_consume 10 "$SCALE_SB drain scale_big 10 $rest $SCALE_BIG_TO 1000" \
+        drain scale_big 10 "$rest" "$SCALE_BIG_TO" 1000 || true
+    fi
+    # The retention sweep, made quick: maintenance (sql/006) runs every
+    # SWEEP_MAINT_EVERY (10) sweeper cycles of QUEEN_KV_EXPIRE_EVERY_MS, each
+    # retention step deleting up to QUEEN_KV_EXPIRE_BATCH rows; the defaults
+    # (1000 ms, 1000 rows) delete at most 100 rows/s. A broker with 100 ms
+    # and 50,000 rows runs a step every second, or back to back when a step
+    # takes longer. Its counter queen_sweeper_retention_deleted_total starts
+    # at 0; the clock stops at its last increase.
+    consumed=$(PSQL -Atc "SELECT count(*) FROM queen.log_messages m JOIN queen.log_partitions p ON p.id = m.partition_id
+                          JOIN queen.queues q ON q.id = p.queue_id
+                          JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'
+                          WHERE q.name = 'scale_big' AND m.msg_offset <= c.committed_offset")
+    STACK_BROKER_PID=$BROKER_PID; stack_broker_stop; BROKER_PID=
+    start_broker QUEEN_KV_EXPIRE_EVERY_MS=100 QUEEN_KV_EXPIRE_BATCH=50000
+    say "scale big_retention: $consumed consumed rows to delete"
+    [ "${consumed:-0}" -gt 0 ] || consumed=1   # nothing consumed: the loop ends as stalled
+    b0=$(cpu_busy); k0=$(broker_ticks); p0=$(pg_ticks)
+    t0=$(date +%s.%N) last_t=$t0 last_n=0 status=timeout
+    while :; do
+      sleep 1
+      n_del=$(curl -s "$BROKER/metrics/prometheus" | awk '$1 == "queen_sweeper_retention_deleted_total" {print $2}')
+      n_del=${n_del:-0}; now=$(date +%s.%N)
+      if [ "$n_del" != "$last_n" ]; then last_n=$n_del last_t=$now; fi
+      if [ "$n_del" -ge "$consumed" ]; then status=0; break; fi
+      # 60 s without a row deleted: the sweep is done or stuck
+      if python3 -c "import sys; sys.exit(0 if $now - $last_t > 60 else 1)"; then status=stalled; break; fi
+      if python3 -c "import sys; sys.exit(0 if $now - $t0 > $SCALE_BIG_TO else 1)"; then break; fi
+    done
+    b1=$(cpu_busy); k1=$(broker_ticks); p1=$(pg_ticks)
+    echo "0 0" >"$WORK/cpu.client"; echo "$((b1 - b0)) $((k1 - k0)) $((p1 - p0))" >"$WORK/cpu.machine"
+    rsecs=$(python3 -c "print('%.3f' % max(0.001, $last_t - $t0))")
+    rrate=$(python3 -c "print('%.1f' % ($last_n / $rsecs))")
+    echo "RETENTIONRESULT consumed=$consumed deleted=$last_n seconds=$rsecs rows_per_s=$rrate status=$status" \
+      >"$WORK/scale-big-retention.result"
+    row scale big_retention 1 "$rrate" 0 0 "$status" 1 \
+      "QUEEN_KV_EXPIRE_EVERY_MS=100 QUEEN_KV_EXPIRE_BATCH=50000 $BUILD/queen serve; GET /metrics/prometheus queen_sweeper_retention_deleted_total each second" \
+      $(cpu_per_op "$rrate" "$rsecs")
+    say "scale big_retention: $(cat "$WORK/scale-big-retention.result")"
+    scale_sizes swept >>"$WORK/scale-sizes-big.txt"
+    # back to the broker every other section runs on
+    STACK_BROKER_PID=$BROKER_PID; stack_broker_stop; BROKER_PID=
+    start_broker
+  fi
+  echo "scale_elapsed_s=$(( $(date +%s) - SCALE_T0 ))" >>"$WORK/meta.env"
 fi
 
 # -------------------------------------------------- 9: idle connections
