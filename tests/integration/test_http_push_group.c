@@ -142,7 +142,10 @@ static void notified(PGconn *listener, const char *const *queues, int n)
         while (left > 0 && (note = PQnotifies(listener)) != NULL) {
             for (int i = 0; i < n; i++) {
                 char *want = fmt("%s:%s", QUEEN_DEFAULT_TENANT, queues[i]);
-                if (!seen[i] && strcmp(note->extra, want) == 0) {
+                /* '<tenant>:<queue>', then (a push's count) a unit separator and the count */
+                size_t wl = strlen(want);
+                if (!seen[i] && strncmp(note->extra, want, wl) == 0 &&
+                    (note->extra[wl] == '\0' || note->extra[wl] == '\x1f')) {
                     seen[i] = true;
                     left--;
                 }
