@@ -24,16 +24,21 @@
 --   so waking more waiters than this only makes empty pops).
 -- The candidate rule MUST stay the one of 004's _log_pop_claim_v1: a
 -- partition whose last_offset is past the group's committed offset (no cursor
--- yet: past 0) and whose cursor holds no live lease. A group new to the queue
--- (no cursor) counts every partition with a message, as the pop's candidate
--- search does (a pop in mode 'new' then seeds its cursor and may find nothing:
--- one empty pop, after which the cursor exists and this rule agrees). Not
--- seen here, as the pop's candidate search does not see them either: a
--- delayedProcessing queue's messages still too young, a dead letter requeued
--- for another group (for_group); such a key is reported ready and its waiter
--- pops nothing, once per tick. Whoever changes the pop's candidate rule (or
--- moves it to a table of partitions with work) changes this body to match;
--- the interface (keys in, indexes and counts out) stays.
+-- yet: past 0) and whose cursor holds no live lease. Where it looks follows
+-- the pop too: a group subscribed to the queue (001's log_subscriptions) is
+-- checked over its ready rows only, so an idle check costs the partitions
+-- that may hold work, not every partition of the queue (the ready rows are
+-- a superset of the partitions with work: 001's invariant; a stale one fails
+-- the offset test here and is removed by the next pop). A group new to the
+-- queue (no subscription yet) counts every partition with a message, as the
+-- pop's first contact would (a pop in mode 'new' then pins its cursors and
+-- may find nothing: one empty pop, after which the subscription exists and
+-- this rule agrees). Not seen here, as the pop's candidate search does not
+-- see them either: a delayedProcessing queue's messages still too young, a
+-- dead letter requeued for another group (for_group); such a key is
+-- reported ready and its waiter pops nothing, once per tick. Whoever
+-- changes the pop's candidate rule changes this body to match; the
+-- interface (keys in, indexes and counts out) stays.
 -- Measured: see bench/RESULTS.md, "Waiting long polls".
 CREATE OR REPLACE FUNCTION queen.log_poppable_v1(p_keys JSONB)
 RETURNS TABLE (key_index INTEGER, ready INTEGER)
@@ -68,7 +73,19 @@ BEGIN
     )
     SELECT kq.i, count(*)::integer
     FROM kq
-    JOIN queen.log_partitions p ON p.queue_id = kq.qid AND (kq.part IS NULL OR p.name = kq.part)
+    LEFT JOIN queen.log_subscriptions s ON s.queue_id = kq.qid AND s.consumer_group = kq.grp
+    CROSS JOIN LATERAL (
+        -- Subscribed: the group's ready rows (one index range).
+        SELECT p.id, p.last_offset
+        FROM queen.log_ready r JOIN queen.log_partitions p ON p.id = r.partition_id
+        WHERE s.id IS NOT NULL AND r.subscription_id = s.id AND p.queue_id = kq.qid
+          AND (kq.part IS NULL OR p.name = kq.part)
+        UNION ALL
+        -- Not yet subscribed: every partition of the queue.
+        SELECT p.id, p.last_offset
+        FROM queen.log_partitions p
+        WHERE s.id IS NULL AND p.queue_id = kq.qid AND (kq.part IS NULL OR p.name = kq.part)
+    ) p
     LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = kq.grp
     WHERE p.last_offset > COALESCE(c.committed_offset, 0)
       AND (c.lease_id IS NULL OR c.lease_expires_at <= now())
