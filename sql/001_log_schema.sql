@@ -462,8 +462,11 @@ $$;
 -- queue): the counts are of existing rows, read without a lock, so the hot
 -- path (every pair exists) never pays for them, and a concurrent creation
 -- for the same tenant may pass a limit by what the creators add meanwhile
--- (at most their own batches; README states it). A count costs about what
--- the tenant's rows cost to scan: measured in docs (README, Limits).
+-- (at most their own batches; README states it). A count scans the tenant's
+-- rows: measured 2026-12-03 (2-core VM, --fast cluster, psql \timing, one
+-- tenant with 99,990 partitions in one queue): the check 15-21 ms, a push
+-- creating a partition 17-23 ms, a push to an existing one 0.8-1.2 ms (no
+-- check). A tenant far below its limits pays in proportion to its rows.
 CREATE OR REPLACE FUNCTION queen._log_tenant_room_v1(p_tenant UUID, p_new_queues BIGINT, p_new_partitions BIGINT)
 RETURNS VOID
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
