@@ -84,6 +84,13 @@ typedef struct queen_config {
     char *tls_cert;
     char *tls_key;
     char *encryption_key;
+    /* Per-tenant limits (README, Configuration): the first four reach SQL
+     * as session settings (queen._tenant_limit_v1); 0 is no limit. */
+    int max_queues_per_tenant;
+    int max_partitions_per_tenant;
+    int max_traces_per_tenant;
+    int max_trace_bytes_per_tenant;
+    int max_long_polls_per_tenant; /* 0: a quarter of max_connections */
 } queen_config;
 
 /* What went wrong, in a shape every caller can branch on. How each
@@ -106,6 +113,7 @@ typedef enum queen_error_category {
      * database work. */
     QUEEN_ERR_UNAUTHORIZED, /* no token, or one that does not verify */
     QUEEN_ERR_FORBIDDEN,    /* a valid token whose role, scopes or tenant do not allow the call */
+    QUEEN_ERR_LIMIT_EXCEEDED, /* a per-tenant limit (queues, partitions, traces); nothing was written */
 } queen_error_category;
 
 /* Largest precondition value carried inline (bytes of JSON text). SQL caps
@@ -235,7 +243,7 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
  * Soft: with N handles (brokers) on one database a tenant may pass max_rows
  * or max_bytes by at most (N - 1) x its headroom at the last refresh.
  * Returns 0 (admitted: the tokens are taken and the rows/bytes counted), or
- * -1 with err: QUEEN_ERR_FEATURE_GATED (cfg.tenancy_header and the tenant
+ * -1 with err: QUEEN_ERR_FEATURE_GATED (tenancy on: cfg.tenancy_header or cfg.auth "jwt"; and the tenant
  * has no kv_quota row or enabled = false), QUEEN_ERR_QUOTA_EXCEEDED (never
  * for a call with creating = 0 and bytes = 0: reads and deletes are never
  * refused for being full), QUEEN_ERR_RATE_LIMITED (*retry_after_s = whole

@@ -200,6 +200,16 @@ BEGIN
                            WHERE q.tenant_id = p_tenant AND q.name = s.qn
                            OFFSET 0) AS x ON true;
 
+        IF v_locked < v_pairs THEN
+            -- Something is to be created: the tenant's queue and partition
+            -- limits (001), counted only now, never on a push to existing
+            -- pairs. Raised before any insert: a refused push writes nothing.
+            PERFORM queen._log_tenant_room_v1(p_tenant,
+                (SELECT count(*) FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn
+                                       FROM jsonb_array_elements(p_items) AS e) AS s
+                 WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = s.qn)),
+                v_pairs - v_locked);
+        END IF;
         LOOP
             IF v_locked < v_pairs THEN
                 -- Queues first (lock order), in name order; an existing queue is

@@ -605,6 +605,11 @@ BEGIN
     -- round again. FOR NO KEY UPDATE, the lock the UPDATE below takes anyway:
     -- it leaves the FOR KEY SHARE of a push creating a partition (its foreign
     -- key check) free to proceed.
+    IF NOT EXISTS (SELECT 1 FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue) THEN
+        -- A new queue counts against the tenant's limit (001); reconfiguring
+        -- an existing one never does.
+        PERFORM queen._log_tenant_room_v1(p_tenant, 1, 0);
+    END IF;
     LOOP
         INSERT INTO queen.queues (tenant_id, name, lease_time) VALUES (p_tenant, p_queue, 300)
         ON CONFLICT (tenant_id, name) DO NOTHING

@@ -3,13 +3,23 @@
 -- them): a name and a JSON value, looked up by message or by name, and kept
 -- for a bounded time (the sweeper's log_trace_retention_step_v1).
 --
--- Owns: queen.log_traces, queen._log_trace_row_v1, queen.log_trace_add_v1,
+-- Owns: queen.log_traces, queen.log_trace_usage, queen._log_trace_forget_v1
+--       (its trigger), queen._log_trace_row_v1, queen.log_trace_add_v1,
 --       queen.log_traces_by_message_v1, queen.log_traces_by_name_v1,
 --       queen.log_trace_retention_step_v1.
 -- May call: 000's schema helpers, 001. Never names the kv table.
 -- A trace is not part of the message: it outlives neither its tenant's
 -- queue (cascade) nor the retention, and recording one takes no lock a push,
 -- pop or ack waits on (an insert into a leaf; the partition is only read).
+-- Budget: each tenant's stored traces (rows, and bytes of data as JSON text)
+-- are counted in log_trace_usage, one row per tenant: an add counts itself in
+-- and is refused past max_traces_per_tenant / max_trace_bytes_per_tenant
+-- (001's _tenant_limit_v1), every delete (retention, a queue's cascade)
+-- counts its rows out by a statement trigger. The tenant's usage row is the
+-- last lock an add takes (after its insert, whose foreign key check takes
+-- the queue's key share), so a queue delete, which locks the queue first and
+-- the usage row in its cascade, never waits on an add in a cycle; two adds
+-- of one tenant queue on that row for the moment of their commit.
 
 CREATE TABLE IF NOT EXISTS queen.log_traces (
     id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -30,6 +40,35 @@ SELECT queen._schema_create_index_v1('idx_log_traces_created',
 SELECT queen._schema_create_index_v1('idx_log_traces_queue',
     'CREATE INDEX idx_log_traces_queue ON queen.log_traces (queue_id)');
 
+CREATE TABLE IF NOT EXISTS queen.log_trace_usage (
+    tenant_id UUID PRIMARY KEY,
+    traces    BIGINT NOT NULL DEFAULT 0,
+    bytes     BIGINT NOT NULL DEFAULT 0
+);
+SELECT queen._schema_add_column_v1('queen.log_traces', 'data_bytes', 'INTEGER NOT NULL DEFAULT 0');
+
+-- The trigger of every delete from log_traces: the deleted rows counted out
+-- of their tenants' usage, tenants in uuid order (two sweepers' steps lock
+-- the usage rows in one order).
+CREATE OR REPLACE FUNCTION queen._log_trace_forget_v1()
+RETURNS TRIGGER
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    UPDATE queen.log_trace_usage u
+    SET traces = GREATEST(u.traces - g.n, 0), bytes = GREATEST(u.bytes - g.b, 0)
+    FROM (SELECT o.tenant_id, count(*) AS n, COALESCE(sum(o.data_bytes), 0) AS b
+          FROM gone o GROUP BY o.tenant_id ORDER BY o.tenant_id) AS g
+    WHERE u.tenant_id = g.tenant_id;
+    RETURN NULL;
+END
+$$;
+SELECT queen._schema_create_v1(
+    EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'log_traces_forget'
+                                      AND tgrelid = 'queen.log_traces'::regclass),
+    'CREATE TRIGGER log_traces_forget AFTER DELETE ON queen.log_traces REFERENCING OLD TABLE AS gone '
+    'FOR EACH STATEMENT EXECUTE FUNCTION queen._log_trace_forget_v1()');
+
 CREATE OR REPLACE FUNCTION queen._log_trace_row_v1(t queen.log_traces, p_queue TEXT, p_partition TEXT)
 RETURNS JSONB
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -45,21 +84,28 @@ $$;
 -- ack and retention). data: any JSON value, NULL allowed, at most 64 KiB.
 -- Raises 22023: log_bad_tenant, log_bad_partition_id (not a partition of
 -- this tenant), log_bad_transaction_id, log_bad_trace_name (1..255 bytes,
--- no control character); 22001 log_trace_too_large.
+-- no control character); 22001 log_trace_too_large; 54000 tenant_trace_limit
+-- when the tenant's stored traces would pass max_traces_per_tenant (default
+-- 100000) or max_trace_bytes_per_tenant (default 256 MiB), nothing recorded.
 CREATE OR REPLACE FUNCTION queen.log_trace_add_v1(p_tenant UUID, p_partition_id UUID, p_txn TEXT, p_name TEXT,
                                                   p_data JSONB)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
-    v_qid UUID;
-    v_id  BIGINT;
-    v_at  TIMESTAMPTZ;
+    v_qid   UUID;
+    v_id    BIGINT;
+    v_at    TIMESTAMPTZ;
+    v_bytes INTEGER := COALESCE(octet_length(p_data::text), 0);
+    v_rows  BIGINT;
+    v_total BIGINT;
+    v_max_r BIGINT := queen._tenant_limit_v1('max_traces_per_tenant', 100000);
+    v_max_b BIGINT := queen._tenant_limit_v1('max_trace_bytes_per_tenant', 268435456);
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
     PERFORM queen._log_require_name_v1(p_name, 'log_bad_trace_name', 'traceName');
-    IF octet_length(p_data::text) > 65536 THEN
+    IF v_bytes > 65536 THEN
         RAISE EXCEPTION 'log_trace_too_large' USING ERRCODE = '22001',
             DETAIL = 'data must be at most 64 KiB of JSON';
     END IF;
@@ -69,9 +115,21 @@ BEGIN
         RAISE EXCEPTION 'log_bad_partition_id' USING ERRCODE = '22023',
             DETAIL = 'partitionId names no partition of this tenant';
     END IF;
-    INSERT INTO queen.log_traces (tenant_id, queue_id, partition_id, transaction_id, trace_name, data)
-    VALUES (p_tenant, v_qid, p_partition_id, p_txn, p_name, p_data)
+    INSERT INTO queen.log_traces (tenant_id, queue_id, partition_id, transaction_id, trace_name, data, data_bytes)
+    VALUES (p_tenant, v_qid, p_partition_id, p_txn, p_name, p_data, v_bytes)
     RETURNING id, created_at INTO v_id, v_at;
+    -- Counted in after the insert (the lock order above); a refusal rolls
+    -- both back.
+    INSERT INTO queen.log_trace_usage AS u (tenant_id, traces, bytes) VALUES (p_tenant, 1, v_bytes)
+    ON CONFLICT (tenant_id) DO UPDATE SET traces = u.traces + 1, bytes = u.bytes + EXCLUDED.bytes
+    RETURNING u.traces, u.bytes INTO v_rows, v_total;
+    IF (v_max_r > 0 AND v_rows > v_max_r) OR (v_max_b > 0 AND v_total > v_max_b) THEN
+        RAISE EXCEPTION 'tenant_trace_limit' USING ERRCODE = '54000',
+            DETAIL = format('the tenant stores %s traces of %s bytes; this one would pass its limit of %s traces '
+                            'or %s bytes (QUEEN_MAX_TRACES_PER_TENANT, QUEEN_MAX_TRACE_BYTES_PER_TENANT) until '
+                            'retention removes older ones; nothing was recorded',
+                            v_rows - 1, v_total - v_bytes, v_max_r, v_max_b);
+    END IF;
     RETURN jsonb_build_object('recorded', true, 'id', v_id, 'createdAt', queen.log_iso_v1(v_at));
 END
 $$;

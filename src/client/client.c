@@ -244,7 +244,10 @@ static queen_error_category category_of(long status, const char *code)
     case 400: return QUEEN_ERR_BAD_REQUEST;
     case 413: return QUEEN_ERR_TOO_LARGE;
     case 429: return QUEEN_ERR_RATE_LIMITED;
-    case 403: return strcmp(code, "feature_gated") == 0 ? QUEEN_ERR_FEATURE_GATED : QUEEN_ERR_QUOTA_EXCEEDED;
+    case 403:
+        return strcmp(code, "feature_gated") == 0    ? QUEEN_ERR_FEATURE_GATED
+               : strcmp(code, "limit_exceeded") == 0 ? QUEEN_ERR_LIMIT_EXCEEDED
+                                                     : QUEEN_ERR_QUOTA_EXCEEDED;
     case 409: return strstr(code, "precondition") != NULL ? QUEEN_ERR_PRECONDITION : QUEEN_ERR_CONFLICT;
     case 503: return QUEEN_ERR_UNAVAILABLE;
     case 500: return strstr(code, "misconfigured") != NULL ? QUEEN_ERR_MISCONFIGURED : QUEEN_ERR_INTERNAL;

@@ -2,15 +2,26 @@
  * that wants to ask ahead of a call. */
 #include "admit.h"
 
+#include <string.h>
+
 #include "quota.h"
+
+/* Tenancy is on whenever requests carry a tenant from any source: the
+ * trusted proxy's header or a verified token's claim (QUEEN_AUTH=jwt, whose
+ * tenant is the claim's or, with QUEEN_JWT_DEFAULT_TENANT, the default one).
+ * The kv grant then applies to every tenant the same way, whichever source
+ * named it; only a handle serving the one default tenant is never gated. */
+static bool tenancy_on(const queen_config *cfg)
+{
+    return cfg->tenancy_header || (cfg->auth != NULL && strcmp(cfg->auth, "jwt") == 0);
+}
 
 int engine_kv_admit(queen *q, const char *tenant, kv_demand d, queen_error *err)
 {
     if (d.reads == 0 && d.writes == 0)
         return 0;
     int retry = 1;
-    /* Tenancy off: the only tenant is the default one, never gated. */
-    quota_verdict v = quota_admit(q->quota, tenant, q->cfg.tenancy_header, d.reads, d.writes, d.creating, d.bytes,
+    quota_verdict v = quota_admit(q->quota, tenant, tenancy_on(&q->cfg), d.reads, d.writes, d.creating, d.bytes,
                                   &retry, err);
     switch (v) {
     case QUOTA_ADMIT:

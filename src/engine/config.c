@@ -96,6 +96,28 @@ static const setting settings[] = {
      "Longest wait of a long poll (GET /api/v1/pop...?wait=true): a larger timeout is served as this one (it "
      "answers 204 then; clients poll again). The broker sees that a waiting client went away only when the "
      "poll ends, so this bounds how long such a poll holds its connection and its place among the waiters."},
+    /* ---- per-tenant limits (abuse by one tenant's tokens) ---- */
+    {"QUEEN_MAX_LONG_POLLS_PER_TENANT", "max-long-polls-per-tenant", SET_INT, AT(max_long_polls_per_tenant), "0", 0,
+     1000000,
+     "Long polls one tenant may have waiting at once on this broker; past it a long poll is answered at once 429 "
+     "tenant_long_poll_limit with Retry-After: 1, so one tenant cannot hold every connection. 0: a quarter of "
+     "QUEEN_MAX_CONNECTIONS (4096 at its default)."},
+    {"QUEEN_MAX_QUEUES_PER_TENANT", "max-queues-per-tenant", SET_INT, AT(max_queues_per_tenant), "10000", 0,
+     2147483647,
+     "Queues one tenant may have; a push or configure that would create one more is 403 tenant_queue_limit and "
+     "writes nothing. Counted only when a queue is about to be created. 0: no limit."},
+    {"QUEEN_MAX_PARTITIONS_PER_TENANT", "max-partitions-per-tenant", SET_INT, AT(max_partitions_per_tenant), "100000",
+     0, 2147483647,
+     "Partitions one tenant may have over all its queues; a push that would create more is 403 "
+     "tenant_partition_limit and writes nothing. Counted only when a partition is about to be created. 0: no limit."},
+    {"QUEEN_MAX_TRACES_PER_TENANT", "max-traces-per-tenant", SET_INT, AT(max_traces_per_tenant), "100000", 0,
+     2147483647,
+     "Trace events one tenant may have stored (they are kept QUEEN_TRACE_RETENTION_SECONDS); one more is 403 "
+     "tenant_trace_limit, nothing recorded. 0: no limit."},
+    {"QUEEN_MAX_TRACE_BYTES_PER_TENANT", "max-trace-bytes-per-tenant", SET_INT, AT(max_trace_bytes_per_tenant),
+     "268435456", 0, 2147483647,
+     "Bytes of trace data (as JSON text) one tenant may have stored; a trace that would pass it is 403 "
+     "tenant_trace_limit, nothing recorded. 256 MiB: 4,096 traces of the largest size (64 KiB). 0: no limit."},
     {"QUEEN_MAX_INFLIGHT_BODY_BYTES", "max-inflight-body-bytes", SET_INT, AT(max_inflight_body_bytes),
      "268435456", 1024, 2147483647,
      "Body bytes buffered across all requests at once, plus 256 bytes per JSON value of each body being parsed "
@@ -442,4 +464,13 @@ void queen_config_print_markdown(FILE *out)
         default_text(&settings[i], def, sizeof def);
         fprintf(out, "| `%s` | `--%s` | `%s` | %s |\n", settings[i].env, settings[i].flag, def, settings[i].doc);
     }
+}
+
+void queen_config_session_settings(const queen_config *cfg, char *out, size_t n)
+{
+    snprintf(out, n,
+             "-c queen.max_queues_per_tenant=%d -c queen.max_partitions_per_tenant=%d "
+             "-c queen.max_traces_per_tenant=%d -c queen.max_trace_bytes_per_tenant=%d",
+             cfg->max_queues_per_tenant, cfg->max_partitions_per_tenant, cfg->max_traces_per_tenant,
+             cfg->max_trace_bytes_per_tenant);
 }

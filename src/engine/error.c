@@ -33,6 +33,11 @@ static const queen_error_class classes[] = {
     [QUEEN_ERR_CONFLICT] = {409, "conflict", "kv_conflict", "db_error", "conflict", false, 0},
     [QUEEN_ERR_UNAUTHORIZED] = {401, "unauthorized", "unauthorized", "unauthorized", "unauthorized", false, 0},
     [QUEEN_ERR_FORBIDDEN] = {403, "forbidden", "forbidden", "forbidden", "forbidden", false, 0},
+    /* 403, not 429: a per-tenant limit is a standing budget (it frees only
+     * when the tenant deletes queues or retention removes traces), not a
+     * rate a short wait fixes, so nothing tells the client to retry. */
+    [QUEEN_ERR_LIMIT_EXCEEDED] = {403, "limit_exceeded", "limit_exceeded", "limit_exceeded", "limit_exceeded", false,
+                                  0},
 };
 
 const queen_error_class *queen_error_class_of(queen_error_category cat)
@@ -53,6 +58,7 @@ const queen_error_class *queen_error_class_of(queen_error_category cat)
  *   55000 log_group_leased: a seek or delete of a consumer group that holds a
  *   live lease (sql/030), refused rather than moving a consumer's cursor;
  *   55000 log_message_leased: deleting a message a live lease covers (032).
+ *   54000 tenant_*_limit: a per-tenant limit of 001/033, not a size.
  *   Classes 08 (connection), 53 (resources), 57 (operator intervention,
  *   statement_timeout), 58 (system error: I/O) and the two concurrency
  *   codes may succeed on a retry; class 42 means the schema is older than
@@ -69,6 +75,9 @@ static const struct state_row {
     {"55000", "log_message_leased", QUEEN_ERR_CONFLICT, NULL},
     {"XX000", "log_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
     {"XX000", "kv_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
+    {"54000", "tenant_queue_limit", QUEEN_ERR_LIMIT_EXCEEDED, NULL},
+    {"54000", "tenant_partition_limit", QUEEN_ERR_LIMIT_EXCEEDED, NULL},
+    {"54000", "tenant_trace_limit", QUEEN_ERR_LIMIT_EXCEEDED, NULL},
     {"22001", NULL, QUEEN_ERR_TOO_LARGE, NULL},
     {"54000", NULL, QUEEN_ERR_TOO_LARGE, NULL},
     {"22", NULL, QUEEN_ERR_BAD_REQUEST, NULL},
@@ -136,11 +145,14 @@ void queen_error_set(queen_error *err, queen_error_category cat, const char *rea
     va_end(ap);
 }
 
-/* Our SQL raises opaque ids ("kv_bad_key", "log_bad_queue"); anything else
- * is PostgreSQL's prose and may quote the caller's input. */
+/* Our SQL raises opaque ids ("kv_bad_key", "log_bad_queue",
+ * "tenant_queue_limit"); anything else is PostgreSQL's prose and may quote
+ * the caller's input. */
 static bool is_our_reason(const char *msg, size_t cap)
 {
-    if (msg == NULL || (strncmp(msg, "kv_", 3) != 0 && strncmp(msg, "log_", 4) != 0) || strlen(msg) >= cap)
+    if (msg == NULL ||
+        (strncmp(msg, "kv_", 3) != 0 && strncmp(msg, "log_", 4) != 0 && strncmp(msg, "tenant_", 7) != 0) ||
+        strlen(msg) >= cap)
         return false;
     for (const char *p = msg; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))

@@ -689,9 +689,9 @@ static void conn_ready(loop_watch *w, uint32_t events)
 
 /* ---- the set ---------------------------------------------------------------- */
 
-pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int statement_timeout_ms,
-                            int acquire_timeout_ms, int group_wait_ms, int epfd, pipeline_figures *figures,
-                            char *err, size_t errlen)
+pipeline_set *pipeline_open(const char *conninfo, const char *settings, int nconns, int depth,
+                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int epfd,
+                            pipeline_figures *figures, char *err, size_t errlen)
 {
     pipeline_set *s = calloc(1, sizeof *s);
     if (s == NULL || nconns < 1) {
@@ -699,7 +699,7 @@ pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int sta
         snprintf(err, errlen, nconns < 1 ? "no connections" : "out of memory");
         return NULL;
     }
-    queen_conn_params_fill(&s->params, conninfo, statement_timeout_ms, acquire_timeout_ms);
+    queen_conn_params_fill(&s->params, conninfo, statement_timeout_ms, acquire_timeout_ms, settings);
     s->depth = depth > 0 ? depth : 1;
     s->acquire_timeout_ms = acquire_timeout_ms;
     s->group_wait_ms = group_wait_ms;

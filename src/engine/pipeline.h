@@ -74,9 +74,9 @@ typedef struct pipeline_figures {
  * and registers them with epfd. Fails when the first cannot be made; the
  * others are retried in the background. figures may be shared by several
  * sets (one per loop); it must outlive the set. */
-pipeline_set *pipeline_open(const char *conninfo, int nconns, int depth, int statement_timeout_ms,
-                            int acquire_timeout_ms, int group_wait_ms, int epfd, pipeline_figures *figures,
-                            char *err, size_t errlen);
+pipeline_set *pipeline_open(const char *conninfo, const char *settings, int nconns, int depth,
+                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int epfd,
+                            pipeline_figures *figures, char *err, size_t errlen);
 
 /* Sends the call now or queues it (a coalescable call: holds it for the
  * next pipeline_tick); done() runs later, never inside.

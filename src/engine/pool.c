@@ -18,6 +18,7 @@ struct queen_pool {
     char *conninfo;
     int statement_timeout_ms;
     int acquire_timeout_ms;
+    char *settings;
     int size;
     queen_pool_conn *conns;
     bool *busy;
@@ -32,9 +33,10 @@ struct queen_pool {
  * without them a black-holed server would hang acquire in connect() for the
  * kernel's minutes, past the bounded wait the pool promises. */
 void queen_conn_params_fill(queen_conn_params *p, const char *conninfo, int statement_timeout_ms,
-                            int acquire_timeout_ms)
+                            int acquire_timeout_ms, const char *settings)
 {
-    snprintf(p->options, sizeof p->options, "-c statement_timeout=%d", statement_timeout_ms);
+    snprintf(p->options, sizeof p->options, "-c statement_timeout=%d%s%s", statement_timeout_ms,
+             settings && settings[0] ? " " : "", settings ? settings : "");
     int ct = (acquire_timeout_ms + 999) / 1000;
     snprintf(p->connect_timeout, sizeof p->connect_timeout, "%d", ct < 2 ? 2 : ct);
     const char *keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
@@ -54,7 +56,7 @@ void queen_conn_ignore_notice(void *arg, const char *message)
 static PGconn *connect_one(const queen_pool *pool, char *err, size_t errlen)
 {
     queen_conn_params p;
-    queen_conn_params_fill(&p, pool->conninfo, pool->statement_timeout_ms, pool->acquire_timeout_ms);
+    queen_conn_params_fill(&p, pool->conninfo, pool->statement_timeout_ms, pool->acquire_timeout_ms, pool->settings);
     PGconn *pg = PQconnectdbParams(p.keys, p.vals, 1);
     if (PQstatus(pg) != CONNECTION_OK) {
         snprintf(err, errlen, "connect: %s", PQerrorMessage(pg));
@@ -73,7 +75,7 @@ static void forget_prepared(queen_pool_conn *c)
 }
 
 queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeout_ms, int acquire_timeout_ms,
-                            char *err, size_t errlen)
+                            const char *settings, char *err, size_t errlen)
 {
     queen_pool *pool = calloc(1, sizeof *pool);
     if (pool == NULL) {
@@ -89,12 +91,13 @@ queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeou
     pthread_cond_init(&pool->freed, &attr);
     pthread_condattr_destroy(&attr);
     pool->conninfo = strdup(conninfo ? conninfo : "");
+    pool->settings = strdup(settings ? settings : "");
     pool->size = size;
     pool->statement_timeout_ms = statement_timeout_ms;
     pool->acquire_timeout_ms = acquire_timeout_ms;
     pool->conns = calloc((size_t)size, sizeof *pool->conns);
     pool->busy = calloc((size_t)size, sizeof *pool->busy);
-    if (pool->conninfo == NULL || pool->conns == NULL || pool->busy == NULL) {
+    if (pool->conninfo == NULL || pool->settings == NULL || pool->conns == NULL || pool->busy == NULL) {
         snprintf(err, errlen, "out of memory");
         queen_pool_close(pool);
         return NULL;
@@ -125,6 +128,7 @@ void queen_pool_close(queen_pool *pool)
     free(pool->conns);
     free(pool->busy);
     free(pool->conninfo);
+    free(pool->settings);
     pthread_cond_destroy(&pool->freed);
     pthread_mutex_destroy(&pool->mu);
     free(pool);

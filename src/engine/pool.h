@@ -40,11 +40,13 @@ typedef struct queen_pool_stats {
  * connect timeout, keepalives and statement_timeout in the startup packet),
  * for PQconnectdbParams / PQconnectStartParams with expand_dbname 1. */
 typedef struct queen_conn_params {
-    char options[64], connect_timeout[16];
+    char options[384], connect_timeout[16];
     const char *keys[9], *vals[9];
 } queen_conn_params;
+/* settings: more "-c name=value" options for the startup packet (the
+ * caller's session settings, e.g. queen_config_session_settings), or NULL. */
 void queen_conn_params_fill(queen_conn_params *p, const char *conninfo, int statement_timeout_ms,
-                            int acquire_timeout_ms);
+                            int acquire_timeout_ms, const char *settings);
 /* A notice processor that drops notices (the broker's statements raise
  * none worth a log line; libpq would print them on stderr). */
 void queen_conn_ignore_notice(void *arg, const char *message);
@@ -52,7 +54,7 @@ void queen_conn_ignore_notice(void *arg, const char *message);
 /* Opens `size` connections to conninfo. Fails (NULL, err set) when the first
  * connection cannot be made; later ones are retried on acquire. */
 queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeout_ms, int acquire_timeout_ms,
-                            char *err, size_t errlen);
+                            const char *settings, char *err, size_t errlen);
 void queen_pool_close(queen_pool *pool);
 
 /* A free connection, or NULL after acquire_timeout_ms (err says why:

@@ -48,9 +48,20 @@ struct http_poll {
     bool suspended;              /* in srv->suspended, waiting for the waiter */
     bool fired, woken;           /* the armed waiter fired; with a push or not */
     bool shutdown;               /* resumed by http_stop: answer now */
+    bool counted;                /* holds one of its tenant's open-wait places */
+    char tenant[QUEEN_TENANT_LEN + 1];
     int refs;
     http_poll *prev, *next;
 };
+
+/* Open long-poll waits of one tenant (srv->tenant_polls, under poll_lock):
+ * an entry lives while its count is above zero, so the table holds only
+ * tenants waiting now. */
+typedef struct tenant_polls {
+    struct tenant_polls *next;
+    int n;
+    char tenant[QUEEN_TENANT_LEN + 1];
+} tenant_polls;
 
 /* Per-request state kept by MHD between calls of the access handler. */
 typedef struct request_state {
@@ -257,6 +268,66 @@ static void poll_wake(void *ctx, bool woken)
     pthread_mutex_unlock(&srv->poll_lock);
 }
 
+int http_poll_tenant_cap(const server *srv)
+{
+    if (srv->cfg->max_long_polls_per_tenant > 0)
+        return srv->cfg->max_long_polls_per_tenant;
+    conn_figures f;
+    conn_figures_get(srv, &f);
+    long long cap = f.cap > 0 ? f.cap : srv->cfg->max_connections;
+    return cap / 4 > 0 ? (int)(cap / 4) : 1;
+}
+
+static tenant_polls **tenant_polls_slot(server *srv, const char *tenant)
+{
+    unsigned h = 2166136261u;
+    for (const char *t = tenant; *t; t++)
+        h = (h ^ (unsigned char)*t) * 16777619u;
+    tenant_polls **at = &srv->tenant_polls[h % (sizeof srv->tenant_polls / sizeof srv->tenant_polls[0])];
+    while (*at != NULL && strcmp((*at)->tenant, tenant) != 0)
+        at = &(*at)->next;
+    return at;
+}
+
+/* One of the tenant's open-wait places, or false when it holds all of them
+ * (or memory is short). Under poll_lock. A place is held from the wait's
+ * open to its close, whether the request is suspended or attempting, so a
+ * tenant's waits can never hold more connections than its cap. */
+static bool tenant_poll_take_locked(server *srv, http_poll *p, const char *tenant)
+{
+    tenant_polls **at = tenant_polls_slot(srv, tenant);
+    if (*at == NULL) {
+        *at = calloc(1, sizeof **at);
+        if (*at == NULL)
+            return false;
+        snprintf((*at)->tenant, sizeof (*at)->tenant, "%s", tenant);
+    }
+    if ((*at)->n >= http_poll_tenant_cap(srv)) {
+        if ((*at)->n == 0) { /* never kept empty */
+            free(*at);
+            *at = NULL;
+        }
+        return false;
+    }
+    (*at)->n++;
+    p->counted = true;
+    snprintf(p->tenant, sizeof p->tenant, "%s", tenant);
+    return true;
+}
+
+static void tenant_poll_give_locked(server *srv, http_poll *p)
+{
+    if (!p->counted)
+        return;
+    p->counted = false;
+    tenant_polls **at = tenant_polls_slot(srv, p->tenant);
+    if (*at != NULL && --(*at)->n <= 0) {
+        tenant_polls *gone = *at;
+        *at = gone->next;
+        free(gone);
+    }
+}
+
 /* Closes the request's wait, if open, and lets go of the waiter's
  * reference. Never under poll_lock: the close waits for a callback in
  * progress, which takes it. */
@@ -267,6 +338,7 @@ static void poll_close(server *srv, http_poll *p, bool popped)
     queen_pop_wait_close(srv->engine, p->w, popped);
     p->w = NULL;
     pthread_mutex_lock(&srv->poll_lock);
+    tenant_poll_give_locked(srv, p);
     bool last = --p->refs == 0;
     pthread_mutex_unlock(&srv->poll_lock);
     if (last)
@@ -279,8 +351,10 @@ void http_poll_close(server *srv, const http_request *req, bool popped)
     poll_close(srv, st->poll, popped);
 }
 
-bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms)
+bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms,
+                   bool *over_limit)
 {
+    *over_limit = false;
     request_state *st = req->internal;
     if (timeout_ms <= 0 || atomic_load(&srv->stopping))
         return false;
@@ -304,6 +378,11 @@ bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options
         st->poll = p;
     }
     pthread_mutex_lock(&srv->poll_lock);
+    if (!tenant_poll_take_locked(srv, p, req->tenant)) {
+        pthread_mutex_unlock(&srv->poll_lock);
+        *over_limit = true;
+        return false;
+    }
     p->fired = p->woken = false;
     p->refs++; /* the waiter's, taken before it can fire */
     pthread_mutex_unlock(&srv->poll_lock);
@@ -312,6 +391,7 @@ bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options
     if (p->w == NULL) {
         pthread_mutex_lock(&srv->poll_lock);
         p->refs--; /* the request still holds one */
+        tenant_poll_give_locked(srv, p);
         pthread_mutex_unlock(&srv->poll_lock);
         return false;
     }
@@ -1148,5 +1228,11 @@ void http_stop(server *srv)
     conn_guard_stop(srv); /* its socket calls end before the daemons close every socket */
     loops_finish(srv);
     conn_guard_free(srv);
+    for (size_t i = 0; i < sizeof srv->tenant_polls / sizeof srv->tenant_polls[0]; i++)
+        while (srv->tenant_polls[i] != NULL) { /* only if a request outlived the drain */
+            tenant_polls *gone = srv->tenant_polls[i];
+            srv->tenant_polls[i] = gone->next;
+            free(gone);
+        }
     pthread_mutex_destroy(&srv->poll_lock);
 }

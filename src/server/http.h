@@ -90,6 +90,7 @@ struct server {
     pthread_mutex_t poll_lock;
     http_poll *suspended;
     atomic_int nsuspended;
+    struct tenant_polls *tenant_polls[64]; /* open long-poll waits by tenant, under poll_lock */
     atomic_bool stopping;
     atomic_int inflight;         /* requests between their first byte and their completion */
     atomic_llong body_bytes;     /* body buffer bytes held by requests now (QUEEN_MAX_INFLIGHT_BODY_BYTES) */
@@ -142,8 +143,14 @@ typedef enum http_poll_verdict {
 /* Opens the request's wait (queen_pop_wait_open: opts say the queue or
  * labels, group and partition) for timeout_ms at its first attempt, or
  * readies the open one for the next; false when the request cannot wait
- * (stopping, timeout_ms <= 0, the engine refused). */
-bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms);
+ * (stopping, timeout_ms <= 0, the engine refused), and then *over_limit
+ * says whether it is because the tenant has QUEEN_MAX_LONG_POLLS_PER_TENANT
+ * waits open already (the caller answers 429 at once, nothing attempted). */
+bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms,
+                   bool *over_limit);
+/* The open-wait cap per tenant in force (the setting, or a quarter of the
+ * connection cap in force). */
+int http_poll_tenant_cap(const server *srv);
 /* The attempt took messages: ends the wait now (its queue's next waiters
  * are then checked at once). The request's completion ends it otherwise. */
 void http_poll_close(server *srv, const http_request *req, bool popped);

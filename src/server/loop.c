@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "fiber.h"
 #include "logging.h"
 #include "pipeline.h"
@@ -270,8 +271,11 @@ static int loop_open(server *srv, edge_loop *L, int index, const struct sockaddr
         return -1;
     }
     char err[512];
-    L->db = pipeline_open(cfg->pg_url, db_conns, cfg->pg_pipeline_depth, cfg->stmt_timeout_ms,
-                          cfg->pg_acquire_timeout_ms, cfg->pg_write_group_wait_ms, L->epfd, &srv->db_figures, err, sizeof err);
+    char settings[256];
+    queen_config_session_settings(cfg, settings, sizeof settings);
+    L->db = pipeline_open(cfg->pg_url, settings, db_conns, cfg->pg_pipeline_depth, cfg->stmt_timeout_ms,
+                          cfg->pg_acquire_timeout_ms, cfg->pg_write_group_wait_ms, L->epfd, &srv->db_figures, err,
+                          sizeof err);
     if (L->db == NULL) {
         log_error("http: loop %d: database: %s", index, err);
         return -1;

@@ -140,8 +140,20 @@ void route_pop(server *srv, const http_request *req, http_response *res)
         a.timeout_ms = srv->cfg->max_poll_timeout_ms; /* QUEEN_MAX_POLL_TIMEOUT_MS */
     for (;;) {
         long long left = a.timeout_ms - (http_now_ms() - req->started_ms);
+        bool over_limit = false;
         bool armed = a.wait && !req->no_wait && left > 0 &&
-                     http_poll_arm(srv, req, &a.o, left > INT_MAX ? INT_MAX : (int)left);
+                     http_poll_arm(srv, req, &a.o, left > INT_MAX ? INT_MAX : (int)left, &over_limit);
+        if (over_limit) {
+            /* The tenant holds its share of connections in waits already:
+             * answered at once, before any database work, so other
+             * tenants' requests keep finding connections. */
+            char detail[160];
+            snprintf(detail, sizeof detail,
+                     "this tenant has %d long polls waiting (QUEEN_MAX_LONG_POLLS_PER_TENANT); retry shortly",
+                     http_poll_tenant_cap(srv));
+            http_refuse(res, FAMILY_LOG, QUEEN_ERR_RATE_LIMITED, "tenant_long_poll_limit", detail);
+            return;
+        }
         char *body = NULL;
         queen_error err;
         if (queen_pop(srv->engine, req->tenant, &a.o, &body, &err) != 0) {

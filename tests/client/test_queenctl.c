@@ -207,8 +207,19 @@ static void test_token_against_an_authenticated_broker(void **state)
     const char *env[] = {"QUEEN_AUTH=jwt", secret_env, "QUEEN_JWT_DEFAULT_TENANT=1", NULL};
     test_broker secured;
     assert_true(broker_start(&secured, env));
-    char *token = mint_jwt("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", "{\"sub\":\"ctl\",\"role\":\"write\"}", secret,
-                           strlen(secret), NULL);
+    /* With tokens tenancy is on: the token's tenant needs its kv grant. */
+    static const char tenant[] = "6d0c3f5e-7a7b-4c1e-9c55-2f4a3b8e9d01";
+    char why[256];
+    PGconn *db = pgtest_connect_quiet(why, sizeof why);
+    assert_non_null(db);
+    PQclear(pgtest_exec(db,
+                        "INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ($1::uuid, true) "
+                        "ON CONFLICT (tenant_id) DO UPDATE SET enabled = true",
+                        1, (const char *const[]){tenant}));
+    PQfinish(db);
+    char *token = mint_jwt("{\"alg\":\"HS256\",\"typ\":\"JWT\"}",
+                           "{\"sub\":\"ctl\",\"role\":\"write\",\"tenant\":\"6d0c3f5e-7a7b-4c1e-9c55-2f4a3b8e9d01\"}",
+                           secret, strlen(secret), NULL);
     char *url = fmt("QUEEN_URL=%s", secured.base);
     char *ns = pgtest_unique("ctlauth");
     run_result r = run_env(NULL, (const char *const[]){url, NULL},

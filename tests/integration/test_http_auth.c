@@ -25,6 +25,7 @@
 #include "http.h"
 #include "http_fixture.h"
 #include "jwtmint.h"
+#include "pgtest.h"
 #include "testutil.h"
 #include "wire.h"
 
@@ -139,6 +140,17 @@ static int setup(void **state)
     env_strings[2] = fmt("QUEEN_JWT_JWKS=%s", jwks_path);
     const char *env[] = {"QUEEN_AUTH=jwt", env_strings[0], env_strings[1], env_strings[2],
                          "QUEEN_LOG_LEVEL=debug", "QUEEN_ACCESS_LOG=1", NULL};
+    /* The tenants' kv grant: with tokens, tenancy is on, so kv calls need an
+     * enabled kv_quota row as with header tenancy (test_http_tenant_limits). */
+    char why[256];
+    PGconn *db = pgtest_connect_quiet(why, sizeof why);
+    if (db == NULL)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        const char *p[] = {i == 0 ? TA : TB};
+        PQclear(pgtest_exec(db, "INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ($1::uuid, true)", 1, p));
+    }
+    PQfinish(db);
     return broker_start(&B, env) ? 0 : -1;
 }
 

@@ -96,7 +96,7 @@ static void retry_advice_is_one_rule(void **state)
         free(body);
     }
     /* Every category has a row: status, both codes, a wire reason. */
-    for (int c = QUEEN_OK; c <= QUEEN_ERR_FORBIDDEN; c++) {
+    for (int c = QUEEN_OK; c <= QUEEN_ERR_LIMIT_EXCEEDED; c++) {
         const queen_error_class *k = queen_error_class_of((queen_error_category)c);
         assert_true(k->http_status >= 200 && k->http_status < 600);
         assert_non_null(k->code);
@@ -109,6 +109,12 @@ static void retry_advice_is_one_rule(void **state)
     assert_int_equal(queen_error_class_of(QUEEN_ERR_QUOTA_EXCEEDED)->http_status, 403);
     assert_int_equal(queen_error_class_of(QUEEN_ERR_UNAUTHORIZED)->http_status, 401);
     assert_int_equal(queen_error_class_of(QUEEN_ERR_FORBIDDEN)->http_status, 403);
+    /* The per-tenant limits are 403 limit_exceeded, not a size (54000 otherwise). */
+    assert_int_equal(queen_error_class_of(QUEEN_ERR_LIMIT_EXCEEDED)->http_status, 403);
+    assert_int_equal(error_category_of("54000", "tenant_queue_limit"), QUEEN_ERR_LIMIT_EXCEEDED);
+    assert_int_equal(error_category_of("54000", "tenant_partition_limit"), QUEEN_ERR_LIMIT_EXCEEDED);
+    assert_int_equal(error_category_of("54000", "tenant_trace_limit"), QUEEN_ERR_LIMIT_EXCEEDED);
+    assert_int_equal(error_category_of("54000", NULL), QUEEN_ERR_TOO_LARGE);
 }
 
 static void precondition_detail_is_parsed_exactly(void **state)
