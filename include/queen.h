@@ -83,6 +83,11 @@ typedef struct queen_config {
     bool jwt_default_tenant;
     char *tls_cert;
     char *tls_key;
+    /* QUEEN_ENCRYPTION_KEY (README, Payload encryption). Without one, a
+     * push into a queue with encryptionEnabled is refused
+     * (QUEEN_ERR_UNAVAILABLE "encryption_key_missing", nothing stored), and
+     * a popped message of such a queue comes with "data": null and
+     * "encryptionError" instead of its ciphertext. */
     char *encryption_key;
     /* Per-tenant limits (README, Configuration): the first four reach SQL
      * as session settings (queen._tenant_limit_v1); 0 is no limit. */
@@ -596,6 +601,9 @@ typedef struct queen_stats {
     struct {
         long long total, empty; /* attempts (one per long-poll round), and those that found nothing */
         long long waits;        /* queen_pop calls with wait */
+        /* sealed payloads that did not open (pop, browse, dead letters):
+         * delivered as data null with encryptionError (README, Payload encryption) */
+        long long open_failures;
     } pops;
     struct {
         long long enabled; /* this handle runs the sweeper (cfg.sweeper) */
@@ -629,7 +637,7 @@ int queen_stats_get(queen *q, queen_stats *out);
  *         "quotaRefusals": {kv_quota_exceeded, feature_gated, rate_limited}}
  *                                               (queen_kv_admit)
  *  "transactions": {success, failed, refused, unavailable}
- *  "pops": {total, empty, waits}
+ *  "pops": {total, empty, waits, openFailures}
  *  "sweeper": {enabled, deletedTotal, lagMs, cycles, errors,
  *              partitionsReclaimedTotal, retentionDeletedTotal, usageMeasures, lastCycleMs}
  *  "notifier": {connected, reconnects, notifies, announced, announceStatements,

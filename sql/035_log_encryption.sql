@@ -1,8 +1,12 @@
 -- 035_log_encryption.sql: which queues seal their payloads. The sealing and
 -- opening are the engine's (src/engine/crypt.c: AES-256-GCM with a key
 -- PostgreSQL never sees); a sealed payload is stored as one JSON string
--- "qenc:v1:<key id>:<nonce>:<ciphertext>", so the database holds no
--- plaintext of an encryptionEnabled queue's messages, dead letters included.
+-- "qenc:v2:<key id>:<nonce>:<ciphertext>" bound to its tenant, queue,
+-- partition and transactionId, so the database holds no plaintext of an
+-- encryptionEnabled queue's messages, dead letters included. The broker asks
+-- this function before every push (a broker without the key refuses pushes
+-- into these queues) and before opening an answer's "qenc:" data strings
+-- (only those of these queues are ever opened).
 --
 -- Owns: queen.log_encrypted_queues_v1.
 -- May call: 001. Never names the kv table.

@@ -24,7 +24,7 @@ int queen_messages_list(queen *q, const char *tenant, const queen_messages_query
                             engine_int_or_null(after, sizeof after, o->after)};
     return engine_open_answer(
         q, tenant, engine_call_body(q, tenant, "queen_messages_list", SQL_MESSAGES, 6, params, result_json, err),
-        result_json);
+        result_json, err);
 }
 
 int queen_message_get(queen *q, const char *tenant, const char *transaction_id, const char *queue, const char *group,
@@ -33,7 +33,7 @@ int queen_message_get(queen *q, const char *tenant, const char *transaction_id, 
     const char *params[] = {NULL, transaction_id, queue, group};
     return engine_open_answer(
         q, tenant, engine_call_body(q, tenant, "queen_message_get", SQL_MESSAGE_GET, 4, params, result_json, err),
-        result_json);
+        result_json, err);
 }
 
 int queen_message_delete(queen *q, const char *tenant, const char *queue, const char *transaction_id,

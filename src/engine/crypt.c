@@ -4,13 +4,16 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define NONCE_LEN 12
 #define TAG_LEN 16
-#define PREFIX "qenc:v1:"
+#define PREFIX_V1 "qenc:v1:"
+#define PREFIX_V2 "qenc:v2:"
 
 static int hexval(char c)
 {
@@ -95,17 +98,17 @@ void crypt_keyring_clear(crypt_keyring *kr)
 }
 
 /* GCM one way or the other; 0 or -1. out receives len bytes; tag in/out. */
-static int gcm(bool seal, const unsigned char key[32], const unsigned char nonce[NONCE_LEN], const char *aad,
-               const unsigned char *in, int len, unsigned char *out, unsigned char tag[TAG_LEN])
+static int gcm(bool seal, const unsigned char key[32], const unsigned char nonce[NONCE_LEN], const unsigned char *aad,
+               size_t aad_len, const unsigned char *in, int len, unsigned char *out, unsigned char tag[TAG_LEN])
 {
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-    int n = 0, ok = ctx != NULL;
+    int n = 0, ok = ctx != NULL && aad_len <= INT_MAX;
     ok = ok && (seal ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL)
                      : EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL)) == 1;
     ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, NONCE_LEN, NULL) == 1;
     ok = ok && (seal ? EVP_EncryptInit_ex(ctx, NULL, NULL, key, nonce) : EVP_DecryptInit_ex(ctx, NULL, NULL, key, nonce)) == 1;
-    ok = ok && (seal ? EVP_EncryptUpdate(ctx, NULL, &n, (const unsigned char *)aad, (int)strlen(aad))
-                     : EVP_DecryptUpdate(ctx, NULL, &n, (const unsigned char *)aad, (int)strlen(aad))) == 1;
+    ok = ok && (seal ? EVP_EncryptUpdate(ctx, NULL, &n, aad, (int)aad_len)
+                     : EVP_DecryptUpdate(ctx, NULL, &n, aad, (int)aad_len)) == 1;
     ok = ok && (len == 0 || (seal ? EVP_EncryptUpdate(ctx, out, &n, in, len) : EVP_DecryptUpdate(ctx, out, &n, in, len)) == 1);
     if (ok && !seal)
         ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_LEN, tag) == 1;
@@ -116,26 +119,61 @@ static int gcm(bool seal, const unsigned char key[32], const unsigned char nonce
     return ok ? 0 : -1;
 }
 
-char *crypt_seal(const crypt_keyring *kr, const char *tenant, const char *plain, size_t len)
+/* The v2 authenticated data of a place: the format's name, then each field
+ * as a 4-byte big-endian length and its bytes. Lengths, not separators: no
+ * two places give the same bytes whatever their names hold ("a:b" + "c" is
+ * not "a" + "b:c"). malloc'd, *len set; NULL on a missing field. */
+static unsigned char *place_aad(const crypt_place *at, size_t *len)
 {
-    if (kr == NULL || kr->n == 0 || len > (1u << 30))
+    const char *f[] = {at->tenant, at->queue, at->partition, at->transaction_id};
+    size_t n = strlen(PREFIX_V2);
+    for (size_t i = 0; i < 4; i++) {
+        if (f[i] == NULL || strlen(f[i]) > UINT32_MAX)
+            return NULL;
+        n += 4 + strlen(f[i]);
+    }
+    unsigned char *a = malloc(n), *w = a;
+    if (a == NULL)
+        return NULL;
+    memcpy(w, PREFIX_V2, strlen(PREFIX_V2));
+    w += strlen(PREFIX_V2);
+    for (size_t i = 0; i < 4; i++) {
+        uint32_t l = (uint32_t)strlen(f[i]);
+        *w++ = (unsigned char)(l >> 24);
+        *w++ = (unsigned char)(l >> 16);
+        *w++ = (unsigned char)(l >> 8);
+        *w++ = (unsigned char)l;
+        memcpy(w, f[i], l);
+        w += l;
+    }
+    *len = n;
+    return a;
+}
+
+char *crypt_seal(const crypt_keyring *kr, const crypt_place *at, const char *plain, size_t len)
+{
+    if (kr == NULL || kr->n == 0 || at == NULL || len > (1u << 30))
         return NULL;
     unsigned char nonce[NONCE_LEN];
+    size_t aad_len = 0;
+    unsigned char *aad = place_aad(at, &aad_len);
     unsigned char *ct = malloc(len + TAG_LEN + 1);
-    size_t b64_ct = 4 * ((len + TAG_LEN + 2) / 3), cap = strlen(PREFIX) + CRYPT_KEY_ID_MAX + 64 + b64_ct + 8;
+    size_t b64_ct = 4 * ((len + TAG_LEN + 2) / 3), cap = strlen(PREFIX_V2) + CRYPT_KEY_ID_MAX + 64 + b64_ct + 8;
     char *out = malloc(cap);
-    if (ct == NULL || out == NULL || RAND_bytes(nonce, NONCE_LEN) != 1 ||
-        gcm(true, kr->keys[0].key, nonce, tenant, (const unsigned char *)plain, (int)len, ct, ct + len) != 0) {
+    if (aad == NULL || ct == NULL || out == NULL || RAND_bytes(nonce, NONCE_LEN) != 1 ||
+        gcm(true, kr->keys[0].key, nonce, aad, aad_len, (const unsigned char *)plain, (int)len, ct, ct + len) != 0) {
+        free(aad);
         free(ct);
         free(out);
         return NULL;
     }
-    int at = snprintf(out, cap, "\"" PREFIX "%s:", kr->keys[0].id);
-    at += EVP_EncodeBlock((unsigned char *)out + at, nonce, NONCE_LEN);
-    out[at++] = ':';
-    at += EVP_EncodeBlock((unsigned char *)out + at, ct, (int)(len + TAG_LEN));
-    out[at++] = '"';
-    out[at] = '\0';
+    int pos = snprintf(out, cap, "\"" PREFIX_V2 "%s:", kr->keys[0].id);
+    pos += EVP_EncodeBlock((unsigned char *)out + pos, nonce, NONCE_LEN);
+    out[pos++] = ':';
+    pos += EVP_EncodeBlock((unsigned char *)out + pos, ct, (int)(len + TAG_LEN));
+    out[pos++] = '"';
+    out[pos] = '\0';
+    free(aad);
     free(ct);
     return out;
 }
@@ -152,92 +190,85 @@ static long b64_decode(const char *s, size_t len, unsigned char *out, size_t cap
     return (long)((size_t)n - pad);
 }
 
-/* Opens the token text between the quotes (t, len: "qenc:v1:..."); the
- * payload (malloc'd, *out_len) or NULL. */
-static char *open_token(const crypt_keyring *kr, const char *tenant, const char *t, size_t len, size_t *out_len)
+const char *crypt_verdict_reason(crypt_verdict v)
 {
-    const char *id = t + strlen(PREFIX), *end = t + len;
+    switch (v) {
+    case CRYPT_OPENED:
+        return "ok";
+    case CRYPT_NO_KEY:
+        return "encryption_key_missing";
+    case CRYPT_UNKNOWN_KEY:
+        return "encryption_key_unknown";
+    case CRYPT_FAILED:
+        break;
+    }
+    return "encryption_open_failed";
+}
+
+bool crypt_is_envelope(const char *t, size_t len)
+{
+    return len >= strlen(PREFIX_V2) &&
+           (memcmp(t, PREFIX_V2, strlen(PREFIX_V2)) == 0 || memcmp(t, PREFIX_V1, strlen(PREFIX_V1)) == 0);
+}
+
+crypt_verdict crypt_open(const crypt_keyring *kr, const crypt_place *at, const char *t, size_t len, char **plain,
+                         size_t *plain_len)
+{
+    *plain = NULL;
+    *plain_len = 0;
+    if (kr == NULL || kr->n == 0)
+        return CRYPT_NO_KEY;
+    if (at == NULL || at->tenant == NULL || !crypt_is_envelope(t, len))
+        return CRYPT_FAILED;
+    bool v2 = memcmp(t, PREFIX_V2, strlen(PREFIX_V2)) == 0;
+    const char *id = t + strlen(PREFIX_V2), *end = t + len;
     const char *c1 = memchr(id, ':', (size_t)(end - id));
     const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
     if (c2 == NULL)
-        return NULL;
+        return CRYPT_FAILED;
     int k = -1;
     for (int i = 0; i < kr->n; i++)
         if (strlen(kr->keys[i].id) == (size_t)(c1 - id) && memcmp(kr->keys[i].id, id, (size_t)(c1 - id)) == 0)
             k = i;
+    if (k < 0)
+        return CRYPT_UNKNOWN_KEY;
+    size_t aad_len = 0;
+    /* v1 bound the tenant only: it opens for its tenant wherever it sits,
+     * which is why the caller opens only a stored message's own payload of
+     * an encrypted queue (encryption.c), never a string pushed elsewhere. */
+    unsigned char *aad = v2 ? place_aad(at, &aad_len) : (unsigned char *)strdup(at->tenant);
+    if (aad != NULL && !v2)
+        aad_len = strlen(at->tenant);
     unsigned char nonce[NONCE_LEN + 3];
     size_t ct_len = (size_t)(end - c2 - 1);
     unsigned char *ct = malloc(ct_len + 3);
-    char *plain = NULL;
-    long nl = k < 0 ? -1 : b64_decode(c1 + 1, (size_t)(c2 - c1 - 1), nonce, sizeof nonce);
+    char *out = NULL;
+    long nl = b64_decode(c1 + 1, (size_t)(c2 - c1 - 1), nonce, sizeof nonce);
     long cl = nl == NONCE_LEN && ct ? b64_decode(c2 + 1, ct_len, ct, ct_len + 3) : -1;
-    if (cl >= TAG_LEN && (plain = malloc((size_t)cl - TAG_LEN + 1)) != NULL &&
-        gcm(false, kr->keys[k].key, nonce, tenant, ct, (int)(cl - TAG_LEN), (unsigned char *)plain,
+    crypt_verdict v = CRYPT_FAILED;
+    if (aad != NULL && cl >= TAG_LEN && (out = malloc((size_t)cl - TAG_LEN + 1)) != NULL &&
+        gcm(false, kr->keys[k].key, nonce, aad, aad_len, ct, (int)(cl - TAG_LEN), (unsigned char *)out,
             ct + cl - TAG_LEN) == 0) {
-        plain[cl - TAG_LEN] = '\0';
-        *out_len = (size_t)(cl - TAG_LEN);
+        out[cl - TAG_LEN] = '\0';
+        *plain = out;
+        *plain_len = (size_t)(cl - TAG_LEN);
+        v = CRYPT_OPENED;
     } else {
-        free(plain);
-        plain = NULL;
+        free(out);
     }
+    free(aad);
     free(ct);
-    return plain;
+    return v;
 }
 
-char *crypt_open_body(const crypt_keyring *kr, const char *tenant, const char *body)
+bool crypt_uuid4(char out[37])
 {
-    static const char needle[] = "\"data\": \"" PREFIX;
-    if (kr == NULL || kr->n == 0 || body == NULL || strstr(body, needle) == NULL)
-        return NULL;
-    size_t cap = strlen(body) + 1, used = 0;
-    char *out = malloc(cap);
-    bool opened = false;
-    const char *p = body, *hit;
-    while (out != NULL && (hit = strstr(p, needle)) != NULL) {
-        const char *tok = hit + strlen("\"data\": \""); /* after the opening quote */
-        const char *close = strchr(tok, '"');
-        size_t plen = 0;
-        char *plain = close ? open_token(kr, tenant, tok, (size_t)(close - tok), &plen) : NULL;
-        const char *upto = plain ? tok - 1 : (close ? close + 1 : tok);
-        size_t keep = (size_t)(upto - p);
-        size_t need = used + keep + (plain ? plen : 0) + strlen(upto) + 1;
-        if (need > cap) {
-            char *grown = realloc(out, need);
-            if (grown == NULL) {
-                free(out);
-                free(plain);
-                return NULL;
-            }
-            out = grown;
-            cap = need;
-        }
-        memcpy(out + used, p, keep);
-        used += keep;
-        if (plain) {
-            memcpy(out + used, plain, plen);
-            used += plen;
-            opened = true;
-            p = close + 1;
-        } else {
-            p = upto;
-        }
-        free(plain);
-    }
-    if (out == NULL)
-        return NULL;
-    if (!opened) {
-        free(out);
-        return NULL;
-    }
-    size_t rest = strlen(p);
-    if (used + rest + 1 > cap) {
-        char *grown = realloc(out, used + rest + 1);
-        if (grown == NULL) {
-            free(out);
-            return NULL;
-        }
-        out = grown;
-    }
-    memcpy(out + used, p, rest + 1);
-    return out;
+    unsigned char b[16];
+    if (RAND_bytes(b, sizeof b) != 1)
+        return false;
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return true;
 }

@@ -22,7 +22,7 @@ int queen_dlq_list(queen *q, const char *tenant, const queen_dlq_query *query, c
                             engine_int_or_null(after, sizeof after, o->after)};
     return engine_open_answer(q, tenant,
                               engine_call_body(q, tenant, "queen_dlq_list", SQL_DLQ_LIST, 6, params, result_json, err),
-                              result_json);
+                              result_json, err);
 }
 
 int queen_dlq_requeue(queen *q, const char *tenant, const char *queue, const char *ids_json, int max,

@@ -36,6 +36,7 @@ typedef struct queen_counters {
     atomic_ulong kv_batch[BATCH_N];
     atomic_ulong txn[TXN_N];
     atomic_ulong pops, pops_empty, pop_waits;
+    atomic_ulong open_failures; /* sealed payloads delivered as encryptionError (encryption.c) */
     atomic_ulong kv_quota_refusals[3]; /* gated, full, rate (quota_verdict - 1) */
 } queen_counters;
 
@@ -105,21 +106,33 @@ bool engine_in_maintenance(queen *q);
  * (503 with Retry-After). -1 then, else 0. */
 int engine_refuse_push_in_maintenance(queen *q, queen_error *err);
 
-/* Payload encryption (crypt.h, sql/035): with a key configured, the queues
- * among items_json that have encryptionEnabled; *sealed_items is items_json
- * with those items' payloads sealed (malloc'd), or NULL when none is. -1
- * with err on failure. */
+/* Payload encryption (crypt.h, sql/035; the rules in encryption.c's header).
+ * *sealed_items is items_json with the payloads of the items whose queue has
+ * encryptionEnabled sealed for their place (an item without a transactionId
+ * given a fresh one), malloc'd, or NULL when no item names such a queue.
+ * Without a key such an item is refused, QUEEN_ERR_UNAVAILABLE
+ * encryption_key_missing. -1 with err. */
 int engine_seal_items(queen *q, const char *tenant, const char *items_json, char **sealed_items, queen_error *err);
 
-/* Opens every sealed payload of *body for tenant in place (a no-op without a
- * key or when none is there). */
-void engine_open_body(queen *q, const char *tenant, char **body);
+/* The wire's pushes: -1 with err when items_json names a queue with
+ * encryptionEnabled (503 encryption_key_missing without a key, else 400
+ * log_encrypted_queue_in_transaction: its payloads reach SQL as sent). */
+int engine_refuse_encrypted_items(queen *q, const char *tenant, const char *items_json, queen_error *err);
+
+/* Opens, in an answer carrying stored messages ({"messages": [...]}: pop,
+ * browse, dead letters), the data of each message of a queue with
+ * encryptionEnabled for that message's place, for tenant (canonical); one
+ * that does not open becomes "data": null, "encryptionError": <reason>,
+ * counted and logged. 0, or -1 with err when the queues could not be
+ * looked up (*body kept). */
+int engine_open_body(queen *q, const char *tenant, char **body, queen_error *err);
 
 /* rc, the outcome of a call answering stored payloads (the browse and dead-
  * letter listings), after engine_open_body on its answer for tenant as the
  * caller gave it (canonicalised here; a tenant that is not one left the call
- * refused, so there is nothing to open). */
-int engine_open_answer(queen *q, const char *tenant, int rc, char **result_json);
+ * refused, so there is nothing to open); -1 (answer freed) when opening
+ * failed. */
+int engine_open_answer(queen *q, const char *tenant, int rc, char **result_json, queen_error *err);
 
 /* sql_call_text on the handle's pool. */
 static inline int queen_call_text(queen *q, const char *name, const char *sql, int nparams,

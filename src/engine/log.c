@@ -157,8 +157,11 @@ static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, ch
                        : queen_call_text(q, "queen_pop", SQL_POP, 10, params, body, err);
     if (rc == 0 && *body == NULL)
         atomic_fetch_add(&q->counters.pops_empty, 1);
-    if (rc == 0)
-        engine_open_body(q, tenant, body);
+    if (rc == 0 && engine_open_body(q, tenant, body, err) != 0) {
+        free(*body); /* leased messages come back when the lease runs out */
+        *body = NULL;
+        rc = -1;
+    }
     return rc;
 }
 

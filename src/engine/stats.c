@@ -99,6 +99,10 @@ const stats_family stats_families[] = {
     COUNTER("pops", "empty", "queen_pops_empty_total", "Pop attempts that found nothing.", pops.empty),
     COUNTER("pops", "waits", "queen_pops_waits_total", "Pop calls that wait for a message (long polls).",
             pops.waits),
+    COUNTER("pops", "openFailures", "queen_pops_open_failures_total",
+            "Sealed payloads of encrypted queues that did not open (no key, a retired key, altered or moved): "
+            "delivered with data null and encryptionError.",
+            pops.open_failures),
     GAUGE("sweeper", "enabled", "queen_sweeper_enabled", "1 when this process runs the sweeper.", STATS_FLAG,
           sweeper.enabled),
     COUNTER("sweeper", "deletedTotal", "queen_sweeper_deleted_total", "Expired kv rows deleted.",
@@ -207,6 +211,7 @@ int queen_stats_get(queen *q, queen_stats *out)
     out->pops.total = (long long)load(&c->pops);
     out->pops.empty = (long long)load(&c->pops_empty);
     out->pops.waits = (long long)load(&c->pop_waits);
+    out->pops.open_failures = (long long)load(&c->open_failures);
 
     if (q->sweeper != NULL) {
         queen_sweeper_stats ss;

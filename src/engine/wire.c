@@ -207,14 +207,13 @@ static void count(queen *q, int slot)
     atomic_fetch_add(&q->counters.txn[slot], 1);
 }
 
-/* A bundle's push into a queue with encryptionEnabled: refused (400
- * log_encrypted_queue_in_transaction), since the bundle's payloads reach SQL
- * as sent; such a queue takes pushes through queen_push. Only with a key:
- * without one no queue can be switched to encryption here. */
+/* A bundle's push into a queue with encryptionEnabled: refused, since the
+ * bundle's payloads reach SQL as sent (400 log_encrypted_queue_in_transaction;
+ * such a queue takes pushes through queen_push), and 503
+ * encryption_key_missing on a broker without a key, as a push there is:
+ * nothing of an encrypted queue is ever stored in plaintext. */
 static int refuse_encrypted_pushes(queen *q, const char *tenant, const char *bundle_json, queen_error *err)
 {
-    if (q->keyring.n == 0)
-        return 0;
     json_t *doc = json_loads(bundle_json, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, NULL);
     json_t *queues = json_array();
     size_t i, j;
@@ -234,15 +233,10 @@ static int refuse_encrypted_pushes(queen *q, const char *tenant, const char *bun
     json_decref(doc);
     char *text = json_dumps(queues, JSON_COMPACT);
     json_decref(queues);
-    char *sealed = NULL;
-    int rc = text ? engine_seal_items(q, tenant, text, &sealed, err) : -1;
+    int rc = text ? engine_refuse_encrypted_items(q, tenant, text, err) : -1;
+    if (text == NULL)
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
     free(text);
-    if (rc == 0 && sealed != NULL) {
-        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_encrypted_queue_in_transaction",
-                        "a transaction cannot push to a queue with encryptionEnabled; push to it with /api/v1/push");
-        rc = -1;
-    }
-    free(sealed);
     return rc;
 }
 
@@ -278,7 +272,7 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
         return -1;
     }
     if (plan.has_push && refuse_encrypted_pushes(q, tenant, bundle_json, err) != 0) {
-        count(q, TXN_REFUSED);
+        count(q, err->category == QUEEN_ERR_BAD_REQUEST ? TXN_REFUSED : TXN_UNAVAILABLE);
         engine_leave(q);
         return -1;
     }

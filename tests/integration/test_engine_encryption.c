@@ -1,8 +1,10 @@
 /* Payload encryption through libqueen (no HTTP): a handle with
  * cfg.encryption_key seals a queue's payloads (the row holds no plaintext)
  * and opens them on queen_pop; a handle without a key refuses
- * encryptionEnabled (log_encryption_key_missing); a malformed key is refused
- * by queen_open. */
+ * encryptionEnabled (log_encryption_key_missing), refuses a push into an
+ * encrypted queue (encryption_key_missing, retry later, nothing stored: it
+ * fails closed) and pops what it cannot open as an error; a malformed key is
+ * refused by queen_open. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -60,10 +62,37 @@ static void sealed(void **state)
                               1, p);
     PQfinish(c);
     assert_null(strstr(row, "hidden"));
-    assert_non_null(strstr(row, "qenc:v1:ring:"));
+    assert_non_null(strstr(row, "qenc:v2:ring:"));
     free(row);
 
-    queen_pop_options o = {.queue = queue, .auto_ack = true};
+    /* Without the key: the push is refused and stores nothing. */
+    char *items2 = fmt("[{\"queue\":\"%s\",\"payload\":\"in-the-clear\"}]", queue);
+    assert_int_equal(queen_push(plain, tenant, items2, &out, &e), -1);
+    assert_string_equal(e.reason, "encryption_key_missing");
+    assert_int_equal(e.category, QUEEN_ERR_UNAVAILABLE);
+    assert_null(out);
+    c = pgtest_connect();
+    assert_int_equal(pgtest_int(c,
+                                "SELECT count(*) FROM queen.log_messages m JOIN queen.log_partitions lp ON "
+                                "lp.id = m.partition_id JOIN queen.queues qq ON qq.id = lp.queue_id WHERE qq.name = $1",
+                                1, p),
+                     1);
+    PQfinish(c);
+    free(items2);
+
+    /* Without the key a pop delivers it as an error, counted; with it, opened. */
+    queen_pop_options o = {.queue = queue, .auto_ack = false, .lease_seconds = 1};
+    queen_stats st;
+    must(queen_pop(plain, tenant, &o, &out, &e), &e);
+    assert_null(strstr(out, "qenc:"));
+    assert_non_null(strstr(out, "\"encryptionError\": \"encryption_key_missing\""));
+    assert_int_equal(queen_stats_get(plain, &st), 0);
+    assert_int_equal(st.pops.open_failures, 1);
+    free(out);
+    /* The lease runs out; the message comes back to a handle with the key. */
+    o.auto_ack = true;
+    o.wait = true;
+    o.timeout_ms = 10000;
     must(queen_pop(q, tenant, &o, &out, &e), &e);
     assert_non_null(strstr(out, "[\"hidden\",1e3]"));
     free(out);

@@ -197,7 +197,7 @@ static void json_shape_is_unchanged(void **state)
         "\"getMany\":{},\"getPrefix\":{}},\"batch\":{\"ok\":0,\"precondition\":0,\"error\":0},"
         "\"quotaRefusals\":{\"kv_quota_exceeded\":0,\"feature_gated\":4,\"rate_limited\":0}},"
         "\"transactions\":{\"success\":0,\"failed\":0,\"refused\":0,\"unavailable\":0},"
-        "\"pops\":{\"total\":0,\"empty\":0,\"waits\":0},"
+        "\"pops\":{\"total\":0,\"empty\":0,\"waits\":0,\"openFailures\":0},"
         "\"sweeper\":{\"enabled\":false,\"deletedTotal\":0,\"lagMs\":1500,\"cycles\":0,\"errors\":0,"
         "\"partitionsReclaimedTotal\":0,\"retentionDeletedTotal\":0,\"usageMeasures\":0,\"lastCycleMs\":0},"
         "\"notifier\":{\"connected\":true,\"reconnects\":0,\"notifies\":0,\"announced\":0,\"announceStatements\":0,"
@@ -239,6 +239,7 @@ static void prometheus_names_are_unchanged(void **state)
         "\nqueen_transactions_total{outcome=\"unavailable\"} 0\n",
         "# TYPE queen_pops_total counter\n",
         "# TYPE queen_pops_empty_total counter\n",
+        "# TYPE queen_pops_open_failures_total counter\n",
         "\nqueen_sweeper_enabled 1\n",
         "# TYPE queen_sweeper_enabled gauge\n",
         "# TYPE queen_sweeper_deleted_total counter\n",
