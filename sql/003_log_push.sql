@@ -125,7 +125,8 @@ $$;
 -- 382 -> 258 us per call at c=1 (track_functions), 1,851-2,223 -> 2,673-2,690
 -- calls/s at c=8.
 -- Raises 40001 log_partition_vanished when a partition keeps being deleted
--- under it (006 reclaim or a queue delete racing): retryable.
+-- under it (006 reclaim or a queue delete racing): retryable; 55000
+-- encryption_key_missing for an unsealed payload into an encrypted queue.
 CREATE OR REPLACE FUNCTION queen._log_push_apply_v1(p_tenant UUID, p_items JSONB)
 RETURNS JSONB[]
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
@@ -157,6 +158,7 @@ DECLARE
     v_last    BIGINT;
     v_window  INTEGER;
     v_bumped  BOOLEAN := false;
+    v_enc     BOOLEAN := false; -- some item's queue has encryptionEnabled (035)
     v_defer   BOOLEAN := current_setting('queen.notify', true) IS NOT DISTINCT FROM 'after_commit';
 BEGIN
     IF jsonb_array_length(p_items) = 0 THEN
@@ -175,7 +177,9 @@ BEGIN
         END IF;
     END LOOP;
     IF v_single THEN
-        SELECT lp.id, lp.last_offset, q.dedup_window_seconds, q.id INTO v_pid, v_last, v_window, v_qid
+        SELECT lp.id, lp.last_offset, q.dedup_window_seconds, q.id,
+               COALESCE((q.stored_options -> 'encryptionEnabled') = 'true'::jsonb, false)
+        INTO v_pid, v_last, v_window, v_qid, v_enc
         FROM queen.queues q JOIN queen.log_partitions lp ON lp.queue_id = q.id
         WHERE q.tenant_id = p_tenant AND q.name = v_queue AND lp.name = v_pname
         FOR NO KEY UPDATE OF lp;
@@ -238,10 +242,12 @@ BEGIN
             -- The partition locks, ascending id: they serialise pushes to a
             -- partition and make the dedup decision and the offsets exact.
             SELECT COALESCE(jsonb_object_agg(l.k, jsonb_build_object(
-                       'id', l.id, 'next', l.last_offset, 'window', l.w, 'queue', l.qn, 'qid', l.qid)), '{}'),
-                   count(*)
-            INTO v_parts, v_locked
+                       'id', l.id, 'next', l.last_offset, 'window', l.w, 'queue', l.qn, 'qid', l.qid,
+                       'enc', l.enc)), '{}'),
+                   count(*), COALESCE(bool_or(l.enc), false)
+            INTO v_parts, v_locked, v_enc
             FROM (SELECT lp.id, lp.last_offset, q.dedup_window_seconds AS w, q.name AS qn, q.id AS qid,
+                         COALESCE((q.stored_options -> 'encryptionEnabled') = 'true'::jsonb, false) AS enc,
                          q.name || chr(31) || lp.name AS k
                   FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
                                COALESCE(e ->> 'partition', 'Default') COLLATE "C" AS pn
@@ -268,6 +274,23 @@ BEGIN
         -- reads the pair from v_parts.
         v_parts := jsonb_build_object(v_queue || chr(31) || v_pname, jsonb_build_object(
                        'id', v_pid, 'next', v_last, 'window', v_window, 'queue', v_queue, 'qid', v_qid));
+    END IF;
+
+    -- An encrypted queue stores only sealed payloads: the engine seals them
+    -- before SQL sees them (035), so an unsealed one here came from a broker
+    -- (or a direct caller) without the payload key. Refused, nothing stored,
+    -- rather than kept in plaintext; the check is in the push itself so a
+    -- broker without a key pays no statement to find out (a sealed string is
+    -- "qenc:..."; one that does not open is the reader's error, never ours to
+    -- judge here). 55000, retryable on a broker that has the key (503).
+    IF v_enc AND EXISTS (
+           SELECT 1 FROM jsonb_array_elements(p_items) AS e
+           WHERE COALESCE((v_parts -> ((e ->> 'queue') || chr(31) || COALESCE(e ->> 'partition', 'Default'))
+                           ->> 'enc')::boolean, true)
+             AND NOT (jsonb_typeof(e -> 'payload') = 'string' AND starts_with(e ->> 'payload', 'qenc:'))) THEN
+        RAISE EXCEPTION 'encryption_key_missing' USING ERRCODE = '55000',
+            DETAIL = 'a queue among the items has encryptionEnabled and its payloads arrived unsealed: the broker '
+                     'has no payload key (QUEEN_ENCRYPTION_KEY); nothing was stored';
     END IF;
 
     IF jsonb_array_length(p_items) = 1 THEN

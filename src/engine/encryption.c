@@ -8,8 +8,9 @@
  * only the payload's bytes are replaced (and a transactionId added).
  *
  * Fails closed: without a key, a push naming such a queue is refused (503
- * encryption_key_missing) rather than stored in plaintext; the check is the
- * same SQL lookup a keyed broker makes, one read-only statement per push.
+ * encryption_key_missing) rather than stored in plaintext; the push's own
+ * SQL refuses an unsealed payload into such a queue (sql/003), so a broker
+ * without a key makes no extra statement to find out.
  *
  * Answers (pop, browse, dead letters): only the "data" of a message of a
  * queue with encryptionEnabled is ever opened, and only for that message's
@@ -73,14 +74,6 @@ static int encrypted_names(queen *q, const char *tenant, const char *items_json,
         return -1;
     }
     return 0;
-}
-
-static void key_missing(queen_error *err, const json_t *names)
-{
-    queen_error_set(err, QUEEN_ERR_UNAVAILABLE, "encryption_key_missing",
-                    "queue %s has encryptionEnabled and this broker has no payload key: set QUEEN_ENCRYPTION_KEY "
-                    "(the same ring on every broker of this database); nothing was stored",
-                    json_string_value(json_array_get(names, 0)));
 }
 
 /* One item of an encrypted queue, sealed, appended to out. false with err
@@ -147,7 +140,10 @@ static bool seal_item(queen *q, const char *tenant, const char *queue, rawjson_s
 int engine_seal_items(queen *q, const char *tenant, const char *items_json, char **sealed_items, queen_error *err)
 {
     *sealed_items = NULL;
-    if (items_json == NULL)
+    /* Without a key nothing is sealed and nothing is looked up: the push
+     * itself refuses an unsealed payload into an encrypted queue (sql/003,
+     * 503 encryption_key_missing), so a keyless broker pays no statement. */
+    if (items_json == NULL || q->keyring.n == 0)
         return 0;
     json_t *names = NULL;
     if (encrypted_names(q, tenant, items_json, &names, err) != 0)
@@ -155,11 +151,6 @@ int engine_seal_items(queen *q, const char *tenant, const char *items_json, char
     if (json_array_size(names) == 0) {
         json_decref(names);
         return 0;
-    }
-    if (q->keyring.n == 0) {
-        key_missing(err, names);
-        json_decref(names);
-        return -1;
     }
     queen_error local;
     if (err == NULL)
@@ -195,14 +186,13 @@ int engine_seal_items(queen *q, const char *tenant, const char *items_json, char
 
 int engine_refuse_encrypted_items(queen *q, const char *tenant, const char *items_json, queen_error *err)
 {
+    if (q->keyring.n == 0) /* the bundle's push refuses it in SQL (503 encryption_key_missing) */
+        return 0;
     json_t *names = NULL;
     if (encrypted_names(q, tenant, items_json, &names, err) != 0)
         return -1;
     int rc = 0;
-    if (json_array_size(names) > 0 && q->keyring.n == 0) {
-        key_missing(err, names);
-        rc = -1;
-    } else if (json_array_size(names) > 0) {
+    if (json_array_size(names) > 0) {
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_encrypted_queue_in_transaction",
                         "a transaction cannot push to a queue with encryptionEnabled; push to it with /api/v1/push");
         rc = -1;

@@ -109,14 +109,15 @@ int engine_refuse_push_in_maintenance(queen *q, queen_error *err);
 /* Payload encryption (crypt.h, sql/035; the rules in encryption.c's header).
  * *sealed_items is items_json with the payloads of the items whose queue has
  * encryptionEnabled sealed for their place (an item without a transactionId
- * given a fresh one), malloc'd, or NULL when no item names such a queue.
- * Without a key such an item is refused, QUEEN_ERR_UNAVAILABLE
- * encryption_key_missing. -1 with err. */
+ * given a fresh one), malloc'd, or NULL when no item names such a queue or
+ * the broker has no key (then the push's SQL refuses such an item: 503
+ * encryption_key_missing, sql/003). -1 with err. */
 int engine_seal_items(queen *q, const char *tenant, const char *items_json, char **sealed_items, queen_error *err);
 
-/* The wire's pushes: -1 with err when items_json names a queue with
- * encryptionEnabled (503 encryption_key_missing without a key, else 400
- * log_encrypted_queue_in_transaction: its payloads reach SQL as sent). */
+/* The wire's pushes: -1 with err (400 log_encrypted_queue_in_transaction:
+ * its payloads reach SQL as sent) when items_json names a queue with
+ * encryptionEnabled. Without a key, 0 at once: the bundle's push then
+ * refuses such an item in SQL (503 encryption_key_missing). */
 int engine_refuse_encrypted_items(queen *q, const char *tenant, const char *items_json, queen_error *err);
 
 /* Opens, in an answer carrying stored messages ({"messages": [...]}: pop,

@@ -58,6 +58,8 @@ const queen_error_class *queen_error_class_of(queen_error_category cat)
  *   55000 log_group_leased: a seek or delete of a consumer group that holds a
  *   live lease (sql/030), refused rather than moving a consumer's cursor;
  *   55000 log_message_leased: deleting a message a live lease covers (032).
+ *   55000 encryption_key_missing: an unsealed payload for an encrypted
+ *   queue (003); a broker with the key would have sealed it: 503, retry.
  *   54000 tenant_*_limit: a per-tenant limit of 001/033, not a size.
  *   Classes 08 (connection), 53 (resources), 57 (operator intervention,
  *   statement_timeout), 58 (system error: I/O) and the two concurrency
@@ -73,6 +75,7 @@ static const struct state_row {
     {"55000", "log_ack_rejected", QUEEN_ERR_CONFLICT, "ack_rejected"},
     {"55000", "log_group_leased", QUEEN_ERR_CONFLICT, NULL},
     {"55000", "log_message_leased", QUEEN_ERR_CONFLICT, NULL},
+    {"55000", "encryption_key_missing", QUEEN_ERR_UNAVAILABLE, NULL},
     {"XX000", "log_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
     {"XX000", "kv_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
     {"54000", "tenant_queue_limit", QUEEN_ERR_LIMIT_EXCEEDED, NULL},
@@ -146,12 +149,13 @@ void queen_error_set(queen_error *err, queen_error_category cat, const char *rea
 }
 
 /* Our SQL raises opaque ids ("kv_bad_key", "log_bad_queue",
- * "tenant_queue_limit"); anything else is PostgreSQL's prose and may quote
+ * "tenant_queue_limit", "encryption_key_missing"); anything else is PostgreSQL's prose and may quote
  * the caller's input. */
 static bool is_our_reason(const char *msg, size_t cap)
 {
     if (msg == NULL ||
-        (strncmp(msg, "kv_", 3) != 0 && strncmp(msg, "log_", 4) != 0 && strncmp(msg, "tenant_", 7) != 0) ||
+        (strncmp(msg, "kv_", 3) != 0 && strncmp(msg, "log_", 4) != 0 && strncmp(msg, "tenant_", 7) != 0 &&
+         strncmp(msg, "encryption_", 11) != 0) ||
         strlen(msg) >= cap)
         return false;
     for (const char *p = msg; *p; p++)
