@@ -10,7 +10,8 @@
 --       queen._log_require_queue_v1,
 --       queen._log_page_limit_v1, queen._log_page_v1,
 --       queen._log_retention_seconds_v1, queen._log_partition_retry_v1,
---       queen._tenant_limit_v1, queen._log_tenant_room_v1.
+--       queen._tenant_limit_v1, queen._log_tenant_room_v1,
+--       queen.log_partition_counts, queen._log_partition_count_add_v1.
 -- May call: 000's schema helpers (000 also creates the schema). Never names
 -- queen.kv.
 -- Applied at every boot, statement by statement: everything here is
@@ -454,19 +455,67 @@ AS $$
     SELECT COALESCE(NULLIF(current_setting('queen.' || p_name, true), '')::bigint, p_default)
 $$;
 
+-- How many partitions each tenant has, as deltas: every statement that
+-- creates or deletes partitions (003 push, 029 requeue, 006 reclaim, 005
+-- queue delete) appends (tenant, +n / -n) in its own transaction, so the sum
+-- of a tenant's rows is its count in any snapshot. Appends, not one counter
+-- row per tenant: a counter would be one row every creating push of the
+-- tenant locks until its commit. A tenant's rows are folded into one when
+-- they pass 64 (_log_partition_count_add_v1), so the sum reads a few rows,
+-- where counting the partitions scanned them all (15-21 ms for a creating
+-- push at 99,990 partitions, measured 2026-12-03).
+CREATE TABLE IF NOT EXISTS queen.log_partition_counts (
+    tenant_id  UUID NOT NULL,
+    partitions BIGINT NOT NULL
+);
+SELECT queen._schema_create_index_v1('idx_log_partition_counts_tenant',
+    'CREATE INDEX idx_log_partition_counts_tenant ON queen.log_partition_counts (tenant_id)');
+-- A database whose partitions predate the table gets its rows once (runs
+-- only while the table is empty; a fold always leaves a row behind).
+INSERT INTO queen.log_partition_counts (tenant_id, partitions)
+SELECT q.tenant_id, count(*)
+FROM queen.queues q JOIN queen.log_partitions lp ON lp.queue_id = q.id
+WHERE NOT EXISTS (SELECT 1 FROM queen.log_partition_counts)
+GROUP BY q.tenant_id;
+
+-- _log_partition_count_add_v1(tenant, n) -> void: records that the calling
+-- transaction created (n > 0) or deleted (n < 0) n of the tenant's
+-- partitions. Past 64 rows for the tenant, folds them into one: the rows it
+-- can lock at once (SKIP LOCKED: never waits on another fold), deleted and
+-- summed in one statement, so any snapshot still sums to the same count.
+CREATE OR REPLACE FUNCTION queen._log_partition_count_add_v1(p_tenant UUID, p_n BIGINT)
+RETURNS VOID
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+BEGIN
+    IF p_tenant IS NULL OR COALESCE(p_n, 0) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO queen.log_partition_counts (tenant_id, partitions) VALUES (p_tenant, p_n);
+    IF (SELECT count(*) FROM (SELECT 1 FROM queen.log_partition_counts
+                              WHERE tenant_id = p_tenant LIMIT 65) AS r) > 64 THEN
+        WITH folded AS (
+            DELETE FROM queen.log_partition_counts
+            WHERE ctid = ANY (ARRAY(SELECT ctid FROM queen.log_partition_counts
+                                    WHERE tenant_id = p_tenant FOR UPDATE SKIP LOCKED))
+            RETURNING partitions)
+        INSERT INTO queen.log_partition_counts (tenant_id, partitions)
+        SELECT p_tenant, sum(partitions) FROM folded HAVING count(*) > 0;
+    END IF;
+END
+$$;
+
 -- _log_tenant_room_v1(tenant, new_queues, new_partitions) -> void: raises
 -- 54000 tenant_queue_limit / tenant_partition_limit when creating that many
 -- more would take the tenant past max_queues_per_tenant (default 10000) /
--- max_partitions_per_tenant (default 100000). Called only by a caller that
+-- max_partitions_per_tenant (default 1000000). Called only by a caller that
 -- is about to create (a push naming a missing pair, configure of a missing
--- queue): the counts are of existing rows, read without a lock, so the hot
--- path (every pair exists) never pays for them, and a concurrent creation
--- for the same tenant may pass a limit by what the creators add meanwhile
--- (at most their own batches; README states it). A count scans the tenant's
--- rows: measured 2026-12-03 (2-core VM, --fast cluster, psql \timing, one
--- tenant with 99,990 partitions in one queue): the check 15-21 ms, a push
--- creating a partition 17-23 ms, a push to an existing one 0.8-1.2 ms (no
--- check). A tenant far below its limits pays in proportion to its rows.
+-- queue): the counts are read without a lock, so the hot path (every pair
+-- exists) never pays for them, and a concurrent creation for the same
+-- tenant may pass a limit by what the creators add meanwhile (at most their
+-- own batches; README states it). Queues are counted (at most the queue
+-- limit of index entries); partitions are summed from log_partition_counts
+-- (a few rows, whatever the tenant holds).
 CREATE OR REPLACE FUNCTION queen._log_tenant_room_v1(p_tenant UUID, p_new_queues BIGINT, p_new_partitions BIGINT)
 RETURNS VOID
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
@@ -487,11 +536,10 @@ BEGIN
         END IF;
     END IF;
     IF COALESCE(p_new_partitions, 0) > 0 THEN
-        v_limit := queen._tenant_limit_v1('max_partitions_per_tenant', 100000);
+        v_limit := queen._tenant_limit_v1('max_partitions_per_tenant', 1000000);
         IF v_limit > 0 THEN
-            SELECT count(*) INTO v_have
-            FROM queen.queues q JOIN queen.log_partitions lp ON lp.queue_id = q.id
-            WHERE q.tenant_id = p_tenant;
+            SELECT COALESCE(sum(c.partitions), 0) INTO v_have
+            FROM queen.log_partition_counts c WHERE c.tenant_id = p_tenant;
             IF v_have + p_new_partitions > v_limit THEN
                 RAISE EXCEPTION 'tenant_partition_limit' USING ERRCODE = '54000',
                     DETAIL = format('the tenant has %s partitions; %s more would pass its limit of %s '

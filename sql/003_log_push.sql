@@ -159,6 +159,7 @@ DECLARE
     v_window  INTEGER;
     v_bumped  BOOLEAN := false;
     v_enc     BOOLEAN := false; -- some item's queue has encryptionEnabled (035)
+    v_created BIGINT;
     v_defer   BOOLEAN := current_setting('queen.notify', true) IS NOT DISTINCT FROM 'after_commit';
 BEGIN
     IF jsonb_array_length(p_items) = 0 THEN
@@ -237,6 +238,8 @@ BEGIN
                                   WHERE lp.queue_id = q.id AND lp.name = s.p)
                 ORDER BY q.id, s.p
                 ON CONFLICT (queue_id, name) DO NOTHING;
+                GET DIAGNOSTICS v_created = ROW_COUNT;
+                PERFORM queen._log_partition_count_add_v1(p_tenant, v_created); -- 001's per-tenant count
             END IF;
 
             -- The partition locks, ascending id: they serialise pushes to a

@@ -727,9 +727,16 @@ DECLARE
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
     PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
+    -- The queue row first: its lock waits out the pushes still creating a
+    -- partition in it (their key-share), so the count below is every
+    -- partition the cascade deletes (001's per-tenant count).
+    PERFORM 1 FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue FOR UPDATE;
     SELECT array_agg(s.id) INTO v_subs
     FROM queen.log_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
     WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+    PERFORM queen._log_partition_count_add_v1(p_tenant, -(
+        SELECT count(*) FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
+        WHERE q.tenant_id = p_tenant AND q.name = p_queue));
     DELETE FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     -- The ready rows of its subscriptions (no foreign key: 001), after the

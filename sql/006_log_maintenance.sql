@@ -59,7 +59,7 @@ BEGIN
             DETAIL = 'now, idle_seconds >= 0 and max >= 0 are required';
     END IF;
     FOR r IN
-        SELECT p.id FROM queen.log_partitions p
+        SELECT p.id, p.queue_id FROM queen.log_partitions p
         WHERE p.last_push_at <= p_now - make_interval(secs => p_idle_seconds)
           AND queen.log_partition_dead_v1(p.id, p_now, p_idle_seconds)
         ORDER BY p.id
@@ -74,6 +74,8 @@ BEGIN
         CONTINUE WHEN NOT queen.log_partition_dead_v1(r.id, p_now, p_idle_seconds);
         DELETE FROM queen.log_ready WHERE partition_id = r.id; -- no foreign key (001)
         DELETE FROM queen.log_partitions WHERE id = r.id;
+        PERFORM queen._log_partition_count_add_v1(
+            (SELECT q.tenant_id FROM queen.queues q WHERE q.id = r.queue_id), -1); -- 001's per-tenant count
         v_deleted := v_deleted + 1;
     END LOOP;
     RETURN jsonb_build_object('deleted', v_deleted);

@@ -101,6 +101,7 @@ LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
     v_max     INTEGER := COALESCE(p_max, 1000);
+    v_created BIGINT;
     v_ids     BIGINT[];
     v_qid     UUID;
     v_pick    BIGINT[];
@@ -151,6 +152,8 @@ BEGIN
         INSERT INTO queen.log_partitions (queue_id, name)
         SELECT v_qid, n FROM unnest(v_names) AS n ORDER BY n
         ON CONFLICT (queue_id, name) DO NOTHING;
+        GET DIAGNOSTICS v_created = ROW_COUNT;
+        PERFORM queen._log_partition_count_add_v1(p_tenant, v_created); -- 001's per-tenant count
         SELECT COALESCE(jsonb_object_agg(l.name, jsonb_build_object('id', l.id, 'next', l.last_offset)), '{}'),
                count(*)
         INTO v_parts, v_locked

@@ -106,7 +106,7 @@ static const setting settings[] = {
      2147483647,
      "Queues one tenant may have; a push or configure that would create one more is 403 tenant_queue_limit and "
      "writes nothing. Counted only when a queue is about to be created. 0: no limit."},
-    {"QUEEN_MAX_PARTITIONS_PER_TENANT", "max-partitions-per-tenant", SET_INT, AT(max_partitions_per_tenant), "100000",
+    {"QUEEN_MAX_PARTITIONS_PER_TENANT", "max-partitions-per-tenant", SET_INT, AT(max_partitions_per_tenant), "1000000",
      0, 2147483647,
      "Partitions one tenant may have over all its queues; a push that would create more is 403 "
      "tenant_partition_limit and writes nothing. Counted only when a partition is about to be created. 0: no limit."},
