@@ -83,6 +83,7 @@ typedef struct queen_config {
     bool jwt_default_tenant;
     char *tls_cert;
     char *tls_key;
+    char *tls_priorities; /* GnuTLS priority string of the HTTPS listener */
     char *encryption_key;
 } queen_config;
 

@@ -24,6 +24,10 @@ typedef struct setting {
 
 #define AT(field) offsetof(queen_config, field)
 
+#define TLS_DEFAULT_PRIORITIES                                                                                     \
+    "SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-GCM:"      \
+    "-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:+DHE-RSA:%SERVER_PRECEDENCE"
+
 static const setting settings[] = {
     {"QUEEN_PG_URL", "pg-url", SET_STRING, AT(pg_url), "", 0, 0,
      "PostgreSQL connection (libpq conninfo or URI). Empty: libpq's PG* environment."},
@@ -171,6 +175,13 @@ static const setting settings[] = {
      "PEM certificate (chain) file. With QUEEN_TLS_KEY the listener serves HTTPS only."},
     {"QUEEN_TLS_KEY", "tls-key", SET_STRING, AT(tls_key), "", 0, 0,
      "PEM private key file of QUEEN_TLS_CERT."},
+    /* TLS 1.0/1.1, static-RSA key exchange (no forward secrecy) and CBC
+     * suites are left out of the default; a deployment that must serve old
+     * clients says so here. */
+    {"QUEEN_TLS_PRIORITIES", "tls-priorities", SET_STRING, AT(tls_priorities), TLS_DEFAULT_PRIORITIES, 0, 0,
+     "GnuTLS priority string of the HTTPS listener (protocol versions, key exchanges, ciphers). The default offers "
+     "TLS 1.3 and 1.2 with ECDHE or DHE key exchange and AES-GCM or ChaCha20-Poly1305 only: no TLS 1.0/1.1, no "
+     "static-RSA or CBC suites. A string that does not parse stops the broker."},
     {"QUEEN_ENCRYPTION_KEY", "encryption-key", SET_STRING, AT(encryption_key), "", 0, 0,
      "Payload encryption key for queues with encryptionEnabled (AES-256-GCM): 64 hex digits, or ID:HEX,ID:HEX,... "
      "where the first seals and every one opens (key rotation). Every broker of the database needs it. Never "
@@ -428,7 +439,7 @@ void queen_config_print_help(FILE *out)
 {
     fprintf(out, "Settings (environment variable, or --flag; flags win):\n");
     for (size_t i = 0; i < NSETTINGS; i++) {
-        char def[128];
+        char def[256];
         default_text(&settings[i], def, sizeof def);
         fprintf(out, "  --%-26s %s\n      %s (default %s)\n", settings[i].flag, settings[i].env, settings[i].doc, def);
     }
@@ -438,7 +449,7 @@ void queen_config_print_markdown(FILE *out)
 {
     fprintf(out, "| variable | flag | default | meaning |\n|---|---|---|---|\n");
     for (size_t i = 0; i < NSETTINGS; i++) {
-        char def[128];
+        char def[256];
         default_text(&settings[i], def, sizeof def);
         fprintf(out, "| `%s` | `--%s` | `%s` | %s |\n", settings[i].env, settings[i].flag, def, settings[i].doc);
     }
