@@ -84,6 +84,8 @@ typedef struct queen_config {
     char *tls_cert;
     char *tls_key;
     char *tls_priorities; /* GnuTLS priority string of the HTTPS listener */
+    char *allowed_origins; /* Origin values served besides the broker's own (src/server/origin.h) */
+    char *allowed_hosts;   /* Host names served with QUEEN_AUTH=off besides addresses and localhost */
     char *encryption_key;
 } queen_config;
 

@@ -182,6 +182,16 @@ static const setting settings[] = {
      "GnuTLS priority string of the HTTPS listener (protocol versions, key exchanges, ciphers). The default offers "
      "TLS 1.3 and 1.2 with ECDHE or DHE key exchange and AES-GCM or ChaCha20-Poly1305 only: no TLS 1.0/1.1, no "
      "static-RSA or CBC suites. A string that does not parse stops the broker."},
+    /* Browsers (src/server/origin.h): what a page of another origin, or one
+     * whose name was re-pointed at the broker, may not do. */
+    {"QUEEN_ALLOWED_ORIGINS", "allowed-origins", SET_STRING, AT(allowed_origins), "", 0, 0,
+     "Comma-separated origins (scheme://host[:port]) whose browser pages may call the broker besides its own "
+     "(the scheme, Host and port a request names), e.g. the public origin of a proxy in front. * allows every "
+     "origin. A request whose Origin is none of these is 403 origin_not_allowed."},
+    {"QUEEN_ALLOWED_HOSTS", "allowed-hosts", SET_STRING, AT(allowed_hosts), "", 0, 0,
+     "With QUEEN_AUTH=off, comma-separated names (host or host:port) the Host header may name besides an IP "
+     "address, localhost and QUEEN_BIND; any other is 403 host_not_allowed (a page whose name was re-pointed at "
+     "the broker). * allows every name. Not checked with QUEEN_AUTH=jwt."},
     {"QUEEN_ENCRYPTION_KEY", "encryption-key", SET_STRING, AT(encryption_key), "", 0, 0,
      "Payload encryption key for queues with encryptionEnabled (AES-256-GCM): 64 hex digits, or ID:HEX,ID:HEX,... "
      "where the first seals and every one opens (key rotation). Every broker of the database needs it. Never "
