@@ -76,6 +76,7 @@ typedef struct queen_config {
     char *jwt_jwks;
     char *jwt_jwks_ca;
     int jwt_jwks_refresh_s;
+    int jwt_jwks_min_refetch_s; /* fewest seconds between fetches asked for by unknown kids */
     char *jwt_issuer;
     char *jwt_audience;
     int jwt_leeway_s;

@@ -156,11 +156,15 @@ static const setting settings[] = {
      "EdDSA)."},
     {"QUEEN_JWT_JWKS", "jwt-jwks", SET_STRING, AT(jwt_jwks), "", 0, 0,
      "A JWKS: a file path or an https:// URL, re-read every QUEEN_JWT_JWKS_REFRESH_S and when a token names an "
-     "unknown kid (at most every 10 s)."},
+     "unknown kid (at most every QUEEN_JWT_JWKS_MIN_REFETCH_S), on a thread of its own: a token whose key is not "
+     "loaded yet is refused at once, never held while the set is fetched."},
     {"QUEEN_JWT_JWKS_CA", "jwt-jwks-ca", SET_STRING, AT(jwt_jwks_ca), "", 0, 0,
      "CA bundle (PEM) that the JWKS URL's certificate is checked against. Empty: the system's."},
     {"QUEEN_JWT_JWKS_REFRESH_S", "jwt-jwks-refresh-s", SET_INT, AT(jwt_jwks_refresh_s), "300", 10, 86400,
      "Age at which the JWKS is fetched again."},
+    {"QUEEN_JWT_JWKS_MIN_REFETCH_S", "jwt-jwks-min-refetch-s", SET_INT, AT(jwt_jwks_min_refetch_s), "10", 1, 86400,
+     "Fewest seconds between two JWKS fetches that tokens ask for (an unknown kid, a stale or missing set), so "
+     "a stream of tokens naming made-up kids costs the issuer one fetch per interval."},
     {"QUEEN_JWT_ISSUER", "jwt-issuer", SET_STRING, AT(jwt_issuer), "", 0, 0,
      "Required iss claim. Empty: not checked."},
     {"QUEEN_JWT_AUDIENCE", "jwt-audience", SET_STRING, AT(jwt_audience), "", 0, 0,
