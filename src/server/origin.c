@@ -269,18 +269,36 @@ bool origin_refused(const queen_config *cfg, bool auth_on, struct MHD_Connection
     return false;
 }
 
+typedef struct type_count {
+    unsigned json, other;
+} type_count;
+
+static enum MHD_Result count_type(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                  const char *value, size_t value_len)
+{
+    (void)kind;
+    type_count *t = cls;
+    if (key_len == 12 && strncasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE, key_len) == 0) {
+        const char *semi = value ? memchr(value, ';', value_len) : NULL;
+        span media = trim(value ? value : "", semi ? (size_t)(semi - value) : (value ? value_len : 0));
+        if (same_name(media, "application/json"))
+            t->json++;
+        else
+            t->other++;
+    }
+    return MHD_YES;
+}
+
 bool origin_content_type_refused(struct MHD_Connection *c, const char *method, bool has_body, http_response *res)
 {
     if (!has_body || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 || strcmp(method, "OPTIONS") == 0)
         return false;
-    const char *v = NULL;
-    size_t n = 0;
-    unsigned count = http_header_first(c, MHD_HTTP_HEADER_CONTENT_TYPE, &v, &n);
-    if (count == 1) {
-        const char *semi = memchr(v, ';', n);
-        if (same_name(trim(v, semi ? (size_t)(semi - v) : n), "application/json"))
-            return false;
-    }
+    /* Every Content-Type the request carries says JSON (a client library
+     * may repeat the one its caller set): none other may ride along. */
+    type_count t = {0, 0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_type, &t);
+    if (t.json > 0 && t.other == 0)
+        return false;
     /* A form (urlencoded, multipart) and text/plain are what a page of any
      * origin may send without asking the broker first. */
     http_error(res, 415, "unsupported_media_type", "content_type_not_json",

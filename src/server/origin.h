@@ -38,8 +38,9 @@ bool origin_refused(const queen_config *cfg, bool auth_on, struct MHD_Connection
                     http_response *res);
 
 /* Whether a request with a body (has_body) is refused for its content type:
- * any method but GET, HEAD and OPTIONS must send exactly one Content-Type
- * of application/json (parameters such as charset allowed). res then holds
+ * any method but GET, HEAD and OPTIONS must send Content-Type
+ * application/json (parameters such as charset allowed; repeated, every one
+ * says so). res then holds
  * the 415 unsupported_media_type / content_type_not_json. */
 bool origin_content_type_refused(struct MHD_Connection *c, const char *method, bool has_body, http_response *res);
 
