@@ -286,6 +286,7 @@ static void the_settings_widen_both_rules(void **state)
         const char *h[] = {hosts_bad[i], NULL};
         expect(raw_call(&b, "GET", "/api/v1/resources/queues", NULL, h), 403, "host_not_allowed");
     }
+    free(port_host);
     const char *origin_ok[] = {"Origin: https://console.example.com", "Origin: https://CONSOLE.example.com:443",
                                "Origin: http://tools.example:8080", NULL};
     for (int i = 0; origin_ok[i] != NULL; i++) {
