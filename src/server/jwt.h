@@ -3,7 +3,8 @@
  * ES256 (P-256) and EdDSA (Ed25519), from PEM public keys and a JWKS (a file
  * or an https URL, cached and refreshed, keys chosen by kid). Each algorithm
  * is bound to one key type, so "alg":"none" and an HS256 token signed with a
- * public key as its secret are refused, never tried. Knows no HTTP. */
+ * public key as its secret are refused, never tried. Knows no HTTP. A JWKS
+ * is re-fetched on the keyring's own thread, never inside jwt_verify. */
 #ifndef QUEEN_JWT_H
 #define QUEEN_JWT_H
 
