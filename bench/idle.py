@@ -9,7 +9,7 @@ import socket
 import sys
 import time
 
-REQ = b"GET /health HTTP/1.1\r\nHost: bench\r\n\r\n"
+REQ = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 def rss_kb(pid):

@@ -49,7 +49,7 @@ measure() {
     local urls=()
     for _ in $(seq 1 "$N"); do urls+=("http://127.0.0.1:$port$1"); done
     shift
-    curl -s "$@" "${urls[@]}" >/dev/null
+    curl -s -H 'Content-Type: application/json' "$@" "${urls[@]}" >/dev/null
   fi
   kill -TERM "$pid"
   wait "$pid" || true

@@ -32,7 +32,7 @@ MAX_N = 20000
 
 def http_get_json(host, port, path):
     s = socket.create_connection((host, port), timeout=10)
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
     buf = b""
     while True:
         chunk = s.recv(65536)
@@ -92,7 +92,7 @@ def main():
         s.setblocking(False)
         q = i % nq
         s.sendall((f"GET /api/v1/pop/queue/{queue[q]}?wait=true&timeout=60000&batch=1&autoAck=true HTTP/1.1\r\n"
-                   "Host: bench\r\n\r\n").encode())
+                   "Host: 127.0.0.1\r\n\r\n").encode())
         conns[s] = [q, b""]
         sel.register(s, selectors.EVENT_READ)
     deadline = time.time() + 120
@@ -151,7 +151,7 @@ def main():
     for q in range(nq):
         body = json.dumps({"items": [{"queue": queue[q], "payload": q}]}).encode()
         sent[q] = time.time()
-        pusher.sendall(b"POST /api/v1/push HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        pusher.sendall(b"POST /api/v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         buf = b""
         while b"\r\n\r\n" not in buf:

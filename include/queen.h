@@ -76,6 +76,7 @@ typedef struct queen_config {
     char *jwt_jwks;
     char *jwt_jwks_ca;
     int jwt_jwks_refresh_s;
+    int jwt_jwks_min_refetch_s; /* fewest seconds between fetches asked for by unknown kids */
     char *jwt_issuer;
     char *jwt_audience;
     int jwt_leeway_s;
@@ -83,6 +84,9 @@ typedef struct queen_config {
     bool jwt_default_tenant;
     char *tls_cert;
     char *tls_key;
+    char *tls_priorities; /* GnuTLS priority string of the HTTPS listener */
+    char *allowed_origins; /* Origin values served besides the broker's own (src/server/origin.h) */
+    char *allowed_hosts;   /* Host names served with QUEEN_AUTH=off besides addresses and localhost */
     /* QUEEN_ENCRYPTION_KEY (README, Payload encryption). Without one, a
      * push into a queue with encryptionEnabled is refused
      * (QUEEN_ERR_UNAVAILABLE "encryption_key_missing", nothing stored), and

@@ -24,6 +24,10 @@ typedef struct setting {
 
 #define AT(field) offsetof(queen_config, field)
 
+#define TLS_DEFAULT_PRIORITIES                                                                                     \
+    "SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-GCM:"      \
+    "-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:+DHE-RSA:%SERVER_PRECEDENCE"
+
 static const setting settings[] = {
     {"QUEEN_PG_URL", "pg-url", SET_STRING, AT(pg_url), "", 0, 0,
      "PostgreSQL connection (libpq conninfo or URI). Empty: libpq's PG* environment."},
@@ -174,11 +178,15 @@ static const setting settings[] = {
      "EdDSA)."},
     {"QUEEN_JWT_JWKS", "jwt-jwks", SET_STRING, AT(jwt_jwks), "", 0, 0,
      "A JWKS: a file path or an https:// URL, re-read every QUEEN_JWT_JWKS_REFRESH_S and when a token names an "
-     "unknown kid (at most every 10 s)."},
+     "unknown kid (at most every QUEEN_JWT_JWKS_MIN_REFETCH_S), on a thread of its own: a token whose key is not "
+     "loaded yet is refused at once, never held while the set is fetched."},
     {"QUEEN_JWT_JWKS_CA", "jwt-jwks-ca", SET_STRING, AT(jwt_jwks_ca), "", 0, 0,
      "CA bundle (PEM) that the JWKS URL's certificate is checked against. Empty: the system's."},
     {"QUEEN_JWT_JWKS_REFRESH_S", "jwt-jwks-refresh-s", SET_INT, AT(jwt_jwks_refresh_s), "300", 10, 86400,
      "Age at which the JWKS is fetched again."},
+    {"QUEEN_JWT_JWKS_MIN_REFETCH_S", "jwt-jwks-min-refetch-s", SET_INT, AT(jwt_jwks_min_refetch_s), "10", 1, 86400,
+     "Fewest seconds between two JWKS fetches that tokens ask for (an unknown kid, a stale or missing set), so "
+     "a stream of tokens naming made-up kids costs the issuer one fetch per interval."},
     {"QUEEN_JWT_ISSUER", "jwt-issuer", SET_STRING, AT(jwt_issuer), "", 0, 0,
      "Required iss claim. Empty: not checked."},
     {"QUEEN_JWT_AUDIENCE", "jwt-audience", SET_STRING, AT(jwt_audience), "", 0, 0,
@@ -193,6 +201,23 @@ static const setting settings[] = {
      "PEM certificate (chain) file. With QUEEN_TLS_KEY the listener serves HTTPS only."},
     {"QUEEN_TLS_KEY", "tls-key", SET_STRING, AT(tls_key), "", 0, 0,
      "PEM private key file of QUEEN_TLS_CERT."},
+    /* TLS 1.0/1.1, static-RSA key exchange (no forward secrecy) and CBC
+     * suites are left out of the default; a deployment that must serve old
+     * clients says so here. */
+    {"QUEEN_TLS_PRIORITIES", "tls-priorities", SET_STRING, AT(tls_priorities), TLS_DEFAULT_PRIORITIES, 0, 0,
+     "GnuTLS priority string of the HTTPS listener (protocol versions, key exchanges, ciphers). The default offers "
+     "TLS 1.3 and 1.2 with ECDHE or DHE key exchange and AES-GCM or ChaCha20-Poly1305 only: no TLS 1.0/1.1, no "
+     "static-RSA or CBC suites. A string that does not parse stops the broker."},
+    /* Browsers (src/server/origin.h): what a page of another origin, or one
+     * whose name was re-pointed at the broker, may not do. */
+    {"QUEEN_ALLOWED_ORIGINS", "allowed-origins", SET_STRING, AT(allowed_origins), "", 0, 0,
+     "Comma-separated origins (scheme://host[:port]) whose browser pages may call the broker besides its own "
+     "(the scheme, Host and port a request names), e.g. the public origin of a proxy in front. * allows every "
+     "origin. A request whose Origin is none of these is 403 origin_not_allowed."},
+    {"QUEEN_ALLOWED_HOSTS", "allowed-hosts", SET_STRING, AT(allowed_hosts), "", 0, 0,
+     "With QUEEN_AUTH=off, comma-separated names (host or host:port) the Host header may name besides an IP "
+     "address, localhost and QUEEN_BIND; any other is 403 host_not_allowed (a page whose name was re-pointed at "
+     "the broker). * allows every name. Not checked with QUEEN_AUTH=jwt."},
     {"QUEEN_ENCRYPTION_KEY", "encryption-key", SET_STRING, AT(encryption_key), "", 0, 0,
      "Payload encryption key for queues with encryptionEnabled (AES-256-GCM): 64 hex digits, or ID:HEX,ID:HEX,... "
      "where the first seals and every one opens (key rotation). Every broker of the database needs it. Never "
@@ -450,7 +475,7 @@ void queen_config_print_help(FILE *out)
 {
     fprintf(out, "Settings (environment variable, or --flag; flags win):\n");
     for (size_t i = 0; i < NSETTINGS; i++) {
-        char def[128];
+        char def[256];
         default_text(&settings[i], def, sizeof def);
         fprintf(out, "  --%-26s %s\n      %s (default %s)\n", settings[i].flag, settings[i].env, settings[i].doc, def);
     }
@@ -460,7 +485,7 @@ void queen_config_print_markdown(FILE *out)
 {
     fprintf(out, "| variable | flag | default | meaning |\n|---|---|---|---|\n");
     for (size_t i = 0; i < NSETTINGS; i++) {
-        char def[128];
+        char def[256];
         default_text(&settings[i], def, sizeof def);
         fprintf(out, "| `%s` | `--%s` | `%s` | %s |\n", settings[i].env, settings[i].flag, def, settings[i].doc);
     }

@@ -212,6 +212,7 @@ int auth_start(server *srv)
         free(a);
         return -1;
     }
+    jwt_keyring_set_min_refetch_s(a->keys, cfg->jwt_jwks_min_refetch_s);
     a->rules = (jwt_rules){.issuer = cfg->jwt_issuer, .audience = cfg->jwt_audience, .leeway_s = cfg->jwt_leeway_s};
     srv->auth = a;
     log_info("auth: JWT required on every route but /health and the console's files (keys:%s%s%s)", cfg->jwt_secret[0] ? " HS256 secret" : "",

@@ -25,6 +25,7 @@
 #include "logging.h"
 #include "loop.h"
 #include "metrics.h"
+#include "origin.h"
 #include "rawjson.h"
 #include "tls.h"
 
@@ -931,6 +932,8 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
                  "request bodies buffered now would pass %d bytes (QUEEN_MAX_INFLIGHT_BODY_BYTES); retry shortly",
                  srv->cfg->max_inflight_body_bytes);
         http_refuse(&res, family, QUEEN_ERR_UNAVAILABLE, "body_budget_exhausted", detail);
+    } else if (origin_refused(srv->cfg, auth_enabled(srv), connection, family, &res)) {
+        /* a browser page of another origin, or a name re-pointed at us: 403 */
     } else if (found == NULL) {
         if (path_matched)
             http_error(&res, 405, "method_not_allowed", "method_not_allowed", "this path does not take that method");
@@ -939,6 +942,8 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
     } else if (bad_path) {
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, family == FAMILY_KV ? "kv_bad_key" : "bad_path",
                     "a percent-escape in the path is malformed or encodes a NUL byte");
+    } else if (origin_content_type_refused(connection, method, st->len > 0, &res)) {
+        /* 415: a body any page could have sent (a form, text/plain) */
     } else if (family != FAMILY_OPS && srv->cfg->tenancy_header &&
                (tenant_fault = request_tenant(connection, tenant)) != NULL) {
         http_refuse(&res, family, QUEEN_ERR_BAD_REQUEST, "bad_tenant", tenant_fault);
@@ -1126,6 +1131,14 @@ int http_start(server *srv)
     metrics_init();
     unsigned conn_limit = conn_guard_start(srv, conn_raise_fd_limit());
     if (conn_limit == 0) {
+        pthread_mutex_destroy(&srv->poll_lock);
+        return -1;
+    }
+    char why[300];
+    if (origin_check_settings(srv->cfg, why, sizeof why) != 0) {
+        log_error("http: %s", why);
+        conn_guard_stop(srv);
+        conn_guard_free(srv);
         pthread_mutex_destroy(&srv->poll_lock);
         return -1;
     }

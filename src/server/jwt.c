@@ -11,6 +11,7 @@
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +47,22 @@ struct jwt_keyring {
     char *jwks_source;
     char *jwks_ca;
     int refresh_s;
-    pthread_mutex_t mu;
+    int min_refetch_s;   /* fewest seconds between two fetches a request asks for */
+    pthread_mutex_t mu;  /* guards what follows; never held across a fetch */
     keyset *jwks;        /* the current set, or NULL before the first good load */
-    time_t jwks_tried;   /* last fetch attempt, good or not */
+    time_t jwks_tried;   /* last fetch asked for (or made at start), good or not */
     time_t jwks_loaded;  /* last good load */
-    bool fetching;       /* one thread fetches; the others use the current set */
+    /* The refresher: its own thread, so that a fetch (up to
+     * JWKS_FETCH_TIMEOUT_S against a slow issuer) never runs on an event
+     * loop. A verification that wants one only asks (wanted, cv) and goes
+     * on with the set it has. */
+    pthread_t refresher;
+    bool refresher_running;
+    pthread_cond_t cv;
+    bool wanted;         /* a fetch was asked for and has not started */
+    time_t wanted_at;    /* the asking verification's clock: becomes jwks_loaded */
+    bool fetching;       /* the refresher is fetching */
+    atomic_bool stopping; /* jwt_keyring_free: abandon a fetch in progress */
 };
 
 static const char *const fault_reasons[JWT_FAULT_COUNT] = {
@@ -345,7 +357,18 @@ static bool is_url(const char *source)
 
 /* Reads the JWKS source: a file, or an https URL (certificate verified,
  * redirects not followed, bounded in time and size). */
-static keyset *jwks_fetch(const char *source, const char *ca, char *why, size_t whylen)
+/* libcurl's progress callback: a fetch in progress ends when the keyring
+ * is being freed, instead of holding the broker's stop for its timeout. */
+static int fetch_abandoned(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return clientp != NULL && atomic_load((atomic_bool *)clientp) ? 1 : 0;
+}
+
+static keyset *jwks_fetch(const char *source, const char *ca, atomic_bool *stop, char *why, size_t whylen)
 {
     fetch_buf b = {0};
     if (is_url(source)) {
@@ -358,6 +381,9 @@ static keyset *jwks_fetch(const char *source, const char *ca, char *why, size_t 
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
         curl_easy_setopt(c, CURLOPT_TIMEOUT, JWKS_FETCH_TIMEOUT_S);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, fetch_abandoned);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, stop);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, fetch_append);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
         if (ca != NULL && ca[0] != '\0')
@@ -392,21 +418,48 @@ static keyset *jwks_fetch(const char *source, const char *ca, char *why, size_t 
     return ks;
 }
 
-/* Fetches when due (stale, or forced by an unknown kid and not fetched in
- * the last JWT_JWKS_MIN_REFETCH_S), by one thread at a time; the others go on
- * with the current set. Returns the set to use with a reference, or NULL. */
+/* Asks the refresher for a fetch when one is due (the set is stale or
+ * missing, or a token named a kid it does not hold) and none was asked for
+ * in the last min_refetch_s; never waits for it. Returns the current set
+ * with a reference, or NULL: the caller decides with what is loaded now, so
+ * a token whose key is still on its way is refused at once. */
 static keyset *jwks_acquire(jwt_keyring *kr, time_t now, bool unknown_kid)
 {
     pthread_mutex_lock(&kr->mu);
     bool stale = kr->jwks == NULL || now - kr->jwks_loaded >= kr->refresh_s;
-    bool due = !kr->fetching && now - kr->jwks_tried >= JWT_JWKS_MIN_REFETCH_S && (stale || unknown_kid);
+    bool due = kr->refresher_running && !kr->fetching && !kr->wanted && now - kr->jwks_tried >= kr->min_refetch_s &&
+               (stale || unknown_kid);
     if (due) {
-        kr->fetching = true;
+        kr->wanted = true;
+        kr->wanted_at = now;
         kr->jwks_tried = now;
+        pthread_cond_signal(&kr->cv);
+    }
+    keyset *ks = kr->jwks;
+    if (ks != NULL)
+        ks->refs++;
+    pthread_mutex_unlock(&kr->mu);
+    return ks;
+}
+
+/* The refresher's loop: one fetch per request for one, the last good set
+ * kept when a fetch fails. */
+static void *jwks_refresher(void *arg)
+{
+    jwt_keyring *kr = arg;
+    pthread_mutex_lock(&kr->mu);
+    for (;;) {
+        while (!kr->wanted && !atomic_load(&kr->stopping))
+            pthread_cond_wait(&kr->cv, &kr->mu);
+        if (atomic_load(&kr->stopping))
+            break;
+        kr->wanted = false;
+        kr->fetching = true;
+        time_t asked_at = kr->wanted_at;
         pthread_mutex_unlock(&kr->mu);
         char why[160];
-        keyset *fresh = jwks_fetch(kr->jwks_source, kr->jwks_ca, why, sizeof why);
-        if (fresh == NULL)
+        keyset *fresh = jwks_fetch(kr->jwks_source, kr->jwks_ca, &kr->stopping, why, sizeof why);
+        if (fresh == NULL && !atomic_load(&kr->stopping))
             log_warn("auth: JWKS refresh failed: %s; keeping the keys loaded before", why);
         pthread_mutex_lock(&kr->mu);
         kr->fetching = false;
@@ -414,16 +467,13 @@ static keyset *jwks_acquire(jwt_keyring *kr, time_t now, bool unknown_kid)
             fresh->refs = 1; /* the keyring's */
             keyset *old = kr->jwks;
             kr->jwks = fresh;
-            kr->jwks_loaded = now;
+            kr->jwks_loaded = asked_at;
             if (old != NULL && --old->refs == 0)
                 keyset_release(old);
         }
     }
-    keyset *ks = kr->jwks;
-    if (ks != NULL)
-        ks->refs++;
     pthread_mutex_unlock(&kr->mu);
-    return ks;
+    return NULL;
 }
 
 static void jwks_put(jwt_keyring *kr, keyset *ks)
@@ -446,7 +496,10 @@ jwt_keyring *jwt_keyring_new(const char *secret, const char *pem_files, const ch
         return NULL;
     }
     pthread_mutex_init(&kr->mu, NULL);
+    pthread_cond_init(&kr->cv, NULL);
+    atomic_init(&kr->stopping, false);
     kr->refresh_s = refresh_s > 0 ? refresh_s : 300;
+    kr->min_refetch_s = JWT_JWKS_MIN_REFETCH_S;
     if (secret != NULL && secret[0] != '\0') {
         kr->secret_len = strlen(secret);
         kr->secret = (unsigned char *)strdup(secret);
@@ -459,7 +512,9 @@ jwt_keyring *jwt_keyring_new(const char *secret, const char *pem_files, const ch
         kr->jwks_source = strdup(jwks);
         kr->jwks_ca = jwks_ca && jwks_ca[0] ? strdup(jwks_ca) : NULL;
         char why[160];
-        keyset *ks = jwks_fetch(jwks, kr->jwks_ca, why, sizeof why);
+        /* At start, before any event loop serves: the broker comes up with
+         * its keys when the issuer answers. */
+        keyset *ks = jwks_fetch(jwks, kr->jwks_ca, NULL, why, sizeof why);
         if (ks == NULL && !is_url(jwks)) { /* a file is ours to get right; a URL may be down for now */
             snprintf(err, errlen, "QUEEN_JWT_JWKS: %s", why);
             jwt_keyring_free(kr);
@@ -473,6 +528,12 @@ jwt_keyring *jwt_keyring_new(const char *secret, const char *pem_files, const ch
         }
         time(&kr->jwks_tried);
         kr->jwks_loaded = kr->jwks_tried;
+        if (pthread_create(&kr->refresher, NULL, jwks_refresher, kr) != 0) {
+            snprintf(err, errlen, "cannot start the JWKS refresher thread");
+            jwt_keyring_free(kr);
+            return NULL;
+        }
+        kr->refresher_running = true;
     }
     if (kr->secret == NULL && kr->pem.n == 0 && kr->jwks_source == NULL) {
         snprintf(err, errlen, "QUEEN_AUTH=jwt needs a key: QUEEN_JWT_SECRET, QUEEN_JWT_PUBLIC_KEYS or QUEEN_JWT_JWKS");
@@ -482,10 +543,24 @@ jwt_keyring *jwt_keyring_new(const char *secret, const char *pem_files, const ch
     return kr;
 }
 
+void jwt_keyring_set_min_refetch_s(jwt_keyring *kr, int seconds)
+{
+    pthread_mutex_lock(&kr->mu);
+    kr->min_refetch_s = seconds > 0 ? seconds : 1;
+    pthread_mutex_unlock(&kr->mu);
+}
+
 void jwt_keyring_free(jwt_keyring *kr)
 {
     if (kr == NULL)
         return;
+    if (kr->refresher_running) {
+        pthread_mutex_lock(&kr->mu);
+        atomic_store(&kr->stopping, true);
+        pthread_cond_signal(&kr->cv);
+        pthread_mutex_unlock(&kr->mu);
+        pthread_join(kr->refresher, NULL);
+    }
     if (kr->secret != NULL)
         OPENSSL_cleanse(kr->secret, kr->secret_len);
     free(kr->secret);
@@ -494,6 +569,7 @@ void jwt_keyring_free(jwt_keyring *kr)
         keyset_release(kr->jwks);
     free(kr->jwks_source);
     free(kr->jwks_ca);
+    pthread_cond_destroy(&kr->cv);
     pthread_mutex_destroy(&kr->mu);
     free(kr);
 }
@@ -696,7 +772,8 @@ jwt_fault jwt_verify(jwt_keyring *kr, const char *token, size_t len, const jwt_r
                     keyset *ks = jwks_acquire(kr, now, false);
                     jwt_fault v = try_keys(ks, (key_type)type, kid, input, input_len, sig, sig_len, &kid_seen);
                     if (v == JWT_NO_KEY && kid != NULL && !kid_seen) {
-                        /* A kid we do not know: the issuer may have rotated. */
+                        /* A kid we do not know: the issuer may have rotated.
+                         * Refused now; the refresher fetches meanwhile. */
                         jwks_put(kr, ks);
                         ks = jwks_acquire(kr, now, true);
                         v = try_keys(ks, (key_type)type, kid, input, input_len, sig, sig_len, &kid_seen);

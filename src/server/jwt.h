@@ -3,7 +3,8 @@
  * ES256 (P-256) and EdDSA (Ed25519), from PEM public keys and a JWKS (a file
  * or an https URL, cached and refreshed, keys chosen by kid). Each algorithm
  * is bound to one key type, so "alg":"none" and an HS256 token signed with a
- * public key as its secret are refused, never tried. Knows no HTTP. */
+ * public key as its secret are refused, never tried. Knows no HTTP. A JWKS
+ * is re-fetched on the keyring's own thread, never inside jwt_verify. */
 #ifndef QUEEN_JWT_H
 #define QUEEN_JWT_H
 
@@ -45,11 +46,16 @@ typedef struct jwt_keyring jwt_keyring;
  * a file path or an https:// URL ("" for none; jwks_ca a CA bundle to check
  * its certificate with, "" for the system's), fetched now and again when
  * older than refresh_s or when a token names an unknown kid (at most once
- * per JWT_JWKS_MIN_REFETCH_S). NULL with a message in err (never quoting
- * key material) when a key cannot be loaded or none is configured. */
+ * per JWT_JWKS_MIN_REFETCH_S, or what jwt_keyring_set_min_refetch_s says).
+ * The first fetch happens here; later ones on the keyring's own thread,
+ * never in jwt_verify, which goes on with the set loaded (a token whose key
+ * is not there yet is JWT_NO_KEY at once). NULL with a message in err (never
+ * quoting key material) when a key cannot be loaded or none is configured. */
 #define JWT_JWKS_MIN_REFETCH_S 10
 jwt_keyring *jwt_keyring_new(const char *secret, const char *pem_files, const char *jwks, const char *jwks_ca,
                              int refresh_s, char *err, size_t errlen);
+/* Fewest seconds between two JWKS fetches that verifications ask for. */
+void jwt_keyring_set_min_refetch_s(jwt_keyring *kr, int seconds);
 void jwt_keyring_free(jwt_keyring *kr);
 
 /* Verifies token (len bytes, need not be NUL-terminated) at time now.

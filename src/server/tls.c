@@ -1,6 +1,8 @@
-/* tls: loading the certificate and key for the listener (see tls.h). */
+/* tls: loading the certificate and key for the listener, and the protocol
+ * versions and suites it offers (see tls.h). */
 #include "tls.h"
 
+#include <gnutls/gnutls.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,9 +58,22 @@ int tls_mhd_options(const queen_config *cfg, tls_material *m, struct MHD_OptionI
         tls_material_free(m);
         return -1;
     }
+    /* Checked here, with GnuTLS's own account of where it is wrong: the
+     * daemon would only fail to start, without saying why. */
+    gnutls_priority_t prio;
+    const char *bad = NULL;
+    int rc = gnutls_priority_init(&prio, cfg->tls_priorities, &bad);
+    if (rc < 0) {
+        log_error("tls: QUEEN_TLS_PRIORITIES is not a GnuTLS priority string (%s, at '%.40s')", gnutls_strerror(rc),
+                  bad ? bad : "");
+        tls_material_free(m);
+        return -1;
+    }
+    gnutls_priority_deinit(prio);
     opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, m->cert};
     opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, m->key};
-    opts[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    opts[2] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)cfg->tls_priorities};
+    opts[3] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     *flags = MHD_USE_TLS;
     return 0;
 }

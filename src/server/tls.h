@@ -1,7 +1,9 @@
 /* tls: HTTPS at the listener. Reads QUEEN_TLS_CERT and QUEEN_TLS_KEY (PEM)
  * and hands libmicrohttpd (built with GnuTLS) what it needs, as flags and
  * MHD_OPTION_ARRAY entries, so the daemon's start is the same with or
- * without TLS. */
+ * without TLS. The versions and suites offered are QUEEN_TLS_PRIORITIES (a
+ * GnuTLS priority string; the default: TLS 1.2 and 1.3, forward-secret key
+ * exchange and AEAD ciphers only). */
 #ifndef QUEEN_TLS_H
 #define QUEEN_TLS_H
 
@@ -18,7 +20,7 @@ typedef struct tls_material {
 } tls_material;
 
 /* Entries tls_mhd_options writes at most, the closing MHD_OPTION_END included. */
-#define TLS_MHD_OPTIONS 3
+#define TLS_MHD_OPTIONS 4
 
 /* Whether cfg asks for HTTPS. */
 bool tls_enabled(const queen_config *cfg);

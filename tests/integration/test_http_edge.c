@@ -123,7 +123,7 @@ static int read_status(int fd, int timeout_ms)
 
 static int health_on(int fd, int timeout_ms)
 {
-    static const char get[] = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char get[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     raw_send_must(fd, get, sizeof get - 1);
     return read_status(fd, timeout_ms);
 }
@@ -213,7 +213,7 @@ static void over_budget_is_503_and_the_budget_returns(void **state)
      * loops' libmicrohttpd may keep bytes that came with the headers until
      * more arrive, so the sender keeps sending, as a slow sender does.) */
     int hog = raw_connect(b.port);
-    static const char head[] = "POST /api/v1/push HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    static const char head[] = "POST /api/v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                                "Content-Length: 60000\r\n\r\n{\"items\":[";
     raw_send_must(hog, head, sizeof head - 1);
     /* Its headers are in (it is in flight beside this metrics call): its
@@ -344,7 +344,7 @@ static void connections_past_the_cap_get_a_fast_503(void **state)
     long long slowest = 0;
     for (int i = 0; i < 10; i++) {
         int fd = raw_connect(b.port);
-        static const char get[] = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+        static const char get[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
         long long t = now_ms();
         raw_send_must(fd, get, sizeof get - 1);
         char reply[8192];
@@ -434,7 +434,7 @@ static void a_trickling_request_is_cut_at_the_read_deadline(void **state)
     trickler t[] = {
         {.name = "request line", .at_once = ""},
         {.name = "headers", .at_once = "GET /health HTTP/1.1\r\n"},
-        {.name = "body", .at_once = "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        {.name = "body", .at_once = "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                                     "Content-Length: 100\r\n\r\n"},
     };
     const size_t n = sizeof t / sizeof t[0];

@@ -137,7 +137,7 @@ static void tenant_header_must_be_one_canonical_value(void **state)
      * reports the whole value gets the refusal (request_tenant's memchr). */
 #if MHD_VERSION > 0x00097500
     char req[256];
-    int n = snprintf(req, sizeof req, "GET /api/v1/resources/queues HTTP/1.1\r\nHost: t\r\nx-queen-tenant: %s", ta);
+    int n = snprintf(req, sizeof req, "GET /api/v1/resources/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nx-queen-tenant: %s", ta);
     memcpy(req + n, "\0junk\r\nConnection: close\r\n\r\n", 29);
     raw_reply r = raw_exchange(&B, req, (size_t)n + 29, 5000);
     if (r.status != 400 || strstr(raw_body(&r), "\"bad_tenant\"") == NULL)
@@ -158,17 +158,17 @@ static void ambiguous_framing_is_400_and_closed(void **state)
         const char *what, *request;
     } cases[] = {
         {"two Content-Length",
-         "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n[]"},
+         "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n[]"},
         {"equal Content-Length twice",
-         "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n[]"},
+         "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n[]"},
         {"Content-Length and chunked",
-         "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
          "2\r\n[]\r\n0\r\n\r\n"},
         {"gzip, chunked",
-         "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n[]\r\n0\r\n\r\n"},
-        {"identity", "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n[]"},
+         "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n[]\r\n0\r\n\r\n"},
+        {"identity", "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: identity\r\n\r\n[]"},
         {"chunked twice",
-         "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"
          "2\r\n[]\r\n0\r\n\r\n"},
         {"HTTP/1.1 without Host", "GET /health HTTP/1.1\r\n\r\n"},
         {"HTTP/1.1 with two Host", "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"},
@@ -181,9 +181,10 @@ static void ambiguous_framing_is_400_and_closed(void **state)
     /* well framed requests are still served, and HTTP/1.0 needs no Host */
     static const char *const fine[] = {
         "GET /health HTTP/1.0\r\n\r\n",
-        "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-        "2\r\n[]\r\n0\r\n\r\n",
-        "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]",
+        "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\n[]\r\n0\r\n\r\n",
+        "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+        "Connection: close\r\n\r\n[]",
     };
     for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
         raw_reply r = raw_exchange(&B, fine[i], strlen(fine[i]), 5000);
@@ -203,7 +204,7 @@ static void library_refusals_are_prompt(void **state)
     (void)state;
     size_t big = 12 * 1024;
     char *ext = malloc(big + 256);
-    int n = snprintf(ext, big + 256, "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n2;");
+    int n = snprintf(ext, big + 256, "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n2;");
     memset(ext + n, 'a', big);
     n += (int)big;
     n += snprintf(ext + n, 64, "\r\n[]\r\n0\r\n\r\n");
@@ -211,16 +212,16 @@ static void library_refusals_are_prompt(void **state)
     int m = snprintf(uri, 8, "GET /");
     memset(uri + m, 'a', big);
     m += (int)big;
-    m += snprintf(uri + m, 64, " HTTP/1.1\r\nHost: t\r\n\r\n");
+    m += snprintf(uri + m, 64, " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     struct {
         const char *what, *request;
         size_t len;
     } cases[] = {
         {"a 12 KB chunk extension", ext, (size_t)n},
         {"a 12 KB URI", uri, (size_t)m},
-        {"HTTP/2.0 on the HTTP/1 port", "GET /health HTTP/2.0\r\nHost: t\r\n\r\n", 0},
+        {"HTTP/2.0 on the HTTP/1 port", "GET /health HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 0},
         {"a Content-Length that is not a number",
-         "POST /api/v1/kv HTTP/1.1\r\nHost: t\r\nContent-Length: abc\r\n\r\n[]", 0},
+         "POST /api/v1/kv HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n[]", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t len = cases[i].len ? cases[i].len : strlen(cases[i].request);

@@ -265,6 +265,20 @@ static void exp_nbf_iss_and_aud_are_checked(void **state)
     jwt_keyring_free(kr);
 }
 
+/* Whether token verifies at now within ms of asking (the refresher's fetch
+ * lands meanwhile), polled every 5 ms. */
+static bool verified_within(jwt_keyring *kr, const char *token, time_t now, int ms)
+{
+    for (int waited = 0;; waited += 5) {
+        if (verify(kr, token, NULL, now) == JWT_OK)
+            return true;
+        if (waited >= ms)
+            return false;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void a_jwks_rotation_is_picked_up_by_kid(void **state)
 {
     (void)state;
@@ -278,12 +292,15 @@ static void a_jwks_rotation_is_picked_up_by_kid(void **state)
      * interval the old set stays; past it, the unknown kid fetches again. */
     write_jwks(ec_other, "ec-2");
     assert_int_equal(verify(kr, fresh, NULL, NOW + 1), JWT_NO_KEY);
-    assert_int_equal(verify(kr, fresh, NULL, NOW + JWT_JWKS_MIN_REFETCH_S + 1), JWT_OK);
+    /* The fetch runs on the keyring's thread: the token that asked for it is
+     * refused at once, and a later one finds the new set. */
+    assert_int_equal(verify(kr, fresh, NULL, NOW + JWT_JWKS_MIN_REFETCH_S + 1), JWT_NO_KEY);
+    assert_true(verified_within(kr, fresh, NOW + JWT_JWKS_MIN_REFETCH_S + 1, 10000));
     assert_int_equal(verify(kr, old, NULL, NOW + JWT_JWKS_MIN_REFETCH_S + 1), JWT_NO_KEY);
     /* An EdDSA JWK works the same way. */
     write_jwks(ed, "ed-1");
     char *edt = mint_jwt("{\"alg\":\"EdDSA\",\"kid\":\"ed-1\"}", p, NULL, 0, ed);
-    assert_int_equal(verify(kr, edt, NULL, NOW + 2 * JWT_JWKS_MIN_REFETCH_S + 2), JWT_OK);
+    assert_true(verified_within(kr, edt, NOW + 2 * JWT_JWKS_MIN_REFETCH_S + 2, 10000));
     write_jwks(ec, "ec-1");
     free(edt);
     free(old);

@@ -111,7 +111,7 @@ pub fn health_status(port: u16) -> Option<u16> {
     use std::io::{Read, Write};
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
     let mut buf = [0u8; 64];
     let n = s.read(&mut buf).ok()?;
     std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
