@@ -1,4 +1,4 @@
-// Overview: the broker's health and version, the tenant's totals, and (admin: /metrics needs it) the
+// Overview: the broker's health and version, the tenant's totals, and (operator: /metrics needs it) the
 // request rate and p99 latency by route family, refreshed live, with the pool and the sweeper.
 import { can, get } from './api.js';
 import { lineChart } from './chart.js';
@@ -67,8 +67,8 @@ export async function render(main, { current }) {
       card('Dead letters', num(res.messages.deadLetters), 'deadLetters'),
       card('Pushed last minute', num(res.pushedLastMinute), 'pushedLastMinute')),
     live);
-  if (!can('admin')) {
-    live.append(h('p', {}, 'The request rates come from /metrics, which needs the admin role.'));
+  if (!can('operator')) {
+    live.append(h('p', {}, 'The request rates come from /metrics, which needs the operator role.'));
     return null;
   }
   const history = new Map(); // family -> {rate: [], p99: []}

@@ -342,6 +342,12 @@ int queen_ack(queen *q, const char *tenant, const char *acks_json, const char *g
               queen_error *err);
 int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int seconds, char **result_json,
                        queen_error *err);
+/* The queue each partition or lease id names (queen.log_queues_of_v1), for
+ * a scope check before an ack, trace or lease extension: refs_json
+ * [{"partitionId": id} | {"leaseId": id}], names_json the same length of
+ * queue names, null where the id is not a uuid, unknown or another
+ * tenant's. Reads only. */
+int queen_queues_of(queen *q, const char *tenant, const char *refs_json, char **names_json, queen_error *err);
 /* Creates or reconfigures a queue (queen.log_configure_v1; README.md, HTTP
  * API > Queues). options_json: an object of option names (NULL: {}); an
  * option not given keeps its stored value. The result echoes every option's

@@ -4,7 +4,7 @@
 --
 -- Owns: the type queen._log_ack_in_v1, queen._log_ack_check_one_v1, queen._log_ack_target_v1,
 --       queen._log_ack_apply_v1, queen.log_ack_v1,
---       queen.log_lease_extend_v1, queen._log_queue_option_specs_v1,
+--       queen.log_lease_extend_v1, queen.log_queues_of_v1, queen._log_queue_option_specs_v1,
 --       queen._log_queue_option_check_v1, queen._log_queue_options_v1,
 --       queen.log_configure_v1, queen.log_queues_v1,
 --       queen.log_queue_delete_v1, queen.log_transaction_wire_v1.
@@ -384,6 +384,47 @@ $$;
 -- The array form of the ack check, replaced by _log_ack_check_one_v1 (its
 -- callers loop over the acks themselves). A no-op once dropped.
 DROP FUNCTION IF EXISTS queen._log_ack_check_v1(JSONB, TEXT, TEXT);
+
+-- log_queues_of_v1(tenant, refs) -> [queue name | null, ...], one per ref,
+-- in order. refs: [{"partitionId": id} | {"leaseId": id}], the ids an ack,
+-- a trace or a lease extension names, as the client sent them (any JSON).
+-- null: not a uuid, unknown, or another tenant's; the broker's scope check
+-- (src/server/auth.c) refuses all three alike, so a narrowed token learns
+-- nothing of the queues it may not see. Reads only, no lock, run before the
+-- call it guards: a partition never moves to another queue (its id is
+-- gen_random_uuid's, for its life) and a lease id is minted per pop, so the
+-- answer still holds when that call runs. Raises 22023: log_bad_tenant,
+-- log_bad_request (refs not an array).
+CREATE OR REPLACE FUNCTION queen.log_queues_of_v1(p_tenant UUID, p_refs JSONB)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    IF jsonb_typeof(p_refs) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023', DETAIL = 'refs must be an array';
+    END IF;
+    -- CASE, not a cast in the WHERE: a ref that is not a uuid is never cast.
+    RETURN (
+        SELECT COALESCE(jsonb_agg(to_jsonb(q.name) ORDER BY r.i), '[]')
+        FROM jsonb_array_elements(p_refs) WITH ORDINALITY AS r(ref, i)
+        LEFT JOIN LATERAL (
+            SELECT qu.name FROM queen.log_partitions lp JOIN queen.queues qu ON qu.id = lp.queue_id
+            WHERE jsonb_typeof(r.ref -> 'partitionId') = 'string'
+              AND lp.id = CASE WHEN queen.log_uuid_ok_v1(r.ref ->> 'partitionId')
+                               THEN (r.ref ->> 'partitionId')::uuid END
+              AND qu.tenant_id = p_tenant
+            UNION ALL
+            SELECT qu.name FROM queen.log_consumers c
+            JOIN queen.log_partitions lp ON lp.id = c.partition_id
+            JOIN queen.queues qu ON qu.id = lp.queue_id
+            WHERE jsonb_typeof(r.ref -> 'leaseId') = 'string'
+              AND c.lease_id = CASE WHEN queen.log_uuid_ok_v1(r.ref ->> 'leaseId')
+                                    THEN (r.ref ->> 'leaseId')::uuid END
+              AND qu.tenant_id = p_tenant
+            LIMIT 1) q ON true);
+END
+$$;
 
 -- log_lease_extend_v1(tenant, lease_id, seconds) ->
 -- {leaseId, success, renewed, expiresAt, newExpiresAt}. Extends a live lease

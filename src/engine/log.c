@@ -1,5 +1,6 @@
 /* log: the message half of libqueen: push, pop (with its long-poll wait),
- * ack, lease extend, configure, queue listing and delete.
+ * ack, lease extend (and the queues its ids name), configure, queue listing
+ * and delete.
  *
  * Each call is one prepared statement calling one function of sql/003..005
  * (pushes made together may share one: push_group below), the request JSON
@@ -59,6 +60,7 @@ static const sql_coalesce push_group = {
     "$10::integer)::text"
 #define SQL_ACK "SELECT queen.log_ack_v1($1::uuid, $2::jsonb, $3)::text"
 #define SQL_LEASE "SELECT queen.log_lease_extend_v1($1::uuid, $2, $3::integer)::text"
+#define SQL_QUEUES_OF "SELECT queen.log_queues_of_v1($1::uuid, $2::jsonb)::text"
 #define SQL_CONFIGURE "SELECT queen.log_configure_v1($1::uuid, $2, $3::jsonb, $4, $5, $6)::text"
 #define SQL_QUEUES "SELECT queen.log_queues_v1($1::uuid)::text"
 #define SQL_DELETE "SELECT queen.log_queue_delete_v1($1::uuid, $2)::text"
@@ -275,6 +277,12 @@ int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int s
     char sec[16];
     const char *params[] = {NULL, lease_id, int_or_null(sec, sizeof sec, seconds)};
     return call_body(q, tenant, "queen_lease_extend", SQL_LEASE, 3, params, result_json, err);
+}
+
+int queen_queues_of(queen *q, const char *tenant, const char *refs_json, char **names_json, queen_error *err)
+{
+    const char *params[] = {NULL, refs_json};
+    return call_body(q, tenant, "queen_queues_of", SQL_QUEUES_OF, 2, params, names_json, err);
 }
 
 int queen_configure(queen *q, const char *tenant, const char *queue, const char *options_json, char **result_json,

@@ -28,8 +28,11 @@ typedef enum resource_kind {
     RES_QUEUE_PUSH,   /* the body's items[].queue */
     RES_QUEUE_BODY,   /* the body's queue (configure) */
     RES_QUEUE_ALL,    /* every queue: the listings, pop by labels, a dead letter by id */
-    RES_QUEUE_LEASE,  /* ack, lease extend: a lease a scoped pop handed out */
-    RES_TRANSACTION,  /* the bundle's pushes, acks and kv ops */
+    RES_PARTITION,    /* the body's partitionId (ack, trace): the queue it belongs to */
+    RES_PARTITIONS,   /* the body's acknowledgments[].partitionId (ack batch) */
+    RES_LEASE_PATH,   /* params[0] is a lease id: the queue of the cursor holding it */
+    RES_TRANSACTION,  /* the bundle's pushes, acks (by partition), required leases and kv ops */
+    RES_BROKER,       /* broker-wide, no tenant's: maintenance, the broker's metrics */
 } resource_kind;
 
 typedef enum access_level { ACCESS_READ = ROLE_READ, ACCESS_WRITE = ROLE_WRITE } access_level;
@@ -43,14 +46,16 @@ typedef struct policy {
 
 /* The one table of roles: README's "Authentication" and docs/openapi.yaml
  * (x-queen-role) say the same, and a test holds both to it. read consumes
- * (gets, pops, acks), write also produces (puts, pushes, transactions),
- * admin also changes queues and reads the broker's metrics. */
+ * (gets, pops, acks), write also produces (puts, pushes, transactions,
+ * traces), admin also changes its tenant's queues; operator alone acts on
+ * the whole broker (maintenance stops every tenant's pushes, /metrics counts
+ * every tenant's traffic), so no tenant's admin may. */
 static const policy policies[] = {
     {"GET", "/health", ROLE_NONE, RES_NONE, ACCESS_READ},
-    {"GET", "/metrics", ROLE_ADMIN, RES_NONE, ACCESS_READ},
-    {"GET", "/metrics/prometheus", ROLE_ADMIN, RES_NONE, ACCESS_READ},
-    {"GET", "/api/v1/system/maintenance", ROLE_READ, RES_NONE, ACCESS_READ},
-    {"POST", "/api/v1/system/maintenance", ROLE_ADMIN, RES_NONE, ACCESS_WRITE},
+    {"GET", "/metrics", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
+    {"GET", "/metrics/prometheus", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
+    {"GET", "/api/v1/system/maintenance", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
+    {"POST", "/api/v1/system/maintenance", ROLE_OPERATOR, RES_BROKER, ACCESS_WRITE},
     {"GET", "/api/v1/status", ROLE_READ, RES_NONE, ACCESS_READ},
     {"POST", "/api/v1/kv", ROLE_READ, RES_KV_BATCH, ACCESS_READ},
     {"GET", "/api/v1/kv/:ns/*key", ROLE_READ, RES_KV_PATH, ACCESS_READ},
@@ -63,9 +68,9 @@ static const policy policies[] = {
     {"GET", "/api/v1/pop", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/pop/queue/:queue", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
     {"GET", "/api/v1/pop/queue/:queue/partition/:partition", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
-    {"POST", "/api/v1/ack", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
-    {"POST", "/api/v1/ack/batch", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
-    {"POST", "/api/v1/lease/:leaseId/extend", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
+    {"POST", "/api/v1/ack", ROLE_READ, RES_PARTITION, ACCESS_READ},
+    {"POST", "/api/v1/ack/batch", ROLE_READ, RES_PARTITIONS, ACCESS_READ},
+    {"POST", "/api/v1/lease/:leaseId/extend", ROLE_READ, RES_LEASE_PATH, ACCESS_READ},
     {"POST", "/api/v1/configure", ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},
     {"GET", "/api/v1/resources/queues", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/resources/queues/:queue", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
@@ -88,7 +93,7 @@ static const policy policies[] = {
     {"GET", "/api/v1/messages", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/messages/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"DELETE", "/api/v1/messages/:transactionId", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"POST", "/api/v1/traces", ROLE_READ, RES_QUEUE_LEASE, ACCESS_READ},
+    {"POST", "/api/v1/traces", ROLE_WRITE, RES_PARTITION, ACCESS_READ},
     {"GET", "/api/v1/traces/by-name/:traceName", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/traces/:partitionId/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/", ROLE_NONE, RES_NONE, ACCESS_READ},
@@ -114,6 +119,7 @@ int auth_route_role(const char *method, const char *pattern)
 
 typedef enum failure {
     F_MISSING,
+    F_BAD_SCOPE, /* 401 like the token faults: the claim is not one we can honour as written */
     F_TOKEN, /* + jwt_fault: the verifier's reasons follow */
     F_NO_ROLE = F_TOKEN + JWT_FAULT_COUNT,
     F_ROLE,
@@ -131,6 +137,8 @@ static const char *failure_reason(failure f)
     switch (f) {
     case F_MISSING:
         return "auth_missing_token";
+    case F_BAD_SCOPE:
+        return "token_bad_scope";
     case F_NO_ROLE:
         return "auth_no_role";
     case F_ROLE:
@@ -273,6 +281,8 @@ static auth_role role_named(const char *s)
 {
     if (s == NULL)
         return ROLE_NONE;
+    if (strcmp(s, "operator") == 0)
+        return ROLE_OPERATOR;
     if (strcmp(s, "admin") == 0)
         return ROLE_ADMIN;
     if (strcmp(s, "write") == 0)
@@ -311,7 +321,6 @@ typedef struct scope {
     bool kv;
     char pattern[256];
     access_level access;
-    bool valid;
 } scope;
 
 typedef struct scopes {
@@ -320,62 +329,99 @@ typedef struct scopes {
     scope s[MAX_SCOPES];
 } scopes;
 
-static void scope_add(scopes *sc, const char *text, size_t len)
+static bool word_is(const char *text, size_t len, const char *word)
 {
-    bool kv = len > 3 && strncmp(text, "kv:", 3) == 0;
-    bool queue = len > 6 && strncmp(text, "queue:", 6) == 0;
-    if (!kv && !queue) /* another service's scope (openid, ...): not ours */
-        return;
+    return len == strlen(word) && strncasecmp(text, word, len) == 0;
+}
+
+/* One entry of the scope claim; false when it is ours but does not parse.
+ * Ours is decided loosely and parsed strictly: an entry whose family (the
+ * text before its first ':', or all of it, blanks around it ignored) is kv
+ * or queue in any case is ours, and must then be exactly
+ * kv:<pattern>:<read|write> or queue:<pattern>:<read|write>, lower case, no
+ * blank or control byte anywhere, the pattern not empty. "Queue:orders:read"
+ * or " queue:orders:read" was meant as a narrowing; ignoring it would leave
+ * the token its whole role, so the token is refused instead (never
+ * widened). Everything else (openid, profile, read:messages, a URL) is
+ * another service's scope: ignored, as RFC 8693 lets a claim carry scopes
+ * for many audiences. Control bytes are refused in any entry, ours or not:
+ * RFC 6749 3.3 allows none, and a tab would hide a scope of ours from the
+ * space split. */
+static bool scope_add(scopes *sc, const char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+            return false;
+    const char *colon = memchr(text, ':', len);
+    const char *fam = text, *fam_end = colon ? colon : text + len;
+    while (fam < fam_end && *fam == ' ')
+        fam++;
+    while (fam_end > fam && fam_end[-1] == ' ')
+        fam_end--;
+    bool kv = word_is(fam, (size_t)(fam_end - fam), "kv"), queue = word_is(fam, (size_t)(fam_end - fam), "queue");
+    if (!kv && !queue)
+        return true; /* another service's scope: not ours */
     sc->narrowed = true;
+    if (memchr(text, ' ', len) != NULL || strncmp(text, kv ? "kv:" : "queue:", kv ? 3 : 6) != 0)
+        return false;
+    const char *start = text + (kv ? 3 : 6), *end = text + len, *last = NULL;
+    for (const char *p = start; p < end; p++)
+        if (*p == ':')
+            last = p;
+    if (last == NULL || last == start || (size_t)(last - start) >= sizeof sc->s[0].pattern)
+        return false;
+    access_level a;
+    if (word_is(last + 1, (size_t)(end - last - 1), "read") && strncmp(last + 1, "read", 4) == 0)
+        a = ACCESS_READ;
+    else if (word_is(last + 1, (size_t)(end - last - 1), "write") && strncmp(last + 1, "write", 5) == 0)
+        a = ACCESS_WRITE;
+    else
+        return false;
     if (sc->n == MAX_SCOPES)
-        return; /* narrowed further, never widened */
+        return true; /* narrowed further, never widened */
     scope *s = &sc->s[sc->n++];
     memset(s, 0, sizeof *s);
     s->kv = kv;
-    const char *start = text + (kv ? 3 : 6), *end = text + len;
-    const char *colon = NULL;
-    for (const char *p = start; p < end; p++)
-        if (*p == ':')
-            colon = p;
-    if (colon == NULL || colon == start || (size_t)(colon - start) >= sizeof s->pattern)
-        return; /* malformed: grants nothing */
-    size_t alen = (size_t)(end - colon - 1);
-    if (alen == 4 && strncmp(colon + 1, "read", 4) == 0)
-        s->access = ACCESS_READ;
-    else if (alen == 5 && strncmp(colon + 1, "write", 5) == 0)
-        s->access = ACCESS_WRITE;
-    else
-        return;
-    memcpy(s->pattern, start, (size_t)(colon - start));
-    s->valid = true;
+    s->access = a;
+    memcpy(s->pattern, start, (size_t)(last - start));
+    return true;
 }
 
 /* "scope" as a space-separated string (RFC 8693) or "scope"/"scopes" as an
- * array of strings. */
-static void token_scopes(json_t *claims, scopes *sc)
+ * array of strings. false when an entry of ours does not parse or the claim
+ * is of another JSON type (a claim we cannot read could be a narrowing). */
+static bool token_scopes(json_t *claims, scopes *sc)
 {
     memset(sc, 0, sizeof *sc);
     static const char *const names[] = {"scope", "scopes"};
     for (size_t n = 0; n < 2; n++) {
         json_t *v = json_object_get(claims, names[n]);
+        if (v == NULL || json_is_null(v))
+            continue;
         if (json_is_string(v)) {
-            const char *s = json_string_value(v);
-            while (*s) {
-                size_t len = strcspn(s, " ");
-                if (len > 0)
-                    scope_add(sc, s, len);
+            const char *s = json_string_value(v), *end = s + json_string_length(v);
+            while (s < end) {
+                const char *sp = memchr(s, ' ', (size_t)(end - s));
+                size_t len = sp ? (size_t)(sp - s) : (size_t)(end - s);
+                if (len > 0 && !scope_add(sc, s, len))
+                    return false;
                 s += len;
-                s += strspn(s, " ");
+                while (s < end && *s == ' ')
+                    s++;
             }
+            continue;
         }
+        if (!json_is_array(v))
+            return false;
         size_t i;
         json_t *one;
         json_array_foreach(v, i, one)
         {
-            if (json_is_string(one))
-                scope_add(sc, json_string_value(one), json_string_length(one));
+            if (!json_is_string(one) || !scope_add(sc, json_string_value(one), json_string_length(one)))
+                return false;
         }
     }
+    return true;
 }
 
 /* Whether scope pattern p covers the resource name (as_prefix: the name is
@@ -389,12 +435,24 @@ static bool pattern_covers(const char *p, const char *name, size_t len, bool as_
     return !as_prefix && len == plen && memcmp(name, p, len) == 0;
 }
 
+/* Whether some scope of the token gives access a on the name. */
+static bool scopes_cover(const scopes *sc, bool kv, const char *name, size_t len, bool as_prefix, access_level a)
+{
+    for (size_t i = 0; i < sc->n; i++) {
+        const scope *s = &sc->s[i];
+        if (s->kv == kv && s->access >= a && pattern_covers(s->pattern, name, len, as_prefix))
+            return true;
+    }
+    return false;
+}
+
 typedef struct judge {
     const scopes *sc;
     auth_role role;
     auth_role needed; /* the highest access the request asked for */
     bool denied;      /* a resource no scope covers */
     char what[160];   /* the first one denied, for the detail */
+    json_t *refs;     /* partitions and leases whose queue the database must name (auth_settle_refused) */
 } judge;
 
 static void need(judge *j, bool kv, const char *name, size_t len, bool as_prefix, access_level a)
@@ -403,11 +461,8 @@ static void need(judge *j, bool kv, const char *name, size_t len, bool as_prefix
         j->needed = (auth_role)a;
     if (!j->sc->narrowed || j->denied)
         return;
-    for (size_t i = 0; i < j->sc->n; i++) {
-        const scope *s = &j->sc->s[i];
-        if (s->valid && s->kv == kv && s->access >= a && pattern_covers(s->pattern, name, len, as_prefix))
-            return;
-    }
+    if (scopes_cover(j->sc, kv, name, len, as_prefix, a))
+        return;
     j->denied = true;
     snprintf(j->what, sizeof j->what, "%s %s '%.*s%s'", a == ACCESS_WRITE ? "write" : "read",
              kv ? "kv" : "queue", (int)(len > 100 ? 100 : len), name, as_prefix ? "*" : "");
@@ -496,19 +551,38 @@ static void need_queue_items(judge *j, json_t *items)
     }
 }
 
-/* A lease (ack, extend) was handed out by a pop the scopes allowed: any
- * queue read scope may settle it. */
-static void need_any_queue(judge *j)
+/* An ack, a trace, a lease extension names a partition or a lease, not a
+ * queue, and leaseId is optional on an ack: which queue it touches only the
+ * database knows. For a token narrowed by queue scopes each such id is kept
+ * (kind "partitionId" or "leaseId", the value as sent, whatever its JSON
+ * type) and judged on the request's fiber before its handler runs
+ * (auth_settle_refused): read on the queue it resolves to. A token whose
+ * scopes cover every queue, or that has none, needs no lookup. */
+static void need_ref(judge *j, const char *kind, json_t *id)
 {
     if ((auth_role)ACCESS_READ > j->needed)
         j->needed = (auth_role)ACCESS_READ;
-    if (!j->sc->narrowed)
+    if (!j->sc->narrowed || scopes_cover(j->sc, false, "", 0, true, ACCESS_READ))
         return;
-    for (size_t i = 0; i < j->sc->n; i++)
-        if (j->sc->s[i].valid && !j->sc->s[i].kv)
-            return;
-    j->denied = true;
-    snprintf(j->what, sizeof j->what, "any queue");
+    if ((j->refs == NULL && (j->refs = json_array()) == NULL) ||
+        json_array_append_new(j->refs, json_pack("{s:O?}", kind, id)) != 0) {
+        j->denied = true; /* out of memory: refused, never waved through */
+        snprintf(j->what, sizeof j->what, "an unchecked %s", kind);
+    }
+}
+
+static void need_acks(judge *j, json_t *acks)
+{
+    if (!json_is_array(acks)) { /* refused by its handler; judged all the same, never waved through */
+        need_ref(j, "partitionId", NULL);
+        return;
+    }
+    size_t i;
+    json_t *ack;
+    json_array_foreach(acks, i, ack)
+    {
+        need_ref(j, "partitionId", json_object_get(ack, "partitionId"));
+    }
 }
 
 /* Walks what the request names. A body that does not parse names nothing:
@@ -518,7 +592,8 @@ static void judge_request(judge *j, const policy *p, char *const *params, size_t
 {
     json_t *doc = NULL;
     if (p->resource == RES_KV_BATCH || p->resource == RES_KV_LIST || p->resource == RES_QUEUE_PUSH ||
-        p->resource == RES_QUEUE_BODY || p->resource == RES_TRANSACTION) {
+        p->resource == RES_QUEUE_BODY || p->resource == RES_TRANSACTION || p->resource == RES_PARTITION ||
+        p->resource == RES_PARTITIONS) {
         json_error_t jerr;
         doc = body != NULL && body_len > 0 ? json_loadb(body, body_len, BODY_JSON_FLAGS, &jerr) : NULL;
     }
@@ -564,8 +639,21 @@ static void judge_request(judge *j, const policy *p, char *const *params, size_t
     case RES_QUEUE_ALL:
         need(j, false, "", 0, true, p->access);
         break;
-    case RES_QUEUE_LEASE:
-        need_any_queue(j);
+    case RES_PARTITION:
+        if (!json_is_object(doc))
+            need_ref(j, "partitionId", NULL);
+        else
+            need_ref(j, "partitionId", json_object_get(doc, "partitionId"));
+        break;
+    case RES_PARTITIONS:
+        need_acks(j, json_object_get(doc, "acknowledgments"));
+        break;
+    case RES_LEASE_PATH:
+        if (nparams >= 1) {
+            json_t *lease = json_string(params[0]); /* NULL when not UTF-8: judged as no lease */
+            need_ref(j, "leaseId", lease);
+            json_decref(lease);
+        }
         break;
     case RES_TRANSACTION: {
         json_t *ops = json_object_get(doc, "operations");
@@ -576,14 +664,32 @@ static void judge_request(judge *j, const policy *p, char *const *params, size_t
             const char *type = json_string_value(json_object_get(op, "type"));
             if (type != NULL && strcmp(type, "push") == 0)
                 need_queue_items(j, json_object_get(op, "items"));
-            else
-                need_any_queue(j);
+            else /* an ack, or refused by the wire */
+                need_ref(j, "partitionId", json_object_get(op, "partitionId"));
         }
         need_kv_ops(j, json_object_get(doc, "kv"));
-        if (json_object_get(doc, "requiredLeases") != NULL)
-            need_any_queue(j);
+        json_t *leases = json_object_get(doc, "requiredLeases");
+        if (json_is_array(leases)) {
+            json_t *lease;
+            json_array_foreach(leases, i, lease)
+            {
+                need_ref(j, "leaseId", lease);
+            }
+        } else if (leases != NULL && !json_is_null(leases)) {
+            need_ref(j, "leaseId", NULL);
+        }
+        if (doc == NULL) /* refused by its handler; judged all the same */
+            need_ref(j, "partitionId", NULL);
         break;
     }
+    case RES_BROKER:
+        /* Scopes name a tenant's keys and queues: a token narrowed to some
+         * of them is no grant over the whole broker, whatever its role. */
+        if (j->sc->narrowed && !j->denied) {
+            j->denied = true;
+            snprintf(j->what, sizeof j->what, "a broker-wide call");
+        }
+        break;
     }
     json_decref(doc);
 }
@@ -626,12 +732,68 @@ static bool resolve_tenant(server *srv, json_t *claims, bool header_sent, char t
     return true;
 }
 
+/* A narrowed token's partitions and leases, judged on the request's fiber
+ * (auth.h). */
+struct auth_pending {
+    json_t *refs; /* [{"partitionId" | "leaseId": id as sent}] */
+    scopes sc;
+};
+
+void auth_pending_free(auth_pending *p)
+{
+    if (p == NULL)
+        return;
+    json_decref(p->refs);
+    free(p);
+}
+
+bool auth_settle_refused(server *srv, auth_pending *p, const route *r, const char *tenant, http_response *res)
+{
+    char *refs = json_dumps(p->refs, JSON_COMPACT), *names = NULL;
+    queen_error err;
+    bool refused = false;
+    if (refs == NULL) {
+        refused = true;
+        http_refuse(res, r->family, QUEEN_ERR_INTERNAL, "out_of_memory", "");
+    } else if (queen_queues_of(srv->engine, tenant, refs, &names, &err) != 0) {
+        refused = true;
+        http_engine_error(res, r->family, &err);
+    } else {
+        json_t *got = json_loads(names, 0, NULL);
+        size_t i;
+        json_t *ref;
+        json_array_foreach(p->refs, i, ref)
+        {
+            json_t *name = json_array_get(got, i);
+            if (json_is_string(name) &&
+                scopes_cover(&p->sc, false, json_string_value(name), json_string_length(name), false, ACCESS_READ))
+                continue;
+            /* Unknown, another tenant's or outside the scopes: one answer for
+             * all three, naming only what the client sent, so a token learns
+             * nothing of queues it may not see. */
+            const char *kind = json_object_iter_key(json_object_iter(ref));
+            const char *id = json_string_value(json_object_iter_value(json_object_iter(ref)));
+            char detail[256];
+            snprintf(detail, sizeof detail, "the token's scopes do not allow read on the queue of %s '%.64s'",
+                     kind ? kind : "partitionId", id ? id : "(not a string)");
+            refused = refuse(res, r, F_SCOPE, detail);
+            break;
+        }
+        json_decref(got);
+    }
+    free(refs);
+    free(names);
+    auth_pending_free(p);
+    return refused;
+}
+
 bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *const *params, size_t nparams,
                   const char *body, size_t body_len, char tenant[QUEEN_TENANT_LEN + 1], auth_identity *who,
                   http_response *res)
 {
     who->authenticated = false;
     who->subject[0] = '\0';
+    who->pending = NULL;
     const policy *p = policy_of(r->method, r->pattern);
     if (srv->auth == NULL || (p != NULL && p->role == ROLE_NONE))
         return false;
@@ -658,11 +820,17 @@ bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *c
     bool refused = false;
     json_t *sub = json_object_get(claims, "sub");
     auth_role role = token_role(claims);
-    if (sub != NULL && (!json_is_string(sub) || json_string_length(sub) > AUTH_SUBJECT_MAX ||
-                        strlen(json_string_value(sub)) != json_string_length(sub))) {
+    scopes sc;
+    if (!token_scopes(claims, &sc)) {
+        refused = refuse(res, r, F_BAD_SCOPE,
+                         "the token's scope claim has an entry that looks like kv: or queue: but is not exactly "
+                         "kv:<pattern>:<read|write> or queue:<pattern>:<read|write>, or is not a string or array "
+                         "of strings");
+    } else if (sub != NULL && (!json_is_string(sub) || json_string_length(sub) > AUTH_SUBJECT_MAX ||
+                               strlen(json_string_value(sub)) != json_string_length(sub))) {
         refused = refuse(res, r, F_BAD_SUBJECT, "the token's sub must be a string of at most 256 bytes");
     } else if (role == ROLE_NONE) {
-        refused = refuse(res, r, F_NO_ROLE, "the token names no role (role: read, write or admin)");
+        refused = refuse(res, r, F_NO_ROLE, "the token names no role (role: read, write, admin or operator)");
     } else {
         failure why = F_COUNT;
         if (r->family != FAMILY_OPS && !resolve_tenant(srv, claims, http_header_first(c, TENANT_HEADER, NULL, NULL) > 0, tenant, &why)) {
@@ -672,19 +840,32 @@ bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *c
                              : why == F_TENANT_HEADER ? "x-queen-tenant is not accepted: the token names the tenant"
                                                       : "x-queen-tenant and the token's tenant differ");
         } else {
-            scopes sc;
-            token_scopes(claims, &sc);
             judge j = {.sc = &sc, .role = role, .needed = p->role};
             judge_request(&j, p, params, nparams, body, body_len);
             char detail[256];
             if (role < j.needed) {
                 snprintf(detail, sizeof detail, "this call needs the %s role",
-                         j.needed == ROLE_ADMIN ? "admin" : j.needed == ROLE_WRITE ? "write" : "read");
+                         j.needed == ROLE_OPERATOR ? "operator"
+                         : j.needed == ROLE_ADMIN  ? "admin"
+                         : j.needed == ROLE_WRITE  ? "write"
+                                                   : "read");
                 refused = refuse(res, r, F_ROLE, detail);
             } else if (j.denied) {
                 snprintf(detail, sizeof detail, "the token's scopes do not allow %s", j.what);
                 refused = refuse(res, r, F_SCOPE, detail);
+            } else if (j.refs != NULL) {
+                auth_pending *pend = malloc(sizeof *pend);
+                if (pend == NULL) {
+                    http_refuse(res, r->family, QUEEN_ERR_INTERNAL, "out_of_memory", "");
+                    refused = true;
+                } else {
+                    pend->refs = j.refs;
+                    j.refs = NULL;
+                    pend->sc = sc;
+                    who->pending = pend;
+                }
             }
+            json_decref(j.refs);
         }
     }
     if (!refused) {

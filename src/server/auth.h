@@ -2,7 +2,8 @@
  * gives the caller's role, optional scopes, tenant and subject; one policy
  * table (auth.c, README "Authentication") says which role each route needs
  * and which resources it touches. Judged before the handler runs, so before
- * any database connection is taken. Tokens and secrets never reach a log
+ * any database connection is taken, but for the calls that name a queue
+ * only by a partition or lease id (auth_settle_refused). Tokens and secrets never reach a log
  * line, a metric or an error body. */
 #ifndef QUEEN_AUTH_H
 #define QUEEN_AUTH_H
@@ -17,12 +18,18 @@
 /* Longest sub claim accepted: it is stored on every message pushed. */
 #define AUTH_SUBJECT_MAX 256
 
-typedef enum auth_role { ROLE_NONE, ROLE_READ, ROLE_WRITE, ROLE_ADMIN } auth_role;
+/* operator: the broker-wide routes (maintenance, /metrics), above every
+ * tenant's admin. */
+typedef enum auth_role { ROLE_NONE, ROLE_READ, ROLE_WRITE, ROLE_ADMIN, ROLE_OPERATOR } auth_role;
+
+/* What is left to judge once the database can be asked (auth_settle_refused). */
+typedef struct auth_pending auth_pending;
 
 /* What auth_refused learnt about an admitted caller. */
 typedef struct auth_identity {
     bool authenticated;                 /* a token was verified (QUEEN_AUTH=jwt) */
     char subject[AUTH_SUBJECT_MAX + 1]; /* its sub claim, "" when none */
+    auth_pending *pending;              /* NULL, or the caller's to settle or free */
 } auth_identity;
 
 /* Loads the keys (QUEEN_AUTH=jwt) or says auth is off, with a warning when
@@ -38,6 +45,17 @@ bool auth_enabled(const server *srv);
 bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *const *params, size_t nparams,
                   const char *body, size_t body_len, char tenant[QUEEN_TENANT_LEN + 1], auth_identity *who,
                   http_response *res);
+
+/* The second half of the judgement, for a token narrowed by queue scopes
+ * whose call names partitions or leases (ack, ack batch, transaction acks
+ * and requiredLeases, lease extension, trace): run on the request's fiber
+ * before its handler, so nothing is written when it refuses. One read-only
+ * statement (queen_queues_of) names each one's queue; each must be one the
+ * scopes give read on. false when the call may go on; true with the 403 (or
+ * the engine's error) in res. Frees p either way. A partition's queue never
+ * changes, so the answer holds when the handler's own statement runs. */
+bool auth_settle_refused(server *srv, auth_pending *p, const route *r, const char *tenant, http_response *res);
+void auth_pending_free(auth_pending *p);
 
 /* The role a route needs at least (ROLE_NONE: no token), from the policy
  * table; -1 for a route the table lacks. For tests and the docs check. */

@@ -85,6 +85,7 @@ typedef struct request_state {
     fiber *fiber;
     bool yielded;       /* the fiber waited for the database: the connection is suspended for it */
     bool answer_ready;  /* it ended after a wait: the resumed access handler sends st->res */
+    auth_pending *auth_pending; /* what auth leaves to the fiber (auth_settle_refused), or NULL */
     http_request req;
     http_response res;
     char *params[HTTP_MAX_PARAMS];
@@ -679,6 +680,7 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
     }
     atomic_fetch_sub(&st->srv->inflight, 1);
     body_drop(st->srv, st); /* whatever the outcome: answered, refused, or the client left */
+    auth_pending_free(st->auth_pending);
     http_free_params(st->params, st->nparams);
     free(st->res.body);
     free(st);
@@ -811,7 +813,13 @@ static enum MHD_Result answer(server *srv, struct MHD_Connection *connection, co
 static void task_main(void *arg)
 {
     request_state *st = arg;
-    st->route->handler(st->srv, &st->req, &st->res);
+    /* A scoped token's acks, traces and lease extensions: their queues are
+     * known only to the database, so judged here, where a statement may
+     * wait, and before the handler writes anything. */
+    auth_pending *pending = st->auth_pending;
+    st->auth_pending = NULL;
+    if (pending == NULL || !auth_settle_refused(st->srv, pending, st->route, st->tenant, &st->res))
+        st->route->handler(st->srv, &st->req, &st->res);
     http_free_params(st->params, st->nparams);
     st->nparams = 0;
     if (!st->yielded)
@@ -953,6 +961,8 @@ static enum MHD_Result dispatch(server *srv, struct MHD_Connection *connection, 
         /* 401/403 in res; the token's tenant is in tenant otherwise */
     } else {
         const char *producer = who.authenticated && who.subject[0] ? who.subject : NULL;
+        auth_pending_free(st->auth_pending); /* a long poll's earlier dispatch's, never settled */
+        st->auth_pending = who.pending;
         return run_handler(srv, connection, method, url, st, found, params, lens, nparams, tenant, producer);
     }
     http_free_params(params, nparams);

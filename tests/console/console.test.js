@@ -65,6 +65,7 @@ function mint(claims) {
 }
 const ADMIN = mint({ sub: 'console-admin', role: 'admin' });
 const READER = mint({ sub: 'console-reader', role: 'read' });
+const OPERATOR = mint({ sub: 'console-operator', role: 'operator' });
 
 class Broker {
   static async start(extra = {}) {
@@ -549,7 +550,7 @@ describe('auth on (QUEEN_AUTH=jwt)', () => {
     assert.equal(await page.$eval('#role', (e) => e.textContent), 'read');
     assert.equal(await page.evaluate(() => sessionStorage.getItem('queen.token')), READER);
     assert.equal(await page.evaluate(() => localStorage.length), 0, 'the token is kept in session storage only');
-    assert.match(await page.$eval('main', (e) => e.textContent), /needs the admin role/);
+    assert.match(await page.$eval('main', (e) => e.textContent), /needs the operator role/);
     const disabled = async (sel) => page.$$eval(sel, (els) => els.length > 0 && els.every((e) => e.disabled));
     await go(page, b.base, '#/queues/orders');
     assert.ok(await disabled('button.seek'), 'seek is disabled');
@@ -565,7 +566,7 @@ describe('auth on (QUEEN_AUTH=jwt)', () => {
     clean(problems);
   });
 
-  test('an admin token: the controls are enabled and the live chart runs', async () => {
+  test('an admin token: the controls are enabled; the live chart (broker-wide /metrics) needs an operator', async () => {
     await page.$eval('#token', (e) => { e.value = ''; });
     await page.type('#token', ADMIN);
     await page.click('#auth button[type="submit"]');
@@ -574,6 +575,12 @@ describe('auth on (QUEEN_AUTH=jwt)', () => {
     await go(page, b.base, '#/queues/orders');
     assert.equal(await page.$eval('button.seek', (e) => e.disabled), false);
     await go(page, b.base, '#/');
+    assert.match(await page.$eval('main', (e) => e.textContent), /needs the operator role/);
+    await page.$eval('#token', (e) => { e.value = ''; });
+    await page.type('#token', OPERATOR);
+    await page.click('#auth button[type="submit"]');
+    await settle(page, '/');
+    assert.equal(await page.$eval('#role', (e) => e.textContent), 'operator');
     await page.waitForSelector('figure.chart svg');
     await page.click('#forget');
     await settle(page, '/');

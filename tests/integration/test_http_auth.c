@@ -360,10 +360,10 @@ static void roles_are_enforced_on_every_route_family(void **state)
     expect(wr, "POST", "/api/v1/transaction",
            "{\"operations\":[{\"type\":\"push\",\"items\":[{\"queue\":\"roles-q\",\"payload\":2}]}]}", 200, NULL);
     expect(ad, "DELETE", "/api/v1/resources/queues/roles-q", NULL, 200, NULL);
-    /* ops */
+    /* ops: the broker's, not a tenant's (broker_wide_calls_need_the_operator) */
     expect(wr, "GET", "/metrics", NULL, 403, "auth_forbidden_role");
     expect(wr, "GET", "/metrics/prometheus", NULL, 403, "auth_forbidden_role");
-    expect(ad, "GET", "/metrics", NULL, 200, NULL);
+    expect(tok("operator", NULL), "GET", "/metrics", NULL, 200, NULL);
 }
 
 static void scopes_narrow_a_token_by_prefix(void **state)
@@ -462,15 +462,211 @@ static void the_producer_is_the_token_sub(void **state)
     http_reply_free(&r);
 }
 
+/* The first result's member of a push's answer (an array of results). */
+static char *pushed(const char *token, const char *queue, const char *txn, const char *member)
+{
+    char *body = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":1,\"transactionId\":\"%s\"}]}", queue, txn);
+    http_reply r = call(token, "POST", "/api/v1/push", body);
+    free(body);
+    if (r.status != 201)
+        fail_msg("push to %s: %ld %s", queue, r.status, r.body);
+    json_t *j = json_of(&r);
+    const char *v = jstr(json_array_get(j, 0), member);
+    if (v == NULL)
+        fail_msg("push to %s: no %s in %s", queue, member, r.body);
+    char *out = strdup(v);
+    json_decref(j);
+    http_reply_free(&r);
+    return out;
+}
+
+/* A 403 auth_forbidden_scope that names no queue the token may not see. */
+static void refused_unnamed(const char *token, const char *method, const char *path, const char *body,
+                            const char *hidden)
+{
+    http_reply r = call(token, method, path, body);
+    if (r.status != 403 || strstr(r.body, "auth_forbidden_scope") == NULL)
+        fail_msg("%s %s %s: %ld %s, wanted 403 auth_forbidden_scope", method, path, body ? body : "", r.status,
+                 r.body);
+    if (strstr(r.body, hidden) != NULL)
+        fail_msg("%s %s: the refusal names the queue %s: %s", method, path, hidden, r.body);
+    http_reply_free(&r);
+}
+
+/* Issue 34, finding 1: a token scoped to one queue settled (acked,
+ * dead-lettered, extended, traced) another queue of its tenant by naming
+ * its partition, with no lease. Each call is judged on the queue its
+ * partition or lease belongs to; an unknown partition gets the same
+ * answer as a forbidden one; nothing is written when refused. */
+static void a_queue_scope_settles_only_its_own_queue(void **state)
+{
+    (void)state;
+    const char *w = tok("write", TA);
+    const char *t = tok_full("write", TA, "f1", "queue:f1-orders:read", 600);
+    const char *rd = tok_full("read", TA, "f1", "queue:f1-orders:read", 600);
+    char *ps = pushed(w, "f1-secret", "s1", "partition_id");
+    free(pushed(w, "f1-secret", "s2", "partition_id"));
+    char *po = pushed(w, "f1-orders", "o1", "partition_id");
+    char unknown[37];
+    wire_uuid4(unknown);
+
+    char *ack = fmt("{\"transactionId\":\"s1\",\"partitionId\":\"%s\"}", ps);
+    refused_unnamed(t, "POST", "/api/v1/ack", ack, "f1-secret");
+    char *failed = fmt("{\"transactionId\":\"s1\",\"partitionId\":\"%s\",\"status\":\"failed\"}", ps);
+    refused_unnamed(t, "POST", "/api/v1/ack", failed, "f1-secret");
+    char *nowhere = fmt("{\"transactionId\":\"s1\",\"partitionId\":\"%s\"}", unknown);
+    refused_unnamed(t, "POST", "/api/v1/ack", nowhere, "f1-secret");
+    char *batch = fmt("{\"acknowledgments\":[{\"transactionId\":\"o1\",\"partitionId\":\"%s\"},"
+                      "{\"transactionId\":\"s2\",\"partitionId\":\"%s\"}]}",
+                      po, ps);
+    refused_unnamed(t, "POST", "/api/v1/ack/batch", batch, "f1-secret");
+    char *txn = fmt("{\"operations\":[{\"type\":\"ack\",\"transactionId\":\"s1\",\"partitionId\":\"%s\","
+                    "\"status\":\"failed\"}]}",
+                    ps);
+    refused_unnamed(t, "POST", "/api/v1/transaction", txn, "f1-secret");
+    char *trace = fmt("{\"partitionId\":\"%s\",\"transactionId\":\"s1\",\"traceName\":\"f1\"}", ps);
+    refused_unnamed(t, "POST", "/api/v1/traces", trace, "f1-secret");
+    /* finding 9: recording a trace is a write */
+    char *own_trace = fmt("{\"partitionId\":\"%s\",\"transactionId\":\"o1\",\"traceName\":\"f1\"}", po);
+    expect(rd, "POST", "/api/v1/traces", own_trace, 403, "auth_forbidden_role");
+    expect(t, "POST", "/api/v1/traces", own_trace, 201, NULL);
+
+    /* Nothing was settled: both secrets are still there to pop, and the
+     * lease that pop holds cannot be extended by the scoped token. */
+    http_reply r = call(w, "GET", "/api/v1/pop/queue/f1-secret?batch=10", NULL);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_of(&r);
+    assert_int_equal(json_array_size(json_object_get(j, "messages")), 2);
+    char *ext = fmt("/api/v1/lease/%s/extend", jstr(j, "leaseId"));
+    char *lease_txn = fmt("{\"operations\":[],\"requiredLeases\":[\"%s\"]}", jstr(j, "leaseId"));
+    json_decref(j);
+    http_reply_free(&r);
+    refused_unnamed(t, "POST", ext, "{\"seconds\":60}", "f1-secret");
+    refused_unnamed(t, "POST", "/api/v1/transaction", lease_txn, "f1-secret");
+    expect(w, "POST", ext, "{\"seconds\":60}", 200, NULL);
+
+    /* Its own queue: acked without a lease, a lease extended. */
+    char *own = fmt("{\"transactionId\":\"o1\",\"partitionId\":\"%s\"}", po);
+    expect(t, "POST", "/api/v1/ack", own, 200, NULL);
+    free(pushed(w, "f1-orders", "o2", "partition_id"));
+    r = call(t, "GET", "/api/v1/pop/queue/f1-orders", NULL);
+    assert_int_equal(r.status, 200);
+    j = json_of(&r);
+    char *own_ext = fmt("/api/v1/lease/%s/extend", jstr(j, "leaseId"));
+    json_decref(j);
+    http_reply_free(&r);
+    expect(t, "POST", own_ext, "{\"seconds\":60}", 200, NULL);
+    /* a scope over every queue needs no lookup; no scope at all, none either */
+    expect(tok_full("read", TA, "f1", "queue:*:read", 600), "POST", "/api/v1/ack", nowhere, 200, NULL);
+    char *stale = fmt("{\"transactionId\":\"s1\",\"partitionId\":\"%s\",\"leaseId\":\"%s\"}", ps, unknown);
+    expect(tok("read", TA), "POST", "/api/v1/ack", stale, 200, NULL);
+    free(ps);
+    free(po);
+    free(ack);
+    free(failed);
+    free(nowhere);
+    free(batch);
+    free(txn);
+    free(trace);
+    free(own_trace);
+    free(ext);
+    free(lease_txn);
+    free(own);
+    free(own_ext);
+    free(stale);
+}
+
+/* Issue 34, finding 2: any tenant's admin (even narrowed to one kv prefix,
+ * even with a tenant that is no uuid) switched the whole broker into
+ * maintenance and read the broker's /metrics. Broker-wide calls need the
+ * operator role and a token no scope narrows; tenant admins keep their own
+ * tenant's admin routes, within their scopes. */
+static void broker_wide_calls_need_the_operator(void **state)
+{
+    (void)state;
+    const char *ad = tok("admin", TA), *odd = tok("admin", "not-a-uuid");
+    const char *narrow = tok_full("admin", TA, "kv-admin", "kv:orders/*:read", 600);
+    const char *op = tok("operator", NULL), *op_narrow = tok_full("operator", NULL, "op", "queue:*:write", 600);
+    const char *off = "{\"enabled\":false}";
+    static const char *const ops[][2] = {{"POST", "/api/v1/system/maintenance"},
+                                         {"GET", "/api/v1/system/maintenance"},
+                                         {"GET", "/metrics"},
+                                         {"GET", "/metrics/prometheus"}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        const char *body = ops[i][0][0] == 'P' ? off : NULL;
+        expect(ad, ops[i][0], ops[i][1], body, 403, "auth_forbidden_role");
+        expect(odd, ops[i][0], ops[i][1], body, 403, "auth_forbidden_role");
+        expect(narrow, ops[i][0], ops[i][1], body, 403, "auth_forbidden_role");
+        expect(op_narrow, ops[i][0], ops[i][1], body, 403, "auth_forbidden_scope");
+        expect(op, ops[i][0], ops[i][1], body, 200, NULL);
+    }
+    expect(op, "POST", "/api/v1/system/maintenance", "{\"enabled\":true}", 200, NULL);
+    http_reply r = call(op, "GET", "/api/v1/system/maintenance", NULL);
+    assert_non_null(strstr(r.body, "true"));
+    http_reply_free(&r);
+    expect(op, "POST", "/api/v1/system/maintenance", off, 200, NULL);
+    /* scopes narrow admin too: nothing but its kv prefix */
+    expect(narrow, "POST", "/api/v1/configure", "{\"queue\":\"f2-other\"}", 403, "auth_forbidden_scope");
+    expect(narrow, "DELETE", "/api/v1/resources/queues/f2-other", NULL, 403, "auth_forbidden_scope");
+    expect(narrow, "DELETE", "/api/v1/dlq?queue=f2-other", NULL, 403, "auth_forbidden_scope");
+    /* a tenant's admin keeps its tenant's admin routes */
+    expect(ad, "POST", "/api/v1/configure", "{\"queue\":\"f2-own\"}", 200, NULL);
+    expect(ad, "DELETE", "/api/v1/resources/queues/f2-own", NULL, 200, NULL);
+    expect(ad, "GET", "/api/v1/status", NULL, 200, NULL);
+}
+
+/* An HS256 token of the given payload (JSON text; exp added). */
+static const char *tok_payload(const char *json_members)
+{
+    char *p = fmt("{%s,\"exp\":%lld}", json_members, (long long)time(NULL) + 600);
+    char *t = mint_jwt("{\"alg\":\"HS256\"}", p, SECRET, strlen(SECRET), NULL);
+    free(p);
+    return remember(t);
+}
+
+/* Issue 34, finding 10: a scope of ours that did not parse was dropped and
+ * the token kept its whole role. Now the token is refused (401
+ * token_bad_scope); other services' scopes stay ignored. */
+static void scopes_that_do_not_parse_refuse_the_token(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"Queue:orders:read", "KV:app/*:read", "queue:orders:READ",
+                                      "queue:orders:admin", "queue::read", "queue:orders", "kv",
+                                      "openid QUEUE:orders:read", "kv:app/*:read kv:app/*:writ"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect(tok_full("write", TA, "s", bad[i], 600), "GET", "/api/v1/resources/queues", NULL, 401,
+               "token_bad_scope");
+    char *tenant = fmt("\"role\":\"write\",\"tenant\":\"%s\"", TA);
+    static const char *const claims[] = {
+        "\"scope\":[\" queue:orders:read\"]",       "\"scopes\":[\"queue :orders:read\"]",
+        "\"scope\":\"openid\\tqueue:orders:read\"", "\"scope\":\"queue:orders:read\\n\"",
+        "\"scope\":5",                              "\"scopes\":[\"queue:orders:read\",7]",
+        "\"scope\":{\"queue\":\"orders\"}"};
+    for (size_t i = 0; i < sizeof claims / sizeof claims[0]; i++) {
+        char *members = fmt("%s,%s", tenant, claims[i]);
+        expect(tok_payload(members), "GET", "/api/v1/resources/queues", NULL, 401, "token_bad_scope");
+        free(members);
+    }
+    /* other services' scopes: ignored, the token is not narrowed by them */
+    expect(tok_full("write", TA, "s", "openid profile read:messages https://api.example/x", 600), "GET",
+           "/api/v1/resources/queues", NULL, 200, NULL);
+    char *members = fmt("%s,\"scopes\":[\"openid\",\"queue:f10:read\"]", tenant);
+    const char *ok = tok_payload(members);
+    expect(ok, "GET", "/api/v1/pop/queue/f10", NULL, 204, NULL);
+    expect(ok, "GET", "/api/v1/resources/queues", NULL, 403, "auth_forbidden_scope");
+    free(members);
+    free(tenant);
+}
+
 /* Last: after every refusal above. */
 static void secrets_never_reach_the_log_or_metrics(void **state)
 {
     (void)state;
-    http_reply m = call(tok("admin", TA), "GET", "/metrics/prometheus", NULL);
+    http_reply m = call(tok("operator", NULL), "GET", "/metrics/prometheus", NULL);
     assert_int_equal(m.status, 200);
     static const char *const counted[] = {"auth_missing_token", "token_expired", "token_bad_signature",
                                           "token_unsupported_alg", "token_malformed", "auth_forbidden_role",
-                                          "auth_forbidden_scope", "auth_no_tenant"};
+                                          "auth_forbidden_scope", "auth_no_tenant", "token_bad_scope"};
     for (size_t i = 0; i < sizeof counted / sizeof counted[0]; i++) {
         char *line = fmt("queen_auth_failures_total{reason=\"%s\"} ", counted[i]);
         char *at = strstr(m.body, line);
@@ -478,7 +674,7 @@ static void secrets_never_reach_the_log_or_metrics(void **state)
             fail_msg("%s not counted in /metrics/prometheus", counted[i]);
         free(line);
     }
-    http_reply mj = call(tok("admin", TA), "GET", "/metrics", NULL);
+    http_reply mj = call(tok("operator", NULL), "GET", "/metrics", NULL);
     assert_int_equal(mj.status, 200);
     assert_non_null(strstr(mj.body, "\"token_expired\""));
     assert_int_equal(broker_stop(&B), 0);
@@ -514,6 +710,9 @@ int main(void)
         cmocka_unit_test(scopes_narrow_a_token_by_prefix),
         cmocka_unit_test(two_tenants_never_see_each_other),
         cmocka_unit_test(the_producer_is_the_token_sub),
+        cmocka_unit_test(a_queue_scope_settles_only_its_own_queue),
+        cmocka_unit_test(broker_wide_calls_need_the_operator),
+        cmocka_unit_test(scopes_that_do_not_parse_refuse_the_token),
         cmocka_unit_test(secrets_never_reach_the_log_or_metrics),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

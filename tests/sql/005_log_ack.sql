@@ -3,7 +3,7 @@
 -- refusal. Expiry is simulated by moving lease_expires_at. Own tenant; rolled
 -- back.
 BEGIN;
-SELECT plan(89);
+SELECT plan(94);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2 \gset
 
 -- pg_temp helpers: push n messages k1..kn to (queue, partition) and pop them.
@@ -117,6 +117,23 @@ UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second' WH
 SELECT is(queen.log_lease_extend_v1(:'t', :'ll', 120) -> 'success', 'false', 'an expired lease is not revived');
 SELECT throws_ok(format($$ SELECT queen.log_lease_extend_v1(%L, %L, 0) $$, :'t', :'ll'), '22023', 'log_bad_seconds', 'extend: 0 seconds');
 SELECT throws_ok(format($$ SELECT queen.log_lease_extend_v1(NULL, %L, 1) $$, :'ll'), '22023', 'log_bad_tenant', 'extend: NULL tenant');
+
+-- ---------------------------------------------------------------- queues of partitions and leases
+SELECT lp.id AS qp FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
+WHERE q.tenant_id = :'t' AND q.name = 't005_a' \gset
+SELECT is(queen.log_queues_of_v1(:'t', jsonb_build_array(jsonb_build_object('partitionId', :'qp'),
+                                                        jsonb_build_object('leaseId', :'ll'),
+                                                        jsonb_build_object('partitionId', upper(:'qp')))),
+          '["t005_a", "t005_l", "t005_a"]'::jsonb, 'a partition and a lease name their queues, in order');
+SELECT is(queen.log_queues_of_v1(:'t2', jsonb_build_array(jsonb_build_object('partitionId', :'qp'),
+                                                         jsonb_build_object('leaseId', :'ll'))),
+          '[null, null]'::jsonb, 'another tenant''s partition and lease name nothing');
+SELECT is(queen.log_queues_of_v1(:'t', jsonb_build_array(jsonb_build_object('partitionId', gen_random_uuid()),
+          '{"partitionId": "nope"}'::jsonb, '{"partitionId": 7}'::jsonb, '{"partitionId": null}'::jsonb,
+          '{"leaseId": ["x"]}'::jsonb, '{}'::jsonb, '"x"'::jsonb)),
+          '[null, null, null, null, null, null, null]'::jsonb, 'unknown, malformed or absent ids name nothing, never raise');
+SELECT is(queen.log_queues_of_v1(:'t', '[]'), '[]'::jsonb, 'no refs, no names');
+SELECT throws_ok(format($$ SELECT queen.log_queues_of_v1(%L, '{}') $$, :'t'), '22023', 'log_bad_request', 'refs must be an array');
 
 -- ---------------------------------------------------------------- configure / queues / delete
 -- (every option name, labels, merge and replace: tests/sql/005_log_configure.sql)
