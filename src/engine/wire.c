@@ -46,16 +46,19 @@
  * partition vanished) runs every member alone (pipeline.c). At most 32
  * members: each is a subtransaction, and PostgreSQL caches 64 of them per
  * transaction (sql/038). Only an event loop's executor groups (sqlcall.h):
- * an embedded call on the pool runs alone. Measured: bench/RESULTS.md
- * ("Bundles that share commits": 2 members a group at 4 consumers, 4 at
- * 16; the commit is shared, each member's rules are not). */
+ * an embedded call on the pool runs alone. A bundle does not wait for a
+ * group in flight while a connection is free (waits_for_group false, unlike
+ * pushes and kv writes): groups stay small (2 at 4 consumers, 4 at 16),
+ * each member's own rules are most of its cost, and waiting made the
+ * 4-consumer wire slower in most measured rounds. Measured: bench/RESULTS.md
+ * ("Bundles that share commits"). */
 static const sql_coalesce wire_group = {
     .name = "queen_wire_group",
     .sql = "SELECT g.result, g.err_state, g.err_message, g.err_detail "
            "FROM queen.log_transaction_wire_group_v1($1::jsonb, $2::jsonb, $3::jsonb, true) AS g ORDER BY g.n",
     .param_kinds = "jss",
     .max_calls = 32,
-    .waits_for_group = true,
+    .waits_for_group = false,
 };
 
 /* Bundles larger than this go alone: a group carrying one would hold the
