@@ -1,7 +1,7 @@
 -- 025_kv_group.sql: several one-op kv writes of different callers committed
 -- in one transaction (the broker's group commit, src/engine/kv.c).
 --
--- Owns: queen.kv_apply_group_v1.
+-- Owns: queen.kv_apply_group_v1, queen.kv_lock_writes_v1.
 -- May call: queen.kv_apply_v1 (024) and nothing else; every rule of a write
 -- is kv_apply_v1's, applied to each member exactly as a call of its own.
 -- Must never: catch a member's error. A member that raises fails the whole
@@ -85,5 +85,44 @@ BEGIN
     END LOOP;
 
     RETURN QUERY SELECT (r.o - 1)::integer, r.res FROM unnest(v_res) WITH ORDINALITY AS r(res, o) ORDER BY r.o;
+END
+$$;
+
+-- kv_lock_writes_v1(calls, tenants) -> integer: locks (FOR UPDATE) the rows
+-- that exist among those the write ops (put, putIfAbsent, delete, incr) of
+-- several calls name, in the kv's global lock order, ascending (tenant,
+-- namespace, key COLLATE "C"), and returns how many it locked. calls is a
+-- JSON array of kv op arrays, tenants a JSON array of tenant uuid strings of
+-- the same length (call i is tenants[i]'s). Anything that is not a write op
+-- with a string ns and key is skipped, never refused: the calls are judged
+-- by kv_apply_v1 when they run. For a group of transaction bundles (038):
+-- run one after another, a later bundle's kv writes would come after an
+-- earlier one's log locks, against 001's order (kv before log); the rows
+-- taken here first keep the order for every row that exists. A row created
+-- by a call (a new key) cannot be locked before it exists; the group's
+-- lock_timeout bounds a cycle through one.
+CREATE OR REPLACE FUNCTION queen.kv_lock_writes_v1(p_calls JSONB, p_tenants JSONB)
+RETURNS INTEGER
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_n INTEGER;
+BEGIN
+    -- A lateral lookup per key over the sorted keys: the nested loop keeps
+    -- the outer order, so the locks are taken in it.
+    SELECT count(*)::integer INTO v_n
+    FROM (SELECT DISTINCT (p_tenants ->> (c.o::integer - 1))::uuid AS t, (e ->> 'ns') COLLATE "C" AS ns,
+                 (e ->> 'key') COLLATE "C" AS k
+          FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_calls) = 'array' THEN p_calls ELSE '[]' END)
+               WITH ORDINALITY AS c(ops, o)
+          CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c.ops) = 'array' THEN c.ops
+                                                       ELSE '[]' END) AS e
+          WHERE e ->> 'op' IN ('put', 'putIfAbsent', 'delete', 'incr')
+            AND jsonb_typeof(e -> 'ns') = 'string' AND jsonb_typeof(e -> 'key') = 'string'
+          ORDER BY 1, 2, 3) AS s
+    CROSS JOIN LATERAL (SELECT 1 FROM queen.kv kv
+                        WHERE kv.tenant_id = s.t AND kv.namespace = s.ns AND kv.key = s.k
+                        FOR UPDATE) AS x;
+    RETURN v_n;
 END
 $$;

@@ -1,6 +1,8 @@
 /* wire: queen_transaction, the bundle of acks + pushes + kv ops committed in
  * ONE PostgreSQL transaction by queen.log_transaction_wire_v1 (or, for a
- * kv-only bundle, by kv_apply_v1(..., true) directly).
+ * kv-only bundle, by kv_apply_v1(..., true) directly). Bundles made together
+ * may share that transaction (wire_group below, sql/038): each is then its
+ * own subtransaction and answers what it would have answered alone.
  *
  * Owns the pre-flight refusals (400 before a connection is taken), the
  * mapping of the wire's errors to the 200 failure body, and the bundle's
@@ -26,12 +28,42 @@
  * PostgreSQL, so nothing in it is re-encoded on the way. */
 #define SQL_WIRE_CALL "SELECT queen.log_transaction_wire_v1($1::jsonb || jsonb_build_object('tenant', $2::text))::text"
 /* Transaction-local settings made in a materialized CTE, which runs before
- * the wire: its pushes' NOTIFY deferred past the commit (engine.h) and, with
- * a verified token, the pushes stamped with the producer (sql/028). */
-#define SQL_WIRE "WITH settings AS MATERIALIZED (SELECT " ENGINE_SQL_DEFER_NOTIFY ") " SQL_WIRE_CALL " FROM settings"
-#define SQL_WIRE_AS                                                                                                    \
-    "WITH settings AS MATERIALIZED (SELECT set_config('queen.producer', $3, true), " ENGINE_SQL_DEFER_NOTIFY ") "      \
-    SQL_WIRE_CALL " FROM settings"
+ * the wire: its pushes' NOTIFY deferred past the commit (engine.h) and the
+ * pushes stamped with the producer of a verified token (sql/028; '' is none,
+ * so bundles with and without a producer are one statement and share a
+ * group). */
+#define SQL_WIRE                                                                                                       \
+    "WITH settings AS MATERIALIZED (SELECT set_config('queen.producer', COALESCE($3, ''), true), "                    \
+    ENGINE_SQL_DEFER_NOTIFY ") " SQL_WIRE_CALL " FROM settings"
+
+/* Bundles made together commit as one group (sql/038,
+ * log_transaction_wire_group_v1): one statement, one transaction and one WAL
+ * flush, each bundle a subtransaction of it that calls the same
+ * log_transaction_wire_v1, so a bundle whose precondition fails, whose ack
+ * is rejected or whose push is a duplicate rolls back alone and comes back
+ * as a row with its error, answered with the same failure body; the others
+ * commit. A group that fails anyway (a lock waited past its lock_timeout, a
+ * partition vanished) runs every member alone (pipeline.c). At most 32
+ * members: each is a subtransaction, and PostgreSQL caches 64 of them per
+ * transaction (sql/038). Only an event loop's executor groups (sqlcall.h):
+ * an embedded call on the pool runs alone. A bundle does not wait for a
+ * group in flight while a connection is free (waits_for_group false, unlike
+ * pushes and kv writes): groups stay small (2 at 4 consumers, 4 at 16),
+ * each member's own rules are most of its cost, and waiting made the
+ * 4-consumer wire slower in most measured rounds. Measured: bench/RESULTS.md
+ * ("Bundles that share commits"). */
+static const sql_coalesce wire_group = {
+    .name = "queen_wire_group",
+    .sql = "SELECT g.result, g.err_state, g.err_message, g.err_detail "
+           "FROM queen.log_transaction_wire_group_v1($1::jsonb, $2::jsonb, $3::jsonb, true) AS g ORDER BY g.n",
+    .param_kinds = "jss",
+    .max_calls = 32,
+    .waits_for_group = false,
+};
+
+/* Bundles larger than this go alone: a group carrying one would hold the
+ * small bundles beside it for as long as it takes to apply. */
+#define WIRE_GROUP_MAX_BYTES (64 * 1024)
 
 /* A kv-only bundle: one kv_apply_v1(..., true) call, its elements given the
  * wire's shape (type "kv", flat index = opIndex since nothing precedes). */
@@ -284,18 +316,29 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
         return -1;
     }
     int rc = -1;
-    const char *params[] = {bundle_json, tenant, producer};
-    bool stamped = !plan.kv_only && producer != NULL && producer[0] != '\0';
+    const char *params[] = {bundle_json, tenant, producer != NULL && producer[0] != '\0' ? producer : NULL};
     bool lost = false;
+    /* A kv-only bundle keeps its own statement and goes alone: it takes no
+     * log lock and its one kv_apply_v1 costs less than the wire's start-up. */
     PGresult *res = plan.kv_only ? sql_exec(q->pool, "queen_wire_kv_only", SQL_KV_ONLY, 2, params, &lost, err)
-                    : stamped    ? sql_exec(q->pool, "queen_wire_as", SQL_WIRE_AS, 3, params, &lost, err)
-                                 : sql_exec(q->pool, "queen_wire", SQL_WIRE, 2, params, &lost, err);
+                                 : sql_exec_coalesced(q->pool, "queen_wire", SQL_WIRE, 3, params,
+                                                      strlen(bundle_json) <= WIRE_GROUP_MAX_BYTES ? &wire_group : NULL,
+                                                      &lost, err);
     if (res == NULL) {
         count(q, TXN_UNAVAILABLE);
         engine_leave(q);
         return -1;
     }
-    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+    /* A member of a group: its row's error columns hold what its own call
+     * would have raised; read as that error, answered the same way. */
+    bool refused = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && PQnfields(res) >= 4 &&
+                   !PQgetisnull(res, 0, 1);
+    if (refused) {
+        queen_error_from_fields(err, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+                                PQgetisnull(res, 0, 3) ? NULL : PQgetvalue(res, 0, 3));
+        lost = false;
+    }
+    if (!refused && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
         *result_json = strdup(PQgetvalue(res, 0, 0));
         if (*result_json != NULL) {
             rc = 0;
@@ -305,10 +348,11 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
         } else {
             queen_error_set(err, QUEEN_ERR_INTERNAL, "out_of_memory", "out of memory");
         }
-    } else if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+    } else if (!refused && PQresultStatus(res) == PGRES_TUPLES_OK) {
         queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "the wire returned no body");
     } else {
-        queen_error_from_result(err, res);
+        if (!refused)
+            queen_error_from_result(err, res);
         if (lost) {
             /* The connection died under the call: whether the transaction
              * committed is unknown, so no failure body may claim it rolled

@@ -5,7 +5,7 @@
 -- kv_apply_v1 call would, take its keys in the global lock order, and
 -- commit nothing when any member fails.
 BEGIN;
-SELECT plan(19);
+SELECT plan(22);
 
 SELECT set_config('t025.a', gen_random_uuid()::text, true);
 SELECT set_config('t025.b', gen_random_uuid()::text, true);
@@ -129,6 +129,18 @@ SELECT is((SELECT count(*) FROM queen.kv_apply_group_v1('[]', '[]')), 0::bigint,
 
 SELECT is((SELECT proconfig FROM pg_proc WHERE oid = 'queen.kv_apply_group_v1(jsonb,jsonb)'::regprocedure),
           ARRAY['lock_timeout=100ms'], 'G18 a member stuck on a row lock fails the group after 100 ms');
+
+-- kv_lock_writes_v1: the existing rows the write ops name, of each call's tenant, locked.
+SELECT lives_ok($$SELECT * FROM pg_temp.grp('[[{"op":"put","ns":"l","key":"x","value":1,"forever":true}],
+    [{"op":"put","ns":"l","key":"y","value":1,"forever":true}]]', ARRAY['a', 'b'])$$, 'L1 two rows to lock');
+SELECT is(queen.kv_lock_writes_v1(jsonb_build_array(
+              '[{"op":"incr","ns":"l","key":"y","delta":1},{"op":"get","ns":"l","key":"x"},{"op":"put","ns":"l","key":"new"}]'::jsonb,
+              '[{"op":"delete","ns":"l","key":"x"}, 7]'::jsonb, '"not ops"'::jsonb),
+              jsonb_build_array(current_setting('t025.b'), current_setting('t025.a'), current_setting('t025.a'))),
+          2, 'L2 b''s y and a''s x (not a read, a missing key, another tenant''s row or a non-op)');
+SELECT is((SELECT count(*)::int FROM queen.kv k
+           WHERE k.namespace = 'l' AND k.xmax::text::bigint = txid_current() % 4294967296),
+          2, 'L3 both rows now carry this transaction''s lock');
 
 SELECT * FROM finish();
 ROLLBACK;
