@@ -7,10 +7,6 @@
 -- queen._log_pop_claim_v1, queen.log_pop_v1, queen.log_pop_labels_v1,
 -- queen._log_pop_expired_v1.
 -- May call: 001, 031 (_log_expire_head_v1). Never names queen.kv.
--- Writes a leaf, log_dead_letters, when expired leases take a message past
--- retryLimit (_log_pop_expired_v1); its foreign key takes the queue row FOR
--- KEY SHARE, which waits only behind a queue's FOR UPDATE (a first contact,
--- a queue delete), as 031's expiry of the head does from here too.
 -- Never waits on a lock but one: the cursor row is claimed with SKIP LOCKED;
 -- the first pop of a group on a partition creates its row under a
 -- try-advisory lock and a FOR KEY SHARE SKIP LOCKED on the partition (so a
@@ -21,6 +17,13 @@
 -- partition inserts in flight. Order: queues -> advisory -> log_partitions
 -- -> log_consumers -> leaves, as the global order says (the advisory lock
 -- is a try, which cannot deadlock).
+-- Besides: a dead letter written here (031's expiry of the head, and
+-- _log_pop_expired_v1 when expired leases pass retryLimit) is a leaf whose
+-- foreign key takes the queue row FOR KEY SHARE under the cursor lock, as
+-- 005's failed ack does; it waits only behind the queue's FOR UPDATE (a
+-- group's first contact, a queue delete), and against a queue delete's
+-- cascade onto this cursor PostgreSQL's deadlock check ends one of the two
+-- (40P01: the pop answers unavailable, which clients retry).
 
 -- _log_pop_expired_v1(cursor) -> the cursor as the pop goes on with it.
 -- Called by _log_pop_partition_v1 with the row it claimed (FOR UPDATE) when
