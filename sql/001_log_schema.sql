@@ -138,6 +138,10 @@ SELECT queen._schema_add_column_v1('queen.log_messages', 'trace_id', 'UUID');
 --                     NULL or expired.
 --   fail_offset/count failures counted against the queue's retryLimit for the
 --                     message at fail_offset.
+--   expired_count     leases of the range (committed_offset, batch_end] that
+--                     expired without an ack: one failed attempt for every
+--                     message in it (004's _log_pop_expired_v1; 0 when a pop
+--                     delivers a new batch).
 --   claimed_at        last pop: a queue-level pop prefers the least recent.
 -- The row lock is the claim: pop takes it with FOR UPDATE SKIP LOCKED.
 CREATE TABLE IF NOT EXISTS queen.log_consumers (
@@ -154,6 +158,8 @@ CREATE TABLE IF NOT EXISTS queen.log_consumers (
     claimed_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (partition_id, consumer_group)
 );
+-- expired_count (above): added after the table first shipped.
+SELECT queen._schema_add_column_v1('queen.log_consumers', 'expired_count', 'INTEGER NOT NULL DEFAULT 0');
 -- Lease extension and requiredLeases find a cursor by its lease id alone.
 -- It makes the pop and the releasing ack non-HOT (lease_id changes); the
 -- other acks (cursor moves inside a live lease) stay HOT.

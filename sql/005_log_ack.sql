@@ -146,6 +146,7 @@ DECLARE
     v_released BOOLEAN;
     v_dlq      BOOLEAN;
     v_count    INTEGER;
+    v_tries    INTEGER;   -- v_count and the batch's expired leases
     v_block_p  UUID;
     v_block_g  TEXT;
     v_block_o  BIGINT;
@@ -302,16 +303,19 @@ BEGIN
                 v_c.fail_offset := 0; v_c.fail_count := 0;
             END IF;
         ELSE
-            -- failed: one unit of retryLimit for this message.
+            -- failed: one unit of retryLimit for this message, which also
+            -- counts the leases of its batch that expired (004's
+            -- _log_pop_expired_v1; only a message inside the batch has them).
             v_count := CASE WHEN v_c.fail_offset = r.msg_offset THEN v_c.fail_count + 1 ELSE 1 END;
-            IF v_count > r.retry_limit THEN
+            v_tries := v_count + CASE WHEN r.msg_offset <= v_c.batch_end THEN v_c.expired_count ELSE 0 END;
+            IF v_tries > r.retry_limit THEN
                 -- Past the limit: dead-lettered and consumed.
                 v_dlq := true;
                 INSERT INTO queen.log_dead_letters (tenant_id, queue_id, queue_name, partition_id,
                     partition_name, consumer_group, msg_offset, message_id, transaction_id,
                     payload, error, attempts, created_at, failed_at)
                 VALUES (p_tenant, r.qid, r.qname, r.part, r.pname, r.grp, r.msg_offset, r.mid,
-                    r.txid, r.payload, r.error, v_count, r.mcreated, now());
+                    r.txid, r.payload, r.error, v_tries, r.mcreated, now());
                 v_released := v_c.lease_id IS NOT NULL AND r.msg_offset >= v_c.batch_end;
                 v_c.committed_offset := r.msg_offset;
                 v_c.fail_offset := 0; v_c.fail_count := 0;
