@@ -61,6 +61,7 @@ typedef struct queen_config {
     int kv_expire_max_rows;
     int partition_idle_seconds;
     int trace_retention_seconds;
+    int retention_interval_ms; /* the sweeper's 006 maintenance (retention) cadence */
     bool tenancy_header;
     bool trusted_proxy;
     int kv_max_ops_per_call;

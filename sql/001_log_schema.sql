@@ -160,11 +160,20 @@ CREATE TABLE IF NOT EXISTS queen.log_consumers (
 );
 -- expired_count (above): added after the table first shipped.
 SELECT queen._schema_add_column_v1('queen.log_consumers', 'expired_count', 'INTEGER NOT NULL DEFAULT 0');
--- Lease extension and requiredLeases find a cursor by its lease id alone.
--- It makes the pop and the releasing ack non-HOT (lease_id changes); the
--- other acks (cursor moves inside a live lease) stay HOT.
-SELECT queen._schema_create_index_v1('idx_log_consumers_lease',
-    'CREATE UNIQUE INDEX idx_log_consumers_lease ON queen.log_consumers (lease_id) WHERE lease_id IS NOT NULL');
+-- Lease extension and requiredLeases find the cursors of a lease by its id
+-- alone. It makes the pop and the releasing ack non-HOT (lease_id changes);
+-- the other acks (cursor moves inside a live lease) stay HOT. Not unique: a
+-- pop that claims several partitions (004, partitions=N) gives every cursor
+-- it claims the same lease id, which renews as one. The unique index of
+-- that name, made by older brokers, is dropped once (a boot that finds it
+-- gone takes no lock).
+SELECT queen._schema_create_index_v1('idx_log_consumers_lease_id',
+    'CREATE INDEX idx_log_consumers_lease_id ON queen.log_consumers (lease_id) WHERE lease_id IS NOT NULL');
+DO $$ BEGIN
+    IF to_regclass('queen.idx_log_consumers_lease') IS NOT NULL THEN
+        DROP INDEX queen.idx_log_consumers_lease;
+    END IF;
+END $$;
 -- Storage, first chosen by analogy with queen.kv (024_kv.sql): every pop and
 -- every ack rewrites the row. fillfactor 70 keeps room
 -- for HOT updates, and vacuum is triggered by dead-tuple count (threshold
@@ -173,7 +182,7 @@ SELECT queen._schema_create_index_v1('idx_log_consumers_lease',
 -- and acks HOT?": NO. 2 clients, one pushing, one doing pop (batch 10, with
 -- lease) + ack of the batch's last message, 15 s at 1661 tps: 0 of 18940
 -- updates HOT, 18940 dead tuples, 8 live rows in 528 KiB of heap and 424 KiB
--- of idx_log_consumers_lease, because that index covers lease_id and every
+-- of the lease index (then unique), because that index covers lease_id and every
 -- pop and releasing ack changes it (autoAck pops, lease_id NULL -> NULL:
 -- 100% HOT). The index serves lease extension and requiredLeases (lookup by
 -- lease id alone); dropping it trades a scan per extension for HOT pops.

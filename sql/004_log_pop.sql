@@ -125,16 +125,20 @@ $$;
 -- waits for this commit and inserts the row afresh. p_last_offset: the
 -- partition's last offset as the caller read it (a hint: it only grows, so
 -- a batch that ends below it left work behind, and no look is needed).
+-- p_lease: the lease id the claim gives every cursor it claims in one call
+-- (NULL: a fresh one; ignored with autoAck).
 DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER, BOOLEAN,
                                                     TEXT, TIMESTAMPTZ);
 DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER, BOOLEAN,
                                                     TEXT, TIMESTAMPTZ, INTEGER, INTEGER);
 DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(BIGINT, TEXT, UUID, TEXT, BOOLEAN, TEXT, INTEGER, INTEGER,
                                                     BOOLEAN, TIMESTAMPTZ, INTEGER, INTEGER);
+DROP FUNCTION IF EXISTS queen._log_pop_partition_v1(BIGINT, TEXT, UUID, TEXT, BOOLEAN, BIGINT, TEXT, INTEGER, INTEGER,
+                                                    BOOLEAN, TIMESTAMPTZ, INTEGER, INTEGER);
 CREATE OR REPLACE FUNCTION queen._log_pop_partition_v1(
     p_sub BIGINT, p_queue TEXT, p_partition_id UUID, p_partition TEXT, p_has_row BOOLEAN, p_last_offset BIGINT,
     p_group TEXT, p_batch INTEGER, p_lease_seconds INTEGER, p_auto_ack BOOLEAN,
-    p_since TIMESTAMPTZ, p_delay INTEGER, p_max_wait INTEGER)
+    p_since TIMESTAMPTZ, p_delay INTEGER, p_max_wait INTEGER, p_lease UUID DEFAULT NULL)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET plan_cache_mode = force_generic_plan
@@ -218,7 +222,7 @@ BEGIN
               AND created_at > now() - make_interval(secs => p_delay)
             ORDER BY msg_offset LIMIT 1) AS d;
     END IF;
-    v_lease := CASE WHEN p_auto_ack THEN NULL ELSE gen_random_uuid() END;
+    v_lease := CASE WHEN p_auto_ack THEN NULL ELSE COALESCE(p_lease, gen_random_uuid()) END;
     v_attempt := CASE WHEN v_redo THEN v_c.delivery_attempt + 1 ELSE 1 END;
 
     SELECT max(m.msg_offset),
@@ -468,10 +472,18 @@ $$;
 -- those queues, or NULL. Arguments are already validated and defaulted by the
 -- public functions; p_start is the subscription start of a group new to a
 -- queue (NULL: from the beginning).
--- Claims up to p_partitions partitions, each with its own lease; p_batch caps
--- the messages of the whole call, not of each partition. The body's
--- top-level partition/leaseId are the first claim's; every message names its
--- own queue, partitionId and leaseId.
+-- Claims up to p_partitions partitions under ONE lease id (each cursor
+-- holds it, with its own expiry from its queue's leaseTime), as the
+-- reference broker's clients expect: they renew once per lease id, and a
+-- 005 extension by that id moves every cursor holding it; acks still check
+-- it per partition. p_batch caps the messages of the whole call, not of
+-- each partition. The body's top-level partition is the first claim's;
+-- every message names its own queue, partitionId and the leaseId.
+-- windowBuffer (a queue option, as the reference broker reads it): a
+-- partition pushed to within the last windowBuffer seconds is stepped over
+-- (its ready row stays), so a burst of pushes is delivered as one batch
+-- once the partition has been quiet that long. Like delayedProcessing it is
+-- not seen by 037: such a partition's waiter re-checks once per tick.
 -- The candidates are the group's ready rows (001), walked in partition-id
 -- order from where this session's previous pop stopped (the setting
 -- queen.pop_hand; a new session starts at a random id) and around: the cost
@@ -516,6 +528,9 @@ DECLARE
     v_has_row BOOLEAN;
     v_lastoff BIGINT;
     v_leased  BOOLEAN;
+    v_windows INTEGER[];
+    v_pushed  TIMESTAMPTZ;
+    v_lease   UUID := CASE WHEN p_auto_ack THEN NULL ELSE gen_random_uuid() END;
 BEGIN
     -- Every queue's subscription before any claim: a first contact locks its
     -- queue row, which must come before partition and cursor locks (001).
@@ -523,6 +538,7 @@ BEGIN
         SELECT q.name, q.lease_time,
                COALESCE((q.stored_options ->> 'delayedProcessing')::integer, 0) AS delay,
                COALESCE((q.stored_options ->> 'maxWaitTimeSeconds')::integer, 0) AS max_wait,
+               COALESCE((q.stored_options ->> 'windowBuffer')::integer, 0) AS win,
                s.id AS sub, s.start_at
         INTO v_q
         FROM queen.queues q
@@ -539,6 +555,7 @@ BEGIN
         v_leases[v_i] := COALESCE(p_lease_seconds, v_q.lease_time);
         v_delays[v_i] := v_q.delay;
         v_waits[v_i] := v_q.max_wait;
+        v_windows[v_i] := v_q.win;
     END LOOP;
     v_hand := COALESCE(NULLIF(current_setting('queen.pop_hand', true), '')::uuid, gen_random_uuid());
     v_pos := v_hand;
@@ -550,15 +567,16 @@ BEGIN
         v_i := (v_from + v_k) % v_n + 1;
         IF p_partition IS NOT NULL THEN
             -- One named partition: no walk.
-            SELECT p.id, p.name, (c.partition_id IS NOT NULL), p.last_offset
-            INTO v_pid, v_pname, v_has_row, v_lastoff
+            SELECT p.id, p.name, (c.partition_id IS NOT NULL), p.last_offset, p.last_push_at
+            INTO v_pid, v_pname, v_has_row, v_lastoff, v_pushed
             FROM queen.log_partitions p
             LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
             WHERE p.queue_id = p_queues[v_i] AND p.name = p_partition;
             CONTINUE WHEN NOT FOUND;
+            CONTINUE WHEN v_windows[v_i] > 0 AND v_pushed > now() - make_interval(secs => v_windows[v_i]);
             v_out := queen._log_pop_partition_v1(v_subs[v_i], v_names[v_i], v_pid, v_pname, v_has_row, v_lastoff,
                                                  p_group, v_left, v_leases[v_i], p_auto_ack, v_starts[v_i],
-                                                 v_delays[v_i], v_waits[v_i]);
+                                                 v_delays[v_i], v_waits[v_i], v_lease);
             CONTINUE WHEN v_out IS NULL;
             v_first := COALESCE(v_first, v_out);
             v_msgs := v_msgs || (v_out -> 'messages');
@@ -578,8 +596,8 @@ BEGIN
             -- ordered scan, the generic plan (ten rows guessed for the
             -- range) sorted the whole rest of the range on every step.
             SELECT x.partition_id, p.name, (c.partition_id IS NOT NULL), p.last_offset,
-                   COALESCE(c.lease_id IS NOT NULL AND c.lease_expires_at > now(), false)
-            INTO v_pid, v_pname, v_has_row, v_lastoff, v_leased
+                   COALESCE(c.lease_id IS NOT NULL AND c.lease_expires_at > now(), false), p.last_push_at
+            INTO v_pid, v_pname, v_has_row, v_lastoff, v_leased, v_pushed
             FROM (SELECT r.partition_id FROM queen.log_ready r
                   WHERE r.subscription_id = v_subs[v_i] AND r.partition_id > v_pos
                   ORDER BY r.partition_id
@@ -598,9 +616,10 @@ BEGIN
                 CONTINUE;
             END IF;
             CONTINUE WHEN v_leased; -- its lease ends by an ack or by expiry
+            CONTINUE WHEN v_windows[v_i] > 0 AND v_pushed > now() - make_interval(secs => v_windows[v_i]);
             v_out := queen._log_pop_partition_v1(v_subs[v_i], v_names[v_i], v_pid, v_pname, v_has_row, v_lastoff,
                                                  p_group, v_left, v_leases[v_i], p_auto_ack, v_starts[v_i],
-                                                 v_delays[v_i], v_waits[v_i]);
+                                                 v_delays[v_i], v_waits[v_i], v_lease);
             CONTINUE WHEN v_out IS NULL;
             v_first := COALESCE(v_first, v_out);
             v_msgs := v_msgs || (v_out -> 'messages');

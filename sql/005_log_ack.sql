@@ -419,13 +419,17 @@ BEGIN
                                THEN (r.ref ->> 'partitionId')::uuid END
               AND qu.tenant_id = p_tenant
             UNION ALL
-            SELECT qu.name FROM queen.log_consumers c
+            -- A lease shared by the partitions of several queues (a pop by
+            -- labels, 004) names no one queue: null, so a narrowed token
+            -- cannot renew or ack into queues beside its own.
+            SELECT min(qu.name) FROM queen.log_consumers c
             JOIN queen.log_partitions lp ON lp.id = c.partition_id
             JOIN queen.queues qu ON qu.id = lp.queue_id
             WHERE jsonb_typeof(r.ref -> 'leaseId') = 'string'
               AND c.lease_id = CASE WHEN queen.log_uuid_ok_v1(r.ref ->> 'leaseId')
                                     THEN (r.ref ->> 'leaseId')::uuid END
               AND qu.tenant_id = p_tenant
+            HAVING count(DISTINCT qu.id) = 1
             LIMIT 1) q ON true);
 END
 $$;
@@ -435,8 +439,12 @@ $$;
 -- of this tenant to now + seconds (NULL = 60). newExpiresAt = expiresAt: the
 -- name the reference broker's clients read (an object, never an array:
 -- Queen.renew reads result.newExpiresAt). An unknown, malformed, foreign or
--- expired lease answers success:false, renewed:false, both times null. Locks one
--- cursor row (waits for a pop holding it, which is short).
+-- expired lease answers success:false, renewed:false, both times null. A
+-- pop that claimed several partitions gave them one lease id (004): every
+-- live cursor holding it is extended, so the clients' one renew per lease id
+-- keeps the whole batch. Locks those cursor rows in ascending (partition,
+-- group), the order acks lock in (waits for a pop holding one, which is
+-- short).
 -- Raises 22023: log_bad_tenant, log_bad_seconds (1..604800).
 CREATE OR REPLACE FUNCTION queen.log_lease_extend_v1(p_tenant UUID, p_lease_id TEXT, p_seconds INTEGER)
 RETURNS JSONB
@@ -452,12 +460,20 @@ BEGIN
             DETAIL = format('seconds must be 1..604800, got %s', v_secs);
     END IF;
     IF queen.log_uuid_ok_v1(p_lease_id) THEN
-        UPDATE queen.log_consumers c
-        SET lease_expires_at = now() + make_interval(secs => v_secs)
-        FROM queen.log_partitions p, queen.queues q
-        WHERE c.lease_id = p_lease_id::uuid AND c.lease_expires_at > now()
-          AND p.id = c.partition_id AND q.id = p.queue_id AND q.tenant_id = p_tenant
-        RETURNING c.lease_expires_at INTO v_expires;
+        PERFORM 1 FROM queen.log_consumers c
+        JOIN queen.log_partitions p ON p.id = c.partition_id
+        JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = p_tenant
+        WHERE c.lease_id = p_lease_id::uuid
+        ORDER BY c.partition_id, c.consumer_group
+        FOR UPDATE OF c;
+        WITH x AS (
+            UPDATE queen.log_consumers c
+            SET lease_expires_at = now() + make_interval(secs => v_secs)
+            FROM queen.log_partitions p, queen.queues q
+            WHERE c.lease_id = p_lease_id::uuid AND c.lease_expires_at > now()
+              AND p.id = c.partition_id AND q.id = p.queue_id AND q.tenant_id = p_tenant
+            RETURNING c.lease_expires_at)
+        SELECT max(x.lease_expires_at) INTO v_expires FROM x;
     END IF;
     RETURN jsonb_build_object('leaseId', p_lease_id, 'success', v_expires IS NOT NULL,
                               'renewed', v_expires IS NOT NULL,
@@ -504,7 +520,7 @@ AS $$
         (7,  'deadLetterQueue',             'boolean', NULL,     NULL,       'true',   'stored'),
         (8,  'dlqAfterMaxRetries',          'boolean', NULL,     NULL,       'true',   'stored'),
         (9,  'delayedProcessing',           'integer', 0,        2147483647, '0',      'acted'),
-        (10, 'windowBuffer',                'integer', 0,        2147483647, '0',      'stored'),
+        (10, 'windowBuffer',                'integer', 0,        2147483647, '0',      'acted'),
         (11, 'retentionSeconds',            'integer', 0,        2147483647, '0',      'honoured'),
         (12, 'completedRetentionSeconds',   'integer', 0,        2147483647, '0',      'honoured'),
         (13, 'retentionEnabled',            'boolean', NULL,     NULL,       'false',  'stored'),

@@ -34,7 +34,8 @@
 -- pop's first contact would (a pop in mode 'new' then pins its cursors and
 -- may find nothing: one empty pop, after which the subscription exists and
 -- this rule agrees). Not seen here, as the pop's candidate search does not
--- see them either: a delayedProcessing queue's messages still too young, a
+-- see them either: a delayedProcessing queue's messages still too young (or a
+-- windowBuffer queue's partition pushed to too recently), a
 -- dead letter requeued for another group (for_group); such a key is
 -- reported ready and its waiter pops nothing, once per tick. Whoever
 -- changes the pop's candidate rule changes this body to match; the

@@ -149,6 +149,10 @@ static const setting settings[] = {
      31536000, "An empty partition idle this long (no lease, no message) is reclaimed."},
     {"QUEEN_TRACE_RETENTION_SECONDS", "trace-retention-seconds", SET_INT, AT(trace_retention_seconds), "604800", 60,
      315360000, "Trace events (POST /api/v1/traces) older than this are deleted by the sweeper."},
+    {"QUEEN_RETENTION_INTERVAL_MS", "retention-interval-ms", SET_INT, AT(retention_interval_ms), "10000", 100,
+     86400000,
+     "How often the sweeper runs queue maintenance: retention (retentionSeconds), idle-partition reclaim, "
+     "maxWaitTimeSeconds expiry and trace retention. Queen MQ's RETENTION_INTERVAL."},
     {"QUEEN_TENANCY_HEADER", "tenancy-header", SET_BOOL, AT(tenancy_header), "0", 0, 0,
      "Read the tenant from the x-queen-tenant header. Needs QUEEN_TRUSTED_PROXY=1."},
     {"QUEEN_TRUSTED_PROXY", "trusted-proxy", SET_BOOL, AT(trusted_proxy), "0", 0, 0,

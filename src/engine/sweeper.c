@@ -206,19 +206,33 @@ static void sweep_usage(queen_sweeper *s)
 static void *sweeper_main(void *arg)
 {
     queen_sweeper *s = arg;
-    for (unsigned long cycle = 0;; cycle++) {
+    /* Two cadences on one thread: the kv pass every kv_expire_every_ms, the
+     * 006 maintenance (retention among it) every retention_interval_ms, each
+     * due from its own last start; the thread sleeps until the nearer one. */
+    long long next_kv = engine_now_ms(), next_maint = next_kv;
+    bool ok = true; /* the last kv pass succeeded */
+    for (unsigned long cycle = 0;;) {
         long long start = engine_now_ms();
-        if (sweep_kv(s, cycle) == 0 && !stopping(s)) {
-            if (cycle % SWEEP_MAINT_EVERY == 0)
-                sweep_log(s);
-            if (cycle % SWEEP_USAGE_EVERY == 0 && !stopping(s))
+        bool kv_ran = false;
+        if (start >= next_kv) {
+            ok = sweep_kv(s, cycle) == 0;
+            if (ok && cycle % SWEEP_USAGE_EVERY == 0 && !stopping(s))
                 sweep_usage(s);
+            cycle++;
+            kv_ran = true;
+            next_kv = start + s->cfg.kv_expire_every_ms;
+        }
+        /* A failed kv step means the database is away: maintenance waits
+         * for a kv pass that succeeds rather than failing too. */
+        if (ok && start >= next_maint && !stopping(s)) {
+            sweep_log(s);
+            next_maint = start + s->cfg.retention_interval_ms;
         }
         long long took = engine_now_ms() - start;
 
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        long long wait = s->cfg.kv_expire_every_ms - took;
+        long long wait = (ok && next_maint < next_kv ? next_maint : next_kv) - engine_now_ms();
         if (wait < 0)
             wait = 0;
         until.tv_sec += wait / 1000;
@@ -228,8 +242,10 @@ static void *sweeper_main(void *arg)
             until.tv_nsec -= 1000000000L;
         }
         pthread_mutex_lock(&s->mu);
-        s->st.cycles++;
-        s->st.last_cycle_ms = took;
+        if (kv_ran) {
+            s->st.cycles++;
+            s->st.last_cycle_ms = took;
+        }
         while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0) {
         }
         bool stop = s->stop;

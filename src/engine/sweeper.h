@@ -3,8 +3,9 @@
  * Every kv_expire_every_ms it deletes expired kv rows through
  * queen.kv_expire_step_v1 over all 64 shards, visiting groups of shards from
  * a start that rotates each cycle, up to kv_expire_max_rows rows per cycle;
- * every MAINT_EVERY cycles it runs the log maintenance steps of 006
- * (partition reclaim, retention); every USAGE_EVERY cycles it measures kv
+ * every retention_interval_ms it runs the log maintenance steps of 006
+ * (partition reclaim, retention, maxWait expiry, trace retention); every
+ * USAGE_EVERY cycles it measures kv
  * usage per tenant (kv_usage_measure_v1). No leader: any number of engines
  * sweep together (SKIP LOCKED in SQL). Errors are logged at a limited rate
  * and never stop the thread. */
@@ -18,7 +19,6 @@
 
 #define SWEEP_SHARDS 64
 #define SWEEP_GROUP 8          /* shards per kv_expire_step_v1 call */
-#define SWEEP_MAINT_EVERY 10   /* cycles between 006 maintenance steps */
 #define SWEEP_USAGE_EVERY 60   /* cycles between usage measurements */
 
 typedef struct queen_sweeper queen_sweeper;

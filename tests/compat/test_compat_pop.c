@@ -2,7 +2,8 @@
  * ConsumerManager#buildParams, the Python client alike) send it, against a
  * real broker: subscriptionMode values other than new (from_beginning),
  * subscriptionFrom (now, an ISO-8601 instant, a malformed one), partitions=N
- * on a queue-level pop (one lease per partition, acked per message), the pop
+ * on a queue-level pop (one lease id shared by every partition it claims:
+ * renewed as one, acked per message), windowBuffer, the pop
  * by namespace/task labels (GET /api/v1/pop, with its long poll), and the
  * per-message traceId. */
 #include <stdarg.h>
@@ -180,55 +181,124 @@ static void partitions_many(void **state)
     push(q, "a", "1");
     push(q, "b", "2");
     push(q, "c", "3");
-    push(q, "c", "4");
+    push(q, "d", "4");
     char *path = fmt("/api/v1/pop/queue/%s?batch=10&wait=false&timeout=30000&partitions=3", q);
     json_t *v = http_ok(&B, "GET", path, NULL, 200);
     json_t *ms = messages(v);
-    assert_int_equal(json_array_size(ms), 4);
-    /* Each message names its partition and that partition's lease; ack each. */
+    assert_int_equal(json_array_size(ms), 3); /* three partitions of the four, one message each */
+    /* One lease id on every message, whatever its partition (the body's
+     * own): the client renews once per lease id (popV4SharedLeaseRenew). */
+    const char *lease = jstr(v, "leaseId");
+    assert_non_null(lease);
     json_t *acks = json_array();
-    json_t *leases = json_object();
+    json_t *parts = json_object();
     size_t i;
     json_t *m;
     json_array_foreach(ms, i, m) {
-        const char *part = jstr(m, "partitionId"), *lease = jstr(m, "leaseId");
+        const char *part = jstr(m, "partitionId");
         assert_non_null(part);
-        assert_non_null(lease);
-        const char *seen = json_string_value(json_object_get(leases, part));
-        if (seen != NULL)
-            assert_string_equal(seen, lease);
-        json_object_set_new(leases, part, json_string(lease));
+        assert_string_equal(jstr(m, "leaseId"), lease);
+        json_object_set(parts, part, json_true());
         json_array_append_new(acks, json_pack("{s:s, s:s, s:s, s:s}", "transactionId", jstr(m, "transactionId"),
                                               "partitionId", part, "leaseId", lease, "status", "completed"));
     }
-    assert_int_equal(json_object_size(leases), 3);
-    json_t *distinct = json_object();
-    const char *k;
-    json_t *l;
-    json_object_foreach(leases, k, l) json_object_set(distinct, json_string_value(l), json_true());
-    assert_int_equal(json_object_size(distinct), 3); /* one lease per partition */
+    assert_int_equal(json_object_size(parts), 3);
+    assert_int_equal(sql_int("SELECT count(*) FROM queen.log_consumers WHERE lease_id = $1::uuid", lease), 3);
+
+    /* A second consumer claims none of the three while the lease lives. */
+    json_t *other = http_ok(&B, "GET", path, NULL, 200);
+    json_array_foreach(messages(other), i, m) {
+        assert_null(json_object_get(parts, jstr(m, "partitionId")));
+        assert_string_not_equal(jstr(m, "leaseId"), lease);
+    }
+    assert_int_equal(json_array_size(messages(other)), 1);
+    json_decref(other);
+
+    /* One renew moves every partition's expiry. */
+    sql("UPDATE queen.log_consumers SET lease_expires_at = now() + interval '5 seconds' WHERE lease_id = $1::uuid",
+        lease, NULL);
+    char *ext = fmt("/api/v1/lease/%s/extend", lease);
+    json_t *r = http_ok(&B, "POST", ext, "{\"seconds\":600}", 200);
+    assert_true(jtrue(r, "success"));
+    assert_non_null(jstr(r, "newExpiresAt"));
+    json_decref(r);
+    free(ext);
+    assert_int_equal(sql_int("SELECT count(*) FROM queen.log_consumers WHERE lease_id = $1::uuid "
+                             "AND lease_expires_at > now() + interval '500 seconds'", lease),
+                     3);
+
+    /* Every message acks with that lease id; the lease is then gone. */
     json_t *batch = json_pack("{s:s, s:o}", "consumerGroup", "__QUEUE_MODE__", "acknowledgments", acks);
     char *text = json_dumps(batch, JSON_COMPACT);
-    json_t *r = http_ok(&B, "POST", "/api/v1/ack/batch", text, 200);
+    r = http_ok(&B, "POST", "/api/v1/ack/batch", text, 200);
     json_array_foreach(r, i, m) assert_true(jtrue(m, "success"));
     json_decref(r);
     free(text);
     json_decref(batch);
-    json_decref(distinct);
-    json_decref(leases);
+    assert_int_equal(sql_int("SELECT count(*) FROM queen.log_consumers WHERE lease_id = $1::uuid", lease), 0);
+    json_decref(parts);
     json_decref(v);
     free(path);
 
-    /* batch caps the whole call, not each partition. */
-    push(q, "a", "5");
-    push(q, "a", "6");
-    push(q, "b", "7");
+    /* batch caps the whole call, not each partition (new partitions: the
+     * second consumer still holds one of the first four). */
+    push(q, "e", "5");
+    push(q, "e", "6");
+    push(q, "f", "7");
     path = fmt("/api/v1/pop/queue/%s?batch=2&wait=false&timeout=30000&partitions=2", q);
     v = http_ok(&B, "GET", path, NULL, 200);
     assert_int_equal(json_array_size(messages(v)), 2);
     json_decref(v);
     free(path);
     http_refused(&B, "GET", "/api/v1/pop/queue/x?partitions=0", NULL, 400, "bad_request", "log_bad_partitions");
+    free(q);
+}
+
+/* ---- windowBuffer ----------------------------------------------------------- */
+
+/* The reference's pushWindowBuffer: windowBuffer 2, three messages pushed at
+ * once; a pop right away gets nothing ("Message not delayed" otherwise), and
+ * once the partition has been quiet 2 s one pop of batch 4 gets all three. */
+static void window_buffer_holds_a_burst(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("cpwin");
+    char *body = fmt("{\"queue\":\"%s\",\"options\":{\"windowBuffer\":2}}", q);
+    json_t *c = http_ok(&B, "POST", "/api/v1/configure", body, 200);
+    assert_true(jtrue(c, "configured"));
+    json_decref(c);
+    free(body);
+    body = fmt("{\"items\":[{\"queue\":\"%s\",\"payload\":{\"message\":\"Hello, world 1!\"}},"
+               "{\"queue\":\"%s\",\"payload\":{\"message\":\"Hello, world 2!\"}},"
+               "{\"queue\":\"%s\",\"payload\":{\"message\":\"Hello, world 3!\"}}]}",
+               q, q, q);
+    long long pushed = now_ms();
+    json_decref(http_ok(&B, "POST", "/api/v1/push", body, 201));
+    free(body);
+    char *one = fmt("/api/v1/pop/queue/%s?batch=1&wait=false", q);
+    json_decref(http_ok(&B, "GET", one, NULL, 204));
+    /* Poll until the window lets the partition go (no fixed sleep). */
+    char *four = fmt("/api/v1/pop/queue/%s?batch=4&wait=false", q);
+    json_t *v = NULL;
+    long long deadline = now_ms() + 10000;
+    while (v == NULL && now_ms() < deadline) {
+        http_reply r = broker_http(&B, "GET", four, NULL, NULL);
+        if (r.status == 200)
+            v = json_of(&r);
+        else
+            assert_int_equal(r.status, 204);
+        http_reply_free(&r);
+        if (v == NULL)
+            pause_ms(100);
+    }
+    long long took = now_ms() - pushed;
+    print_message("# windowBuffer 2: the burst delivered %lld ms after the push\n", took);
+    assert_non_null(v);
+    assert_true(took >= 1900);
+    assert_int_equal(json_array_size(messages(v)), 3);
+    json_decref(v);
+    free(four);
+    free(one);
     free(q);
 }
 
@@ -346,6 +416,7 @@ int main(void)
         cmocka_unit_test(subscription_from_now),
         cmocka_unit_test(subscription_from_instant),
         cmocka_unit_test(partitions_many),
+        cmocka_unit_test(window_buffer_holds_a_burst),
         cmocka_unit_test(pop_by_labels),
         cmocka_unit_test(pop_by_labels_long_poll),
         cmocka_unit_test(trace_id_comes_back),

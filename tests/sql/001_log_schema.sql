@@ -2,7 +2,7 @@
 -- settings and the shared helpers (sql/001_log_schema.sql).
 -- Self-contained and rolled back; touches no shared rows.
 BEGIN;
-SELECT plan(64);
+SELECT plan(65);
 
 SELECT has_table('queen', 'queues', 'queen.queues exists');
 SELECT has_table('queen', 'log_partitions', 'queen.log_partitions exists');
@@ -28,7 +28,10 @@ SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attname)
 
 SELECT is_indexed('queen', 'log_messages', ARRAY['partition_id', 'transaction_id'],
                   'dedup and ack lookup are indexed');
-SELECT index_is_unique('queen', 'log_consumers', 'idx_log_consumers_lease', 'a lease id names one cursor');
+SELECT has_index('queen', 'log_consumers', 'idx_log_consumers_lease_id', 'lease_id',
+                  'a lease id finds its cursors by index');
+SELECT ok(NOT (SELECT indisunique FROM pg_index WHERE indexrelid = 'queen.idx_log_consumers_lease_id'::regclass),
+          'not unique: a partitions=N pop shares one lease id among its cursors');
 
 SELECT ok('fillfactor=70' = ANY (reloptions), 'log_partitions fillfactor 70')
 FROM pg_class WHERE oid = 'queen.log_partitions'::regclass;

@@ -4,7 +4,7 @@
 -- and every refusal. Expiry is simulated by moving lease_expires_at (now() is
 -- frozen inside this transaction). Own tenant; rolled back.
 BEGIN;
-SELECT plan(72);
+SELECT plan(88);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT volatility_is('queen', 'log_pop_v1',
@@ -114,12 +114,57 @@ SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 't004_f', NULL, 'gbad', N
 SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 't004_f', NULL, 'gbad', NULL, NULL, NULL, NULL, '2020-02-30') $$, :'t'),
                  '22023', 'log_bad_subscription_from', 'from an impossible date: refused');
 
--- partitions: up to N claims, one lease each, batch caps the call.
+-- partitions: up to N claims under ONE lease id, batch caps the call.
 SELECT queen.log_push_v1(:'t', '[{"queue":"t004_n","partition":"a","payload":1},{"queue":"t004_n","partition":"b","payload":2},{"queue":"t004_n","partition":"b","payload":3},{"queue":"t004_n","partition":"c","payload":4}]') IS NOT NULL AS pushed;
 CREATE TEMP TABLE p6 AS SELECT queen.log_pop_v1(:'t', 't004_n', NULL, NULL, 3, NULL, NULL, NULL, NULL, 5) AS b;
 SELECT is((SELECT jsonb_array_length(b -> 'messages') FROM p6), 3, 'partitions 5, batch 3: three messages');
-SELECT is((SELECT count(DISTINCT m ->> 'leaseId') FROM p6, jsonb_array_elements(b -> 'messages') m),
-          (SELECT count(DISTINCT m ->> 'partitionId') FROM p6, jsonb_array_elements(b -> 'messages') m), 'one lease per partition');
+SELECT ok((SELECT count(DISTINCT m ->> 'partitionId') FROM p6, jsonb_array_elements(b -> 'messages') m) >= 2,
+          'from at least two partitions');
+SELECT is((SELECT array_agg(DISTINCT m ->> 'leaseId') FROM p6, jsonb_array_elements(b -> 'messages') m),
+          (SELECT ARRAY[b ->> 'leaseId'] FROM p6), 'one lease id on every message, the body''s own');
+SELECT is((SELECT count(*) FROM queen.log_consumers WHERE lease_id = (SELECT (b ->> 'leaseId')::uuid FROM p6)),
+          (SELECT count(DISTINCT m ->> 'partitionId') FROM p6, jsonb_array_elements(b -> 'messages') m),
+          'every claimed cursor holds it');
+-- A second consumer cannot claim any of those partitions while the lease lives.
+CREATE TEMP TABLE p6b AS SELECT queen.log_pop_v1(:'t', 't004_n', NULL, NULL, 10, NULL, NULL, NULL, NULL, 5) AS b;
+SELECT is((SELECT count(*) FROM p6b, jsonb_array_elements(b -> 'messages') m
+           WHERE m ->> 'partitionId' IN (SELECT x ->> 'partitionId' FROM p6, jsonb_array_elements(b -> 'messages') x)),
+          0::bigint, 'a second pop claims none of the leased partitions');
+SELECT isnt((SELECT b ->> 'leaseId' FROM p6b), (SELECT b ->> 'leaseId' FROM p6), 'and gets a lease of its own');
+-- One extension renews every partition of the lease.
+UPDATE queen.log_consumers SET lease_expires_at = now() + interval '5 seconds'
+WHERE lease_id = (SELECT (b ->> 'leaseId')::uuid FROM p6);
+SELECT is(queen.log_lease_extend_v1(:'t', (SELECT b ->> 'leaseId' FROM p6), 90) ->> 'newExpiresAt',
+          queen.log_iso_v1(now() + interval '90 seconds'), 'extending the shared lease answers one expiry');
+SELECT is((SELECT array_agg(DISTINCT lease_expires_at - now()) FROM queen.log_consumers
+           WHERE lease_id = (SELECT (b ->> 'leaseId')::uuid FROM p6)),
+          ARRAY[interval '90 seconds'], 'and moves every cursor holding it');
+-- Each message acks with the shared lease, per partition.
+SELECT is((SELECT array_agg(DISTINCT r ->> 'success') FROM p6, jsonb_array_elements(b -> 'messages') m,
+           LATERAL jsonb_array_elements(queen.log_ack_v1(:'t', jsonb_build_array(jsonb_build_object(
+               'transactionId', m ->> 'transactionId', 'partitionId', m ->> 'partitionId',
+               'leaseId', m ->> 'leaseId')), NULL)) r),
+          ARRAY['true'], 'every message acks with the shared lease id');
+SELECT is((SELECT count(*) FROM queen.log_consumers WHERE lease_id = (SELECT (b ->> 'leaseId')::uuid FROM p6)),
+          0::bigint, 'acking each batch released the lease on every partition');
+-- Single-partition pops keep one lease per pop.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_n1","partition":"a","payload":1},{"queue":"t004_n1","partition":"b","payload":2}]') IS NOT NULL AS pushed;
+SELECT isnt(queen.log_pop_v1(:'t', 't004_n1', NULL, NULL, 1, NULL, NULL, NULL) ->> 'leaseId',
+            queen.log_pop_v1(:'t', 't004_n1', NULL, NULL, 1, NULL, NULL, NULL) ->> 'leaseId',
+            'two single-partition pops: two leases');
+-- windowBuffer: a partition pushed to within the window is not delivered.
+SELECT lives_ok(format($$ SELECT queen.log_configure_v1(%L, 't004_w', '{"windowBuffer": 2}') $$, :'t'),
+                'configure windowBuffer 2');
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_w","partition":"a","payload":1},{"queue":"t004_w","partition":"a","payload":2},{"queue":"t004_w","partition":"b","payload":3}]') IS NOT NULL AS pushed;
+SELECT is(queen.log_pop_v1(:'t', 't004_w', NULL, NULL, 4, NULL, NULL, NULL, NULL, 5), NULL,
+          'windowBuffer: nothing while the partitions were pushed to within the window');
+SELECT is(queen.log_pop_v1(:'t', 't004_w', 'a', NULL, 4, NULL, NULL, NULL), NULL,
+          'windowBuffer: a named partition too');
+UPDATE queen.log_partitions p SET last_push_at = now() - interval '2 seconds' FROM queen.queues q
+WHERE q.id = p.queue_id AND q.tenant_id = :'t' AND q.name = 't004_w' AND p.name = 'a';
+SELECT is((SELECT array_agg(m ->> 'data' ORDER BY m ->> 'data') FROM jsonb_array_elements(
+               queen.log_pop_v1(:'t', 't004_w', NULL, NULL, 4, NULL, NULL, NULL, NULL, 5) -> 'messages') m),
+          ARRAY['1', '2'], 'the window over (2 s quiet): partition a delivers; b, pushed now, waits');
 SELECT throws_ok(format($$ SELECT queen.log_pop_v1(%L, 'q', NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0) $$, :'t'),
                  '22023', 'log_bad_partitions', 'partitions 0');
 
@@ -134,13 +179,26 @@ SELECT is((SELECT b -> 'messages' -> 0 ->> 'queue' FROM p7), 't004_l1', 'labels 
 SELECT is((SELECT b -> 'messages' -> 0 ->> 'traceId' FROM p7), '7a1c0e52-3b4d-4e6f-8a9b-0c1d2e3f4a5b', 'traceId comes back');
 SELECT is(queen.log_pop_labels_v1(:'t', NULL, 'k2', NULL, 10, NULL, NULL, NULL, NULL, NULL) -> 'messages' -> 0 ->> 'queue', 't004_l2',
           'labels task only');
+-- A lease over the partitions of two queues names no one queue for the
+-- scope check (log_queues_of_v1: null); a one-queue lease names its queue.
+CREATE TEMP TABLE p8 AS SELECT queen.log_pop_labels_v1(:'t', 'ns4', NULL, 'gl2', 10, NULL, NULL, NULL, NULL, 5) AS b;
+SELECT is((SELECT count(DISTINCT m ->> 'queue') FROM p8, jsonb_array_elements(b -> 'messages') m), 2::bigint,
+          'labels, partitions 5: both queues under one pop');
+SELECT is(queen.log_queues_of_v1(:'t', (SELECT jsonb_build_array(jsonb_build_object('leaseId', b ->> 'leaseId')) FROM p8)),
+          '[null]'::jsonb, 'a lease across two queues: no queue for the scope check');
+SELECT is(queen.log_queues_of_v1(:'t', (SELECT jsonb_build_array(jsonb_build_object('leaseId', c.lease_id))
+                                         FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+                                         JOIN queen.queues q ON q.id = p.queue_id
+                                         WHERE q.tenant_id = :'t' AND q.name = 't004_n1' AND c.lease_id IS NOT NULL
+                                         LIMIT 1)),
+          '["t004_n1"]'::jsonb, 'a one-queue lease: its queue');
 SELECT throws_ok(format($$ SELECT queen.log_pop_labels_v1(%L, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) $$, :'t'),
                  '22023', 'log_bad_labels', 'no label: refused');
 
 -- The per-partition pop reads its batch with LIMIT <parameter>: without a
 -- forced generic plan the plan cache re-plans that read on every pop.
 SELECT is((SELECT proconfig FROM pg_proc
-           WHERE oid = 'queen._log_pop_partition_v1(bigint,text,uuid,text,boolean,bigint,text,integer,integer,boolean,timestamptz,integer,integer)'::regprocedure),
+           WHERE oid = 'queen._log_pop_partition_v1(bigint,text,uuid,text,boolean,bigint,text,integer,integer,boolean,timestamptz,integer,integer,uuid)'::regprocedure),
           ARRAY['plan_cache_mode=force_generic_plan'], 'the partition pop plans its statements once (generic plans)');
 SELECT is((SELECT string_agg(l, ' ') FROM (SELECT * FROM regexp_split_to_table(
               (SELECT prosrc FROM pg_proc WHERE proname = '_log_pop_partition_v1'), '\n') AS l

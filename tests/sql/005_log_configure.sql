@@ -55,7 +55,7 @@ SELECT is((SELECT r -> 'options' FROM js1),
           'the echo: every option, effective (the ones not sent at their defaults)');
 SELECT is((SELECT r -> 'storedOnly' FROM js1),
           '["priority","retryDelay","maxSize","ttl","deadLetterQueue","dlqAfterMaxRetries",
-            "windowBuffer","retentionEnabled","minPopWaitTime",
+            "retentionEnabled","minPopWaitTime",
             "retentionSinkHold","retentionSinkHoldMaxSeconds"]'::jsonb,
           'storedOnly: the names stored and echoed but not acted on yet');
 SELECT is((SELECT r -> 'options' FROM js1), queen._log_queue_options_v1(pg_temp.row(:'t', 'c_js')),

@@ -258,6 +258,7 @@ static void hand_zeroed_resolves_to_table_defaults(void **state)
     assert_int_equal(got.kv_expire_batch, want.kv_expire_batch);
     assert_int_equal(got.kv_expire_max_rows, want.kv_expire_max_rows);
     assert_int_equal(got.partition_idle_seconds, want.partition_idle_seconds);
+    assert_int_equal(got.retention_interval_ms, want.retention_interval_ms);
     assert_int_equal(got.kv_max_ops_per_call, want.kv_max_ops_per_call);
     assert_int_equal(got.kv_max_keys_per_call, want.kv_max_keys_per_call);
     assert_int_equal(got.kv_max_value_bytes, want.kv_max_value_bytes);
