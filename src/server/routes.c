@@ -36,6 +36,7 @@ const route http_routes[] = {
     {"DELETE", "/api/v1/resources/queues/:queue", route_queue_delete, FAMILY_LOG},
     {"GET", "/api/v1/resources/queues/:queue/partitions", route_queue_partitions, FAMILY_LOG},
     {"POST", "/api/v1/resources/queues/:queue/clear", route_queue_clear, FAMILY_LOG},
+    {"DELETE", "/api/v1/queues/:queue/clear", route_queue_clear, FAMILY_LOG},
     {"GET", "/api/v1/resources/overview", route_overview, FAMILY_LOG},
     {"GET", "/api/v1/resources/namespaces", route_namespaces, FAMILY_LOG},
     {"GET", "/api/v1/resources/tasks", route_tasks, FAMILY_LOG},
@@ -50,6 +51,7 @@ const route http_routes[] = {
     {"GET", "/api/v1/consumer-groups/lagging", route_groups_lagging, FAMILY_LOG},
     {"GET", "/api/v1/consumer-groups/:group", route_group, FAMILY_LOG},
     {"DELETE", "/api/v1/consumer-groups/:group", route_group_delete, FAMILY_LOG},
+    {"DELETE", "/api/v1/consumer-groups/:group/queues/:queue", route_group_queue_delete, FAMILY_LOG},
     {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", route_group_seek, FAMILY_LOG},
 
     {"GET", "/api/v1/messages", route_messages, FAMILY_LOG},

@@ -58,8 +58,21 @@ void route_queue_partitions(server *srv, const http_request *req, http_response 
     answer(res, FAMILY_LOG, rc, result, &err);
 }
 
+/* POST /api/v1/resources/queues/:queue/clear, and DELETE
+ * /api/v1/queues/:queue/clear (the reference client's path). A clear here
+ * is the whole queue's: a partition argument (the reference client's
+ * clearQueue(name, partition)) is refused rather than widened to every
+ * partition. */
 void route_queue_clear(server *srv, const http_request *req, http_response *res)
 {
+    char buf[8];
+    bool bad = false;
+    if (http_query_arg(req, "partition", buf, sizeof buf, &bad) != NULL || bad) {
+        http_refuse(res, FAMILY_LOG, QUEEN_ERR_BAD_REQUEST, "log_bad_partition",
+                    "a clear deletes the whole queue's messages; delete one partition's with "
+                    "DELETE /api/v1/messages/:transactionId?queue=&partition=");
+        return;
+    }
     char *result = NULL;
     queen_error err;
     int rc = queen_queue_clear(srv->engine, req->tenant, req->params[0], &result, &err);

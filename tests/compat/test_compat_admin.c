@@ -1,0 +1,211 @@
+/* The reference broker's (Queen MQ) admin and tracing calls, sent exactly as
+ * its JS client 0.15 sends them, against a real broker, asserting what that
+ * client reads back: the dead-letter page as DLQBuilder.get reads it (total,
+ * each message's errorMessage and data; offset=0 on the first page),
+ * msg.trace({traceName, data}) inside consume() (traceNames, consumerGroup,
+ * eventType), Admin.seekConsumerGroup's {toEnd} / {timestamp},
+ * Admin.clearQueue's DELETE /api/v1/queues/:queue/clear and
+ * Admin.deleteConsumerGroupForQueue's DELETE
+ * /api/v1/consumer-groups/:group/queues/:queue?deleteMetadata=true. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "http_fixture.h"
+#include "pgtest.h"
+#include "testutil.h"
+
+/* Pushes n messages {"n": i} to q (partition Default, transactionIds
+ * <q>-<i>) as QueueBuilder.push does. */
+static void push_n(const char *q, int n)
+{
+    char *items = strdup("");
+    for (int i = 0; i < n; i++) {
+        char *next = fmt("%s%s{\"queue\":\"%s\",\"partition\":\"Default\",\"payload\":{\"n\":%d},"
+                         "\"transactionId\":\"%s-%d\"}",
+                         items, i ? "," : "", q, i, q, i);
+        free(items);
+        items = next;
+    }
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/push"), fmt("{\"items\":[%s]}", items), 201));
+    free(items);
+}
+
+/* One pop of q as consume() polls (batch, wait=false), optionally in group. */
+static json_t *pop(const char *q, int batch, const char *group)
+{
+    return http_ok_fmt("GET",
+                       fmt("/api/v1/pop/queue/%s?batch=%d&wait=false&timeout=30000%s%s", q, batch,
+                           group ? "&consumerGroup=" : "", group ? group : ""),
+                       NULL, 200);
+}
+
+/* queue(q).dlq().limit(10).get(): GET /api/v1/dlq?queue=&limit=10&offset=0,
+ * reading total and each message's errorMessage and data. */
+static void dlq_page_reads_total_error_message_and_data(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("cdlq");
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/configure"),
+                            fmt("{\"queue\":\"%s\",\"options\":{\"retryLimit\":0}}", q), 200));
+    push_n(q, 3);
+    json_t *p = pop(q, 3, NULL);
+    json_t *msgs = json_object_get(p, "messages");
+    assert_int_equal(json_array_size(msgs), 3);
+    /* Queen.ack(messages, false, {error}) as the client sends a failure. */
+    char *acks = strdup("");
+    for (size_t i = 0; i < 3; i++) {
+        json_t *m = json_array_get(msgs, i);
+        char *next = fmt("%s%s{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"leaseId\":\"%s\","
+                         "\"status\":\"failed\",\"error\":\"boom %zu\"}",
+                         acks, i ? "," : "", jstr(m, "transactionId"), jstr(m, "partitionId"), jstr(m, "leaseId"), i);
+        free(acks);
+        acks = next;
+    }
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/ack/batch"), fmt("{\"acknowledgments\":[%s]}", acks), 200));
+    free(acks);
+    json_decref(p);
+
+    json_t *v = http_ok_fmt("GET", fmt("/api/v1/dlq?queue=%s&limit=2&offset=0", q), NULL, 200);
+    assert_int_equal(jint(v, "total"), 3); /* every page's total, not the page's size */
+    msgs = json_object_get(v, "messages");
+    assert_int_equal(json_array_size(msgs), 2);
+    json_t *m = json_array_get(msgs, 0);
+    assert_string_equal(jstr(m, "errorMessage"), "boom 0");
+    assert_int_equal(jint(json_object_get(m, "data"), "n"), 0);
+    json_decref(v);
+    /* A later offset would be the first page again here: refused. */
+    http_refused_fmt("GET", fmt("/api/v1/dlq?queue=%s&limit=2&offset=2", q), NULL, 400, "bad_request",
+                     "log_bad_offset");
+    free(q);
+}
+
+/* msg.trace({traceName, data}) posts {transactionId, partitionId,
+ * consumerGroup, traceNames: [..] | null, eventType, data}; the admin's
+ * getTracesByName then finds it under each name. */
+static void trace_body_of_consume(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("ctrace");
+    push_n(q, 1);
+    json_t *p = pop(q, 1, "g1");
+    json_t *m = json_array_get(json_object_get(p, "messages"), 0);
+    char *name_a = pgtest_unique("step"), *name_b = pgtest_unique("order");
+    json_t *v = http_ok_fmt("POST", strdup("/api/v1/traces"),
+                            fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"consumerGroup\":\"g1\","
+                                "\"traceNames\":[\"%s\",\"%s\"],\"eventType\":\"info\",\"data\":{\"step\":1}}",
+                                jstr(m, "transactionId"), jstr(m, "partitionId"), name_a, name_b),
+                            201);
+    assert_true(jtrue(v, "recorded"));
+    json_decref(v);
+    const char *names[] = {name_a, name_b};
+    for (int i = 0; i < 2; i++) {
+        v = http_ok_fmt("GET", fmt("/api/v1/traces/by-name/%s", names[i]), NULL, 200);
+        json_t *t = json_array_get(json_object_get(v, "traces"), 0);
+        assert_non_null(t);
+        assert_string_equal(jstr(t, "transactionId"), jstr(m, "transactionId"));
+        assert_int_equal(jint(json_object_get(t, "data"), "step"), 1);
+        json_decref(v);
+    }
+    /* traceName absent: the client sends traceNames null; recorded all the
+     * same, found with the message's traces. */
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/traces"),
+                            fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"consumerGroup\":\"__QUEUE_MODE__\","
+                                "\"traceNames\":null,\"eventType\":\"info\",\"data\":{\"step\":2}}",
+                                jstr(m, "transactionId"), jstr(m, "partitionId")),
+                            201));
+    v = http_ok_fmt("GET", fmt("/api/v1/traces/%s/%s", jstr(m, "partitionId"), jstr(m, "transactionId")), NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(v, "traces")), 3);
+    json_decref(v);
+    /* A name that is no string writes nothing. */
+    http_refused_fmt("POST", strdup("/api/v1/traces"),
+                     fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"traceNames\":[7],\"data\":{}}",
+                         jstr(m, "transactionId"), jstr(m, "partitionId")),
+                     400, "bad_request", "log_bad_trace_name");
+    json_decref(p);
+    free(name_a);
+    free(name_b);
+    free(q);
+}
+
+/* Admin.seekConsumerGroup(group, queue, {toEnd: true}) and ({timestamp}). */
+static void seek_body_of_the_client(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("cseek");
+    push_n(q, 2);
+    json_t *p = pop(q, 1, "g1");
+    json_t *m = json_array_get(json_object_get(p, "messages"), 0);
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/ack"),
+                            fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"leaseId\":\"%s\","
+                                "\"status\":\"completed\",\"consumerGroup\":\"g1\"}",
+                                jstr(m, "transactionId"), jstr(m, "partitionId"), jstr(m, "leaseId")),
+                            200));
+    json_decref(p);
+    json_t *v = http_ok_fmt("POST", fmt("/api/v1/consumer-groups/g1/queues/%s/seek", q), strdup("{\"toEnd\":true}"),
+                            200);
+    assert_int_equal(jint(json_array_get(json_object_get(v, "partitions"), 0), "committedOffset"), 2);
+    json_decref(v);
+    v = http_ok_fmt("POST", fmt("/api/v1/consumer-groups/g1/queues/%s/seek", q),
+                    strdup("{\"timestamp\":\"2000-01-01T00:00:00.000Z\"}"), 200);
+    assert_int_equal(jint(json_array_get(json_object_get(v, "partitions"), 0), "committedOffset"), 0);
+    json_decref(v);
+    http_refused_fmt("POST", fmt("/api/v1/consumer-groups/g1/queues/%s/seek", q), strdup("{\"toEnd\":false}"), 400,
+                     "bad_request", "log_bad_request");
+    http_refused_fmt("POST", fmt("/api/v1/consumer-groups/g1/queues/%s/seek", q),
+                     strdup("{\"toEnd\":true,\"timestamp\":\"2000-01-01T00:00:00Z\"}"), 400, "bad_request",
+                     "log_bad_request");
+    free(q);
+}
+
+/* Admin.clearQueue(name) and Admin.deleteConsumerGroupForQueue(group, q). */
+static void clear_and_group_delete_paths(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("cclear");
+    push_n(q, 2);
+    http_refused_fmt("DELETE", fmt("/api/v1/queues/%s/clear?partition=Default", q), NULL, 400, "bad_request",
+                     "log_bad_partition");
+    json_t *v = http_ok_fmt("GET", fmt("/api/v1/messages?queue=%s", q), NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(v, "messages")), 2); /* the refusal wrote nothing */
+    json_decref(v);
+    /* g2 consumes one: a cursor, which the delete takes. */
+    json_t *p = pop(q, 1, "g2");
+    json_t *m = json_array_get(json_object_get(p, "messages"), 0);
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/ack"),
+                            fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"leaseId\":\"%s\","
+                                "\"status\":\"completed\",\"consumerGroup\":\"g2\"}",
+                                jstr(m, "transactionId"), jstr(m, "partitionId"), jstr(m, "leaseId")),
+                            200));
+    json_decref(p);
+    v = http_ok_fmt("DELETE", fmt("/api/v1/consumer-groups/g2/queues/%s?deleteMetadata=true", q), NULL, 200);
+    assert_int_equal(jint(v, "deleted"), 1);
+    json_decref(v);
+    free(q);
+
+    q = pgtest_unique("cclear");
+    push_n(q, 2);
+    v = http_ok_fmt("DELETE", fmt("/api/v1/queues/%s/clear", q), NULL, 200);
+    assert_int_equal(jint(v, "deleted"), 2);
+    json_decref(v);
+    free(q);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dlq_page_reads_total_error_message_and_data),
+        cmocka_unit_test(trace_body_of_consume),
+        cmocka_unit_test(seek_body_of_the_client),
+        cmocka_unit_test(clear_and_group_delete_paths),
+    };
+    return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
+}
