@@ -425,7 +425,16 @@ int queen_group_delete(queen *q, const char *tenant, const char *group, const ch
  *   {"messages":[...]} (usually one; a requeued dead letter adds its copy).
  * queen_message_delete: deletes queue's messages with that transactionId
  *   (partition NULL: any); refused while a live lease covers one: -1,
- *   QUEEN_ERR_CONFLICT, reason log_message_leased. {"deleted": n}. */
+ *   QUEEN_ERR_CONFLICT, reason log_message_leased. {"deleted": n}.
+ * queen_message_at: the message (partition_id, transaction_id) of the tenant
+ *   with its state for group (NULL: queue mode), and errorMessage and
+ *   retryCount when it is the group's dead letter; the JSON text null when
+ *   there is none. partition_id not a uuid: 400 log_bad_partition_id.
+ * queen_message_delete_at: queen_message_delete on that message:
+ *   {"deleted": n, "partitionId", "transactionId"}.
+ * queen_message_retry: requeues the message's dead letters (every group's),
+ *   as queen_dlq_requeue: {"retried": bool, "requeued": n, "partitionId",
+ *   "transactionId"}; retried false when it is no dead letter. */
 typedef struct queen_messages_query {
     const char *queue, *partition, *consumer_group;
     int limit;
@@ -437,6 +446,12 @@ int queen_message_get(queen *q, const char *tenant, const char *transaction_id, 
                       char **result_json, queen_error *err);
 int queen_message_delete(queen *q, const char *tenant, const char *queue, const char *transaction_id,
                          const char *partition, char **result_json, queen_error *err);
+int queen_message_at(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                     const char *group, char **result_json, queen_error *err);
+int queen_message_delete_at(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                            char **result_json, queen_error *err);
+int queen_message_retry(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                        char **result_json, queen_error *err);
 
 /* ---- Traces (sql/033_log_traces.sql) --------------------------------------
  * queen_trace_add: records a trace event named name with data_json (any

@@ -57,6 +57,9 @@ const route http_routes[] = {
     {"GET", "/api/v1/messages", route_messages, FAMILY_LOG},
     {"GET", "/api/v1/messages/:transactionId", route_message_get, FAMILY_LOG},
     {"DELETE", "/api/v1/messages/:transactionId", route_message_delete, FAMILY_LOG},
+    {"GET", "/api/v1/messages/:partitionId/:transactionId", route_message_at, FAMILY_LOG},
+    {"DELETE", "/api/v1/messages/:partitionId/:transactionId", route_message_delete_at, FAMILY_LOG},
+    {"POST", "/api/v1/messages/:partitionId/:transactionId/retry", route_message_retry, FAMILY_LOG},
 
     {"POST", "/api/v1/traces", route_trace_add, FAMILY_LOG},
     {"GET", "/api/v1/traces/by-name/:traceName", route_traces_by_name, FAMILY_LOG},

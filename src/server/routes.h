@@ -47,6 +47,9 @@ void route_group_seek(server *srv, const http_request *req, http_response *res);
 void route_messages(server *srv, const http_request *req, http_response *res);
 void route_message_get(server *srv, const http_request *req, http_response *res);
 void route_message_delete(server *srv, const http_request *req, http_response *res);
+void route_message_at(server *srv, const http_request *req, http_response *res);
+void route_message_delete_at(server *srv, const http_request *req, http_response *res);
+void route_message_retry(server *srv, const http_request *req, http_response *res);
 
 /* routes_traces.c */
 void route_trace_add(server *srv, const http_request *req, http_response *res);

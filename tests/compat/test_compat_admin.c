@@ -6,7 +6,9 @@
  * eventType), Admin.seekConsumerGroup's {toEnd} / {timestamp},
  * Admin.clearQueue's DELETE /api/v1/queues/:queue/clear and
  * Admin.deleteConsumerGroupForQueue's DELETE
- * /api/v1/consumer-groups/:group/queues/:queue?deleteMetadata=true. */
+ * /api/v1/consumer-groups/:group/queues/:queue?deleteMetadata=true, and
+ * Admin.getMessage / deleteMessage / retryMessage, which name a message by
+ * partitionId and transactionId. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -199,6 +201,78 @@ static void clear_and_group_delete_paths(void **state)
     free(q);
 }
 
+/* Admin.getMessage(partitionId, transactionId), retryMessage (posts {}) and
+ * deleteMessage. */
+static void message_by_partition_id(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("cmsg");
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/configure"),
+                            fmt("{\"queue\":\"%s\",\"options\":{\"retryLimit\":0}}", q), 200));
+    push_n(q, 2);
+    json_t *p = pop(q, 1, NULL);
+    json_t *m = json_array_get(json_object_get(p, "messages"), 0);
+    char *pid = strdup(jstr(m, "partitionId")), *txn0 = fmt("%s-0", q), *txn1 = fmt("%s-1", q);
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/ack"),
+                            fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"leaseId\":\"%s\","
+                                "\"status\":\"failed\",\"error\":\"bad input\"}",
+                                txn0, pid, jstr(m, "leaseId")),
+                            200));
+    json_decref(p);
+
+    json_t *v = http_ok_fmt("GET", fmt("/api/v1/messages/%s/%s", pid, txn0), NULL, 200);
+    assert_string_equal(jstr(v, "transactionId"), txn0);
+    assert_string_equal(jstr(v, "partitionId"), pid);
+    assert_string_equal(jstr(v, "state"), "dead");
+    assert_string_equal(jstr(v, "errorMessage"), "bad input");
+    assert_int_equal(jint(json_object_get(v, "data"), "n"), 0);
+    json_decref(v);
+    http_refused_fmt("GET", fmt("/api/v1/messages/%s/none", pid), NULL, 404, "not_found", "log_message_not_found");
+    http_refused_fmt("GET", fmt("/api/v1/messages/not-a-uuid/%s", txn0), NULL, 400, "bad_request",
+                     "log_bad_partition_id");
+
+    v = http_ok_fmt("POST", fmt("/api/v1/messages/%s/%s/retry", pid, txn0), strdup("{}"), 200);
+    assert_true(jtrue(v, "retried"));
+    assert_int_equal(jint(v, "requeued"), 1);
+    json_decref(v);
+    v = http_ok_fmt("GET", fmt("/api/v1/dlq?queue=%s", q), NULL, 200);
+    assert_int_equal(jint(v, "total"), 0);
+    json_decref(v);
+    /* Delivered again: after the pending one, as its copy. */
+    p = pop(q, 2, NULL);
+    assert_int_equal(json_array_size(json_object_get(p, "messages")), 2);
+    assert_string_equal(jstr(json_array_get(json_object_get(p, "messages"), 1), "transactionId"), txn0);
+    json_decref(p);
+    v = http_ok_fmt("POST", fmt("/api/v1/messages/%s/%s/retry", pid, txn0), strdup("{}"), 200);
+    assert_false(jtrue(v, "retried")); /* no dead letter left */
+    json_decref(v);
+
+    free(q);
+    q = pgtest_unique("cmsg");
+    push_n(q, 1);
+    p = pop(q, 1, "g1"); /* a group's lease does not let the message go */
+    m = json_array_get(json_object_get(p, "messages"), 0);
+    free(pid);
+    free(txn0);
+    pid = strdup(jstr(m, "partitionId"));
+    txn0 = fmt("%s-0", q);
+    http_refused_fmt("DELETE", fmt("/api/v1/messages/%s/%s", pid, txn0), NULL, 409, "conflict", "log_message_leased");
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/ack"),
+                            fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"leaseId\":\"%s\","
+                                "\"status\":\"completed\",\"consumerGroup\":\"g1\"}",
+                                txn0, pid, jstr(m, "leaseId")),
+                            200));
+    json_decref(p);
+    v = http_ok_fmt("DELETE", fmt("/api/v1/messages/%s/%s", pid, txn0), NULL, 200);
+    assert_int_equal(jint(v, "deleted"), 1);
+    json_decref(v);
+    http_refused_fmt("GET", fmt("/api/v1/messages/%s/%s", pid, txn0), NULL, 404, "not_found", "log_message_not_found");
+    free(pid);
+    free(txn0);
+    free(txn1);
+    free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +280,7 @@ int main(void)
         cmocka_unit_test(trace_body_of_consume),
         cmocka_unit_test(seek_body_of_the_client),
         cmocka_unit_test(clear_and_group_delete_paths),
+        cmocka_unit_test(message_by_partition_id),
     };
     return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
 }
