@@ -405,13 +405,19 @@ int queen_dlq_delete(queen *q, const char *tenant, long long id, const char *que
  *   holds a live lease there: -1, QUEEN_ERR_CONFLICT, reason
  *   log_group_leased (nothing moved; seek again after the lease).
  * queen_group_delete: the group's cursors on queue (NULL: every queue);
- *   refused likewise under a live lease. {"consumerGroup","deleted"}. */
+ *   refused likewise under a live lease. {"consumerGroup","deleted"}.
+ * queen_group_subscription: moves the start of the group's subscriptions
+ *   (every queue of the tenant) to from (ISO-8601 or "now"): where its first
+ *   cursor on a partition it has not read yet starts; its cursors stay.
+ *   {"consumerGroup","subscriptionTimestamp","queues"}. */
 int queen_groups(queen *q, const char *tenant, const char *group, int min_lag_seconds, char **result_json,
                  queen_error *err);
 int queen_group_seek(queen *q, const char *tenant, const char *group, const char *queue, const char *to,
                      char **result_json, queen_error *err);
 int queen_group_delete(queen *q, const char *tenant, const char *group, const char *queue, char **result_json,
                        queen_error *err);
+int queen_group_subscription(queen *q, const char *tenant, const char *group, const char *from, char **result_json,
+                             queen_error *err);
 
 /* ---- Browsing the log (sql/032_log_browse.sql) ----------------------------
  * A message's state is for one consumer group (NULL: queue mode): pending,

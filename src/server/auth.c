@@ -90,6 +90,7 @@ static const policy policies[] = {
     {"GET", "/api/v1/consumer-groups/lagging", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/consumer-groups/:group", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"DELETE", "/api/v1/consumer-groups/:group", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"POST", "/api/v1/consumer-groups/:group/subscription", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
     {"DELETE", "/api/v1/consumer-groups/:group/queues/:queue", ROLE_ADMIN, RES_QUEUE_PATH2, ACCESS_WRITE},
     {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", ROLE_ADMIN, RES_QUEUE_PATH2, ACCESS_WRITE},
     {"GET", "/api/v1/messages", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},

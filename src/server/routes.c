@@ -51,6 +51,7 @@ const route http_routes[] = {
     {"GET", "/api/v1/consumer-groups/lagging", route_groups_lagging, FAMILY_LOG},
     {"GET", "/api/v1/consumer-groups/:group", route_group, FAMILY_LOG},
     {"DELETE", "/api/v1/consumer-groups/:group", route_group_delete, FAMILY_LOG},
+    {"POST", "/api/v1/consumer-groups/:group/subscription", route_group_subscription, FAMILY_LOG},
     {"DELETE", "/api/v1/consumer-groups/:group/queues/:queue", route_group_queue_delete, FAMILY_LOG},
     {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", route_group_seek, FAMILY_LOG},
 

@@ -41,6 +41,7 @@ void route_groups_lagging(server *srv, const http_request *req, http_response *r
 void route_group(server *srv, const http_request *req, http_response *res);
 void route_group_delete(server *srv, const http_request *req, http_response *res);
 void route_group_queue_delete(server *srv, const http_request *req, http_response *res);
+void route_group_subscription(server *srv, const http_request *req, http_response *res);
 void route_group_seek(server *srv, const http_request *req, http_response *res);
 
 /* routes_browse.c */

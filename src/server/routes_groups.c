@@ -1,5 +1,6 @@
 /* routes_groups: the consumer-group routes (README.md, HTTP API > Consumer
- * groups): the view with lag, the lagging view, one group, seek, delete
+ * groups): the view with lag, the lagging view, one group, seek, delete,
+ * the subscription start
  * (also under the reference's path for one queue).
  * Parse, call one engine function (src/engine/groups.c), render. */
 #include "routes.h"
@@ -109,6 +110,28 @@ void route_group_seek(server *srv, const http_request *req, http_response *res)
         char *result = NULL;
         queen_error err;
         int rc = queen_group_seek(srv->engine, req->tenant, req->params[0], req->params[1], to, &result, &err);
+        answer(res, rc, result, &err);
+    }
+    json_decref(body);
+}
+
+/* POST /api/v1/consumer-groups/:group/subscription {"subscriptionTimestamp":
+ * "<ISO-8601>" | "now"} (the reference client's body) */
+void route_group_subscription(server *srv, const http_request *req, http_response *res)
+{
+    static const char *const members[] = {"subscriptionTimestamp", NULL};
+    json_t *body = body_parse(req, res, false);
+    if (body == NULL)
+        return;
+    bool bad = false;
+    const char *from = NULL;
+    if (!json_is_object(body) || body_unknown_field(body, members) != NULL) {
+        http_refuse(res, FAMILY_LOG, QUEEN_ERR_BAD_REQUEST, "log_bad_request",
+                    "the body is {\"subscriptionTimestamp\": \"<ISO-8601>\"}");
+    } else if ((from = body_string(body, "subscriptionTimestamp", res, FAMILY_LOG, &bad)), !bad) {
+        char *result = NULL;
+        queen_error err;
+        int rc = queen_group_subscription(srv->engine, req->tenant, req->params[0], from, &result, &err);
         answer(res, rc, result, &err);
     }
     json_decref(body);

@@ -8,7 +8,7 @@
  * Admin.deleteConsumerGroupForQueue's DELETE
  * /api/v1/consumer-groups/:group/queues/:queue?deleteMetadata=true, and
  * Admin.getMessage / deleteMessage / retryMessage, which name a message by
- * partitionId and transactionId. */
+ * partitionId and transactionId, and the dashboard's subscription move. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -273,6 +273,40 @@ static void message_by_partition_id(void **state)
     free(q);
 }
 
+/* POST /api/v1/consumer-groups/:group/subscription {subscriptionTimestamp}
+ * (the dashboard's "move subscription"): where the group starts on a
+ * partition it has not read yet. */
+static void subscription_moves_group_start(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("csub");
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/push"),
+                            fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"a\",\"payload\":1}]}", q), 201));
+    /* g and h read the queue from its beginning: their subscriptions. */
+    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&autoAck=true&consumerGroup=g", q),
+                            NULL, 200));
+    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&autoAck=true&consumerGroup=h", q),
+                            NULL, 200));
+    json_t *v = http_ok_fmt("POST", strdup("/api/v1/consumer-groups/g/subscription"),
+                            strdup("{\"subscriptionTimestamp\":\"2100-01-01T00:00:00.000Z\"}"), 200);
+    assert_int_equal(jint(v, "queues"), 1);
+    assert_string_equal(jstr(v, "consumerGroup"), "g");
+    json_decref(v);
+    /* A new partition: g now starts past what it holds, h does not. */
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/push"),
+                            fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"b\",\"payload\":2}]}", q), 201));
+    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&consumerGroup=g", q), NULL, 204));
+    v = http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&consumerGroup=h", q), NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(v, "messages")), 1);
+    json_decref(v);
+    http_refused_fmt("POST", strdup("/api/v1/consumer-groups/g/subscription"),
+                     strdup("{\"subscriptionTimestamp\":\"yesterday\"}"), 400, "bad_request",
+                     "log_bad_subscription_from");
+    http_refused_fmt("POST", strdup("/api/v1/consumer-groups/g/subscription"), strdup("{}"), 400, "bad_request",
+                     "log_bad_subscription_from");
+    free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +315,7 @@ int main(void)
         cmocka_unit_test(seek_body_of_the_client),
         cmocka_unit_test(clear_and_group_delete_paths),
         cmocka_unit_test(message_by_partition_id),
+        cmocka_unit_test(subscription_moves_group_start),
     };
     return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
 }
