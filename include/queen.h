@@ -484,10 +484,15 @@ int queen_traces_by_name(queen *q, const char *tenant, const char *name, int lim
  * "maintenance" (retry later), and queen_pop finds nothing (a waiting pop
  * waits); acks, reads and the kv work as usual. No push is accepted and
  * held back: what is acknowledged is committed.
- * queen_maintenance: {"maintenance": bool, "since": instant | null}.
- * queen_maintenance_set: switches it; the same object plus "changed". */
+ * Pop maintenance is a second switch that stops deliveries alone: queen_pop
+ * finds nothing, pushes, acks and reads go on.
+ * queen_maintenance: {"maintenance": bool, "since": instant | null,
+ *   "popMaintenance": bool, "popSince": instant | null}.
+ * queen_maintenance_set, queen_pop_maintenance_set: switch one; the same
+ *   object plus "changed". */
 int queen_maintenance(queen *q, char **result_json, queen_error *err);
 int queen_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
+int queen_pop_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
 
 /* ---- Resources (sql/036_log_resources.sql) --------------------------------
  * What an admin client and the console read. Message states are queue

@@ -56,6 +56,8 @@ static const policy policies[] = {
     {"GET", "/metrics/prometheus", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
     {"GET", "/api/v1/system/maintenance", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
     {"POST", "/api/v1/system/maintenance", ROLE_OPERATOR, RES_BROKER, ACCESS_WRITE},
+    {"GET", "/api/v1/system/maintenance/pop", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
+    {"POST", "/api/v1/system/maintenance/pop", ROLE_OPERATOR, RES_BROKER, ACCESS_WRITE},
     {"GET", "/api/v1/status", ROLE_READ, RES_NONE, ACCESS_READ},
     {"POST", "/api/v1/kv", ROLE_READ, RES_KV_BATCH, ACCESS_READ},
     {"GET", "/api/v1/kv/:ns/*key", ROLE_READ, RES_KV_PATH, ACCESS_READ},

@@ -13,6 +13,8 @@ const route http_routes[] = {
     {"GET", "/metrics/prometheus", route_metrics_prometheus, FAMILY_OPS},
     {"GET", "/api/v1/system/maintenance", route_maintenance, FAMILY_OPS},
     {"POST", "/api/v1/system/maintenance", route_maintenance_set, FAMILY_OPS},
+    {"GET", "/api/v1/system/maintenance/pop", route_pop_maintenance, FAMILY_OPS},
+    {"POST", "/api/v1/system/maintenance/pop", route_pop_maintenance_set, FAMILY_OPS},
     {"GET", "/api/v1/status", route_status, FAMILY_OPS},
 
     {"POST", "/api/v1/kv", route_kv_batch, FAMILY_KV},

@@ -60,6 +60,8 @@ void route_traces_by_name(server *srv, const http_request *req, http_response *r
 /* routes_system.c */
 void route_maintenance(server *srv, const http_request *req, http_response *res);
 void route_maintenance_set(server *srv, const http_request *req, http_response *res);
+void route_pop_maintenance(server *srv, const http_request *req, http_response *res);
+void route_pop_maintenance_set(server *srv, const http_request *req, http_response *res);
 
 /* routes_resources.c */
 void route_overview(server *srv, const http_request *req, http_response *res);

@@ -8,7 +8,8 @@
  * Admin.deleteConsumerGroupForQueue's DELETE
  * /api/v1/consumer-groups/:group/queues/:queue?deleteMetadata=true, and
  * Admin.getMessage / deleteMessage / retryMessage, which name a message by
- * partitionId and transactionId, and the dashboard's subscription move. */
+ * partitionId and transactionId, the dashboard's subscription move, and
+ * pop maintenance. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -307,6 +308,37 @@ static void subscription_moves_group_start(void **state)
     free(q);
 }
 
+/* Admin.setPopMaintenanceMode(enabled) / getPopMaintenanceMode(): pops
+ * deliver nothing while pushes go on; the switch is the database's, so the
+ * test turns it off again before it ends. */
+static void pop_maintenance(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("cpopm");
+    json_t *v = http_ok_fmt("POST", strdup("/api/v1/system/maintenance/pop"), strdup("{\"enabled\":true}"), 200);
+    assert_true(jtrue(v, "popMaintenanceMode"));
+    assert_true(jtrue(v, "changed"));
+    json_decref(v);
+    v = http_ok_fmt("GET", strdup("/api/v1/system/maintenance/pop"), NULL, 200);
+    assert_true(jtrue(v, "popMaintenanceMode"));
+    assert_non_null(jstr(v, "since"));
+    json_decref(v);
+    push_n(q, 1); /* pushes go on */
+    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false", q), NULL, 204));
+    v = http_ok_fmt("GET", strdup("/api/v1/system/maintenance"), NULL, 200);
+    assert_false(jtrue(v, "maintenance")); /* the push switch is another one */
+    json_decref(v);
+    v = http_ok_fmt("POST", strdup("/api/v1/system/maintenance/pop"), strdup("{\"enabled\":false}"), 200);
+    assert_false(jtrue(v, "popMaintenanceMode"));
+    json_decref(v);
+    v = pop(q, 1, NULL);
+    assert_int_equal(json_array_size(json_object_get(v, "messages")), 1);
+    json_decref(v);
+    http_refused_fmt("POST", strdup("/api/v1/system/maintenance/pop"), strdup("{\"enabled\":1}"), 400, "bad_request",
+                     NULL);
+    free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +348,7 @@ int main(void)
         cmocka_unit_test(clear_and_group_delete_paths),
         cmocka_unit_test(message_by_partition_id),
         cmocka_unit_test(subscription_moves_group_start),
+        cmocka_unit_test(pop_maintenance),
     };
     return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
 }
