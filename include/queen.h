@@ -506,6 +506,10 @@ int queen_pop_maintenance_set(queen *q, bool enabled, char **result_json, queen_
  *   an unknown queue is 400 log_no_such_queue.
  * queen_queue_partitions: {queue, partitions: [{name, partitionId,
  *   headOffset, messages, createdAt, lastPushAt}]}.
+ * queen_partitions: the tenant's partitions (of queue when not NULL) with
+ *   at least min_depth pending messages, deepest first, at most limit (0 =
+ *   100; 1..1000): {partitions: [{id, name, queue, namespace, task,
+ *   createdAt, lastPushAt, headOffset, depth, processing, total}]}.
  * queen_queue_clear: deletes every stored message of the queue (cursors,
  *   options and dead letters stay): {queue, deleted}; refused while a live
  *   lease holds part of it (QUEEN_ERR_CONFLICT, log_message_leased). */
@@ -513,6 +517,8 @@ int queen_overview(queen *q, const char *tenant, char **result_json, queen_error
 int queen_labels(queen *q, const char *tenant, const char *kind, char **result_json, queen_error *err);
 int queen_queue_detail(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 int queen_queue_partitions(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+int queen_partitions(queen *q, const char *tenant, const char *queue, long long min_depth, int limit,
+                     char **result_json, queen_error *err);
 int queen_queue_clear(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------

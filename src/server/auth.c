@@ -80,6 +80,7 @@ static const policy policies[] = {
     {"GET", "/api/v1/resources/queues/:queue/partitions", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
     {"POST", "/api/v1/resources/queues/:queue/clear", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
     {"DELETE", "/api/v1/queues/:queue/clear", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
+    {"GET", "/api/v1/resources/partitions", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/resources/overview", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/resources/namespaces", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/resources/tasks", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},

@@ -39,6 +39,7 @@ const route http_routes[] = {
     {"GET", "/api/v1/resources/queues/:queue/partitions", route_queue_partitions, FAMILY_LOG},
     {"POST", "/api/v1/resources/queues/:queue/clear", route_queue_clear, FAMILY_LOG},
     {"DELETE", "/api/v1/queues/:queue/clear", route_queue_clear, FAMILY_LOG},
+    {"GET", "/api/v1/resources/partitions", route_partitions, FAMILY_LOG},
     {"GET", "/api/v1/resources/overview", route_overview, FAMILY_LOG},
     {"GET", "/api/v1/resources/namespaces", route_namespaces, FAMILY_LOG},
     {"GET", "/api/v1/resources/tasks", route_tasks, FAMILY_LOG},

@@ -70,6 +70,7 @@ void route_tasks(server *srv, const http_request *req, http_response *res);
 void route_queue_detail(server *srv, const http_request *req, http_response *res);
 void route_queue_partitions(server *srv, const http_request *req, http_response *res);
 void route_queue_clear(server *srv, const http_request *req, http_response *res);
+void route_partitions(server *srv, const http_request *req, http_response *res);
 void route_status(server *srv, const http_request *req, http_response *res);
 
 /* routes_console.c */

@@ -8,8 +8,8 @@
  * Admin.deleteConsumerGroupForQueue's DELETE
  * /api/v1/consumer-groups/:group/queues/:queue?deleteMetadata=true, and
  * Admin.getMessage / deleteMessage / retryMessage, which name a message by
- * partitionId and transactionId, the dashboard's subscription move, and
- * pop maintenance. */
+ * partitionId and transactionId, the dashboard's subscription move, pop
+ * maintenance and getPartitions. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -339,6 +339,34 @@ static void pop_maintenance(void **state)
     free(q);
 }
 
+/* Admin.getPartitions({queue, minDepth}): the tenant's partitions with
+ * their depth, deepest first. */
+static void partitions_by_depth(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("cpart");
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/push"),
+                            fmt("{\"items\":[{\"queue\":\"%1$s\",\"partition\":\"a\",\"payload\":1},"
+                                "{\"queue\":\"%1$s\",\"partition\":\"b\",\"payload\":2},"
+                                "{\"queue\":\"%1$s\",\"partition\":\"b\",\"payload\":3}]}",
+                                q),
+                            201));
+    json_t *v = http_ok_fmt("GET", fmt("/api/v1/resources/partitions?queue=%s", q), NULL, 200);
+    json_t *parts = json_object_get(v, "partitions");
+    assert_int_equal(json_array_size(parts), 2);
+    assert_string_equal(jstr(json_array_get(parts, 0), "name"), "b");
+    assert_int_equal(jint(json_array_get(parts, 0), "depth"), 2);
+    assert_string_equal(jstr(json_array_get(parts, 0), "queue"), q);
+    assert_int_equal(jint(json_array_get(parts, 1), "total"), 1);
+    json_decref(v);
+    v = http_ok_fmt("GET", fmt("/api/v1/resources/partitions?queue=%s&minDepth=2", q), NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(v, "partitions")), 1);
+    json_decref(v);
+    http_refused_fmt("GET", fmt("/api/v1/resources/partitions?queue=%s&limit=0", q), NULL, 400, "bad_request",
+                     "log_bad_limit");
+    free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +377,7 @@ int main(void)
         cmocka_unit_test(message_by_partition_id),
         cmocka_unit_test(subscription_moves_group_start),
         cmocka_unit_test(pop_maintenance),
+        cmocka_unit_test(partitions_by_depth),
     };
     return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
 }
