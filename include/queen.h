@@ -476,6 +476,10 @@ int queen_traces_by_message(queen *q, const char *tenant, const char *partition_
                             char **result_json, queen_error *err);
 int queen_traces_by_name(queen *q, const char *tenant, const char *name, int limit, long long after,
                          char **result_json, queen_error *err);
+/* queen_trace_names: the names the tenant's traces carry, most recently seen
+ *   first, at most limit (0 = 50; 1..1000): {"names":[{traceName,
+ *   traceCount, messageCount, lastSeen}], "total"}. */
+int queen_trace_names(queen *q, const char *tenant, int limit, char **result_json, queen_error *err);
 
 /* ---- Maintenance mode (sql/034_system_maintenance.sql) --------------------
  * One switch for the whole database, so every broker on it sees it within a

@@ -103,6 +103,7 @@ static const policy policies[] = {
     {"DELETE", "/api/v1/messages/:partitionId/:transactionId", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
     {"POST", "/api/v1/messages/:partitionId/:transactionId/retry", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
     {"POST", "/api/v1/traces", ROLE_WRITE, RES_PARTITION, ACCESS_READ},
+    {"GET", "/api/v1/traces/names", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/traces/by-name/:traceName", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/traces/:partitionId/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/", ROLE_NONE, RES_NONE, ACCESS_READ},

@@ -3,7 +3,7 @@
  * path and method wins; a path that matches under another method is 405.
  * Data only: never a branch on a route here or anywhere else. A fixed path
  * comes before a capture that would take it (consumer-groups/lagging before
- * consumer-groups/:group, traces/by-name/:traceName before
+ * consumer-groups/:group, traces/names and traces/by-name/:traceName before
  * traces/:partitionId/:transactionId). No comment inside the table: a checker reads it. */
 #include "routes.h"
 
@@ -66,6 +66,7 @@ const route http_routes[] = {
     {"POST", "/api/v1/messages/:partitionId/:transactionId/retry", route_message_retry, FAMILY_LOG},
 
     {"POST", "/api/v1/traces", route_trace_add, FAMILY_LOG},
+    {"GET", "/api/v1/traces/names", route_trace_names, FAMILY_LOG},
     {"GET", "/api/v1/traces/by-name/:traceName", route_traces_by_name, FAMILY_LOG},
     {"GET", "/api/v1/traces/:partitionId/:transactionId", route_traces_by_message, FAMILY_LOG},
 

@@ -56,6 +56,7 @@ void route_message_retry(server *srv, const http_request *req, http_response *re
 void route_trace_add(server *srv, const http_request *req, http_response *res);
 void route_traces_by_message(server *srv, const http_request *req, http_response *res);
 void route_traces_by_name(server *srv, const http_request *req, http_response *res);
+void route_trace_names(server *srv, const http_request *req, http_response *res);
 
 /* routes_system.c */
 void route_maintenance(server *srv, const http_request *req, http_response *res);

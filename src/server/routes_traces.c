@@ -122,3 +122,17 @@ void route_traces_by_name(server *srv, const http_request *req, http_response *r
     int rc = queen_traces_by_name(srv->engine, req->tenant, req->params[0], limit, after, &result, &err);
     answer(res, rc, 200, result, &err);
 }
+
+/* GET /api/v1/traces/names?limit=&offset=0 (the reference clients'
+ * getTraceNames; offset is accepted as 0 only, as on GET /api/v1/dlq) */
+void route_trace_names(server *srv, const http_request *req, http_response *res)
+{
+    long long limit = 0, offset = 0;
+    if (!arg_int(req, "limit", 1, 1000, &limit, res, "log_bad_limit") ||
+        !arg_int(req, "offset", 0, 0, &offset, res, "log_bad_offset"))
+        return;
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_trace_names(srv->engine, req->tenant, (int)limit, &result, &err);
+    answer(res, rc, 200, result, &err);
+}

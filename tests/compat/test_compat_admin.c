@@ -128,6 +128,21 @@ static void trace_body_of_consume(void **state)
     v = http_ok_fmt("GET", fmt("/api/v1/traces/%s/%s", jstr(m, "partitionId"), jstr(m, "transactionId")), NULL, 200);
     assert_int_equal(json_array_size(json_object_get(v, "traces")), 3);
     json_decref(v);
+    /* Admin.getTraceNames({limit}): both names, one message each. */
+    v = http_ok_fmt("GET", strdup("/api/v1/traces/names?limit=1000&offset=0"), NULL, 200);
+    size_t i, seen = 0;
+    json_t *n;
+    json_array_foreach(json_object_get(v, "names"), i, n)
+    {
+        if (strcmp(jstr(n, "traceName"), name_a) == 0 || strcmp(jstr(n, "traceName"), name_b) == 0) {
+            assert_int_equal(jint(n, "traceCount"), 1);
+            assert_int_equal(jint(n, "messageCount"), 1);
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 2);
+    assert_true(jint(v, "total") >= 2);
+    json_decref(v);
     /* A name that is no string writes nothing. */
     http_refused_fmt("POST", strdup("/api/v1/traces"),
                      fmt("{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"traceNames\":[7],\"data\":{}}",
