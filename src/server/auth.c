@@ -96,6 +96,7 @@ static const policy policies[] = {
     {"POST", "/api/v1/consumer-groups/:group/subscription", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
     {"DELETE", "/api/v1/consumer-groups/:group/queues/:queue", ROLE_ADMIN, RES_QUEUE_PATH2, ACCESS_WRITE},
     {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", ROLE_ADMIN, RES_QUEUE_PATH2, ACCESS_WRITE},
+    {"POST", "/api/v1/stats/refresh", ROLE_READ, RES_NONE, ACCESS_READ},
     {"GET", "/api/v1/messages", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"GET", "/api/v1/messages/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"DELETE", "/api/v1/messages/:transactionId", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},

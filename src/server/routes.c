@@ -58,6 +58,8 @@ const route http_routes[] = {
     {"DELETE", "/api/v1/consumer-groups/:group/queues/:queue", route_group_queue_delete, FAMILY_LOG},
     {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", route_group_seek, FAMILY_LOG},
 
+    {"POST", "/api/v1/stats/refresh", route_stats_refresh, FAMILY_LOG},
+
     {"GET", "/api/v1/messages", route_messages, FAMILY_LOG},
     {"GET", "/api/v1/messages/:transactionId", route_message_get, FAMILY_LOG},
     {"DELETE", "/api/v1/messages/:transactionId", route_message_delete, FAMILY_LOG},

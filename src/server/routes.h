@@ -42,6 +42,7 @@ void route_group(server *srv, const http_request *req, http_response *res);
 void route_group_delete(server *srv, const http_request *req, http_response *res);
 void route_group_queue_delete(server *srv, const http_request *req, http_response *res);
 void route_group_subscription(server *srv, const http_request *req, http_response *res);
+void route_stats_refresh(server *srv, const http_request *req, http_response *res);
 void route_group_seek(server *srv, const http_request *req, http_response *res);
 
 /* routes_browse.c */

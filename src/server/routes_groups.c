@@ -1,6 +1,6 @@
 /* routes_groups: the consumer-group routes (README.md, HTTP API > Consumer
  * groups): the view with lag, the lagging view, one group, seek, delete,
- * the subscription start
+ * the subscription start, and the reference's stats refresh (a no-op here)
  * (also under the reference's path for one queue).
  * Parse, call one engine function (src/engine/groups.c), render. */
 #include "routes.h"
@@ -135,4 +135,15 @@ void route_group_subscription(server *srv, const http_request *req, http_respons
         answer(res, rc, result, &err);
     }
     json_decref(body);
+}
+
+/* POST /api/v1/stats/refresh (the reference clients' refreshConsumerStats,
+ * which posts {}): the lag and counts here are computed from the log at
+ * every read, so there is nothing to refresh; the answer says so, as a
+ * broker whose counters are always current does. */
+void route_stats_refresh(server *srv, const http_request *req, http_response *res)
+{
+    (void)srv;
+    (void)req;
+    http_json(res, 200, json_pack("{s:b, s:s}", "refreshed", false, "reason", "always_current"));
 }

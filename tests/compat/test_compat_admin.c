@@ -382,6 +382,16 @@ static void partitions_by_depth(void **state)
     free(q);
 }
 
+/* Admin.refreshConsumerStats() posts {}: nothing to refresh here. */
+static void stats_refresh(void **state)
+{
+    (void)state;
+    json_t *v = http_ok_fmt("POST", strdup("/api/v1/stats/refresh"), strdup("{}"), 200);
+    assert_false(jtrue(v, "refreshed"));
+    assert_string_equal(jstr(v, "reason"), "always_current");
+    json_decref(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -393,6 +403,7 @@ int main(void)
         cmocka_unit_test(subscription_moves_group_start),
         cmocka_unit_test(pop_maintenance),
         cmocka_unit_test(partitions_by_depth),
+        cmocka_unit_test(stats_refresh),
     };
     return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
 }
