@@ -250,17 +250,19 @@ RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
-    v_at  RECORD;
-    v_ids JSONB;
-    v_n   INTEGER := 0;
+    v_queue TEXT;
+    v_ids   JSONB;
+    v_n     INTEGER := 0;
 BEGIN
-    v_at := queen._log_partition_names_v1(p_tenant, p_partition_id);
+    PERFORM queen._log_partition_names_v1(p_tenant, p_partition_id);
     PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
-    SELECT jsonb_agg(d.id ORDER BY d.id) INTO v_ids
+    -- The queue from the dead letters themselves: they outlive a partition
+    -- the sweeper reclaimed, and the requeue recreates it.
+    SELECT min(d.queue_name), jsonb_agg(d.id ORDER BY d.id) INTO v_queue, v_ids
     FROM queen.log_dead_letters d
     WHERE d.tenant_id = p_tenant AND d.partition_id = p_partition_id::uuid AND d.transaction_id = p_txn;
     IF v_ids IS NOT NULL THEN
-        v_n := (queen.log_dlq_requeue_v1(p_tenant, v_at.queue_name, v_ids, NULL) ->> 'requeued')::integer;
+        v_n := (queen.log_dlq_requeue_v1(p_tenant, v_queue, v_ids, NULL) ->> 'requeued')::integer;
     END IF;
     RETURN jsonb_build_object('retried', v_n > 0, 'requeued', v_n, 'partitionId', p_partition_id::uuid,
                               'transactionId', p_txn);

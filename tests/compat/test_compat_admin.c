@@ -295,32 +295,36 @@ static void message_by_partition_id(void **state)
 static void subscription_moves_group_start(void **state)
 {
     (void)state;
-    char *q = pgtest_unique("csub");
+    /* Groups of their own: a group's subscriptions are every queue it reads,
+     * and other suites share this database. */
+    char *q = pgtest_unique("csub"), *g = pgtest_unique("g"), *h = pgtest_unique("h");
     json_decref(http_ok_fmt("POST", strdup("/api/v1/push"),
                             fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"a\",\"payload\":1}]}", q), 201));
     /* g and h read the queue from its beginning: their subscriptions. */
-    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&autoAck=true&consumerGroup=g", q),
+    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&autoAck=true&consumerGroup=%s", q, g),
                             NULL, 200));
-    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&autoAck=true&consumerGroup=h", q),
+    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&autoAck=true&consumerGroup=%s", q, h),
                             NULL, 200));
-    json_t *v = http_ok_fmt("POST", strdup("/api/v1/consumer-groups/g/subscription"),
+    json_t *v = http_ok_fmt("POST", fmt("/api/v1/consumer-groups/%s/subscription", g),
                             strdup("{\"subscriptionTimestamp\":\"2100-01-01T00:00:00.000Z\"}"), 200);
     assert_int_equal(jint(v, "queues"), 1);
-    assert_string_equal(jstr(v, "consumerGroup"), "g");
+    assert_string_equal(jstr(v, "consumerGroup"), g);
     json_decref(v);
     /* A new partition: g now starts past what it holds, h does not. */
     json_decref(http_ok_fmt("POST", strdup("/api/v1/push"),
                             fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"b\",\"payload\":2}]}", q), 201));
-    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&consumerGroup=g", q), NULL, 204));
-    v = http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&consumerGroup=h", q), NULL, 200);
+    json_decref(http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&consumerGroup=%s", q, g), NULL, 204));
+    v = http_ok_fmt("GET", fmt("/api/v1/pop/queue/%s?batch=1&wait=false&consumerGroup=%s", q, h), NULL, 200);
     assert_int_equal(json_array_size(json_object_get(v, "messages")), 1);
     json_decref(v);
-    http_refused_fmt("POST", strdup("/api/v1/consumer-groups/g/subscription"),
+    http_refused_fmt("POST", fmt("/api/v1/consumer-groups/%s/subscription", g),
                      strdup("{\"subscriptionTimestamp\":\"yesterday\"}"), 400, "bad_request",
                      "log_bad_subscription_from");
-    http_refused_fmt("POST", strdup("/api/v1/consumer-groups/g/subscription"), strdup("{}"), 400, "bad_request",
+    http_refused_fmt("POST", fmt("/api/v1/consumer-groups/%s/subscription", g), strdup("{}"), 400, "bad_request",
                      "log_bad_subscription_from");
     free(q);
+    free(g);
+    free(h);
 }
 
 /* Admin.setPopMaintenanceMode(enabled) / getPopMaintenanceMode(): pops
