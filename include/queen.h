@@ -406,13 +406,19 @@ int queen_dlq_delete(queen *q, const char *tenant, long long id, const char *que
  *   holds a live lease there: -1, QUEEN_ERR_CONFLICT, reason
  *   log_group_leased (nothing moved; seek again after the lease).
  * queen_group_delete: the group's cursors on queue (NULL: every queue);
- *   refused likewise under a live lease. {"consumerGroup","deleted"}. */
+ *   refused likewise under a live lease. {"consumerGroup","deleted"}.
+ * queen_group_subscription: moves the start of the group's subscriptions
+ *   (every queue of the tenant) to from (ISO-8601 or "now"): where its first
+ *   cursor on a partition it has not read yet starts; its cursors stay.
+ *   {"consumerGroup","subscriptionTimestamp","queues"}. */
 int queen_groups(queen *q, const char *tenant, const char *group, int min_lag_seconds, char **result_json,
                  queen_error *err);
 int queen_group_seek(queen *q, const char *tenant, const char *group, const char *queue, const char *to,
                      char **result_json, queen_error *err);
 int queen_group_delete(queen *q, const char *tenant, const char *group, const char *queue, char **result_json,
                        queen_error *err);
+int queen_group_subscription(queen *q, const char *tenant, const char *group, const char *from, char **result_json,
+                             queen_error *err);
 
 /* ---- Browsing the log (sql/032_log_browse.sql) ----------------------------
  * A message's state is for one consumer group (NULL: queue mode): pending,
@@ -426,7 +432,16 @@ int queen_group_delete(queen *q, const char *tenant, const char *group, const ch
  *   {"messages":[...]} (usually one; a requeued dead letter adds its copy).
  * queen_message_delete: deletes queue's messages with that transactionId
  *   (partition NULL: any); refused while a live lease covers one: -1,
- *   QUEEN_ERR_CONFLICT, reason log_message_leased. {"deleted": n}. */
+ *   QUEEN_ERR_CONFLICT, reason log_message_leased. {"deleted": n}.
+ * queen_message_at: the message (partition_id, transaction_id) of the tenant
+ *   with its state for group (NULL: queue mode), and errorMessage and
+ *   retryCount when it is the group's dead letter; the JSON text null when
+ *   there is none. partition_id not a uuid: 400 log_bad_partition_id.
+ * queen_message_delete_at: queen_message_delete on that message:
+ *   {"deleted": n, "partitionId", "transactionId"}.
+ * queen_message_retry: requeues the message's dead letters (every group's),
+ *   as queen_dlq_requeue: {"retried": bool, "requeued": n, "partitionId",
+ *   "transactionId"}; retried false when it is no dead letter. */
 typedef struct queen_messages_query {
     const char *queue, *partition, *consumer_group;
     int limit;
@@ -438,6 +453,12 @@ int queen_message_get(queen *q, const char *tenant, const char *transaction_id, 
                       char **result_json, queen_error *err);
 int queen_message_delete(queen *q, const char *tenant, const char *queue, const char *transaction_id,
                          const char *partition, char **result_json, queen_error *err);
+int queen_message_at(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                     const char *group, char **result_json, queen_error *err);
+int queen_message_delete_at(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                            char **result_json, queen_error *err);
+int queen_message_retry(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                        char **result_json, queen_error *err);
 
 /* ---- Traces (sql/033_log_traces.sql) --------------------------------------
  * queen_trace_add: records a trace event named name with data_json (any
@@ -456,6 +477,10 @@ int queen_traces_by_message(queen *q, const char *tenant, const char *partition_
                             char **result_json, queen_error *err);
 int queen_traces_by_name(queen *q, const char *tenant, const char *name, int limit, long long after,
                          char **result_json, queen_error *err);
+/* queen_trace_names: the names the tenant's traces carry, most recently seen
+ *   first, at most limit (0 = 50; 1..1000): {"names":[{traceName,
+ *   traceCount, messageCount, lastSeen}], "total"}. */
+int queen_trace_names(queen *q, const char *tenant, int limit, char **result_json, queen_error *err);
 
 /* ---- Maintenance mode (sql/034_system_maintenance.sql) --------------------
  * One switch for the whole database, so every broker on it sees it within a
@@ -464,10 +489,15 @@ int queen_traces_by_name(queen *q, const char *tenant, const char *name, int lim
  * "maintenance" (retry later), and queen_pop finds nothing (a waiting pop
  * waits); acks, reads and the kv work as usual. No push is accepted and
  * held back: what is acknowledged is committed.
- * queen_maintenance: {"maintenance": bool, "since": instant | null}.
- * queen_maintenance_set: switches it; the same object plus "changed". */
+ * Pop maintenance is a second switch that stops deliveries alone: queen_pop
+ * finds nothing, pushes, acks and reads go on.
+ * queen_maintenance: {"maintenance": bool, "since": instant | null,
+ *   "popMaintenance": bool, "popSince": instant | null}.
+ * queen_maintenance_set, queen_pop_maintenance_set: switch one; the same
+ *   object plus "changed". */
 int queen_maintenance(queen *q, char **result_json, queen_error *err);
 int queen_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
+int queen_pop_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
 
 /* ---- Resources (sql/036_log_resources.sql) --------------------------------
  * What an admin client and the console read. Message states are queue
@@ -481,6 +511,10 @@ int queen_maintenance_set(queen *q, bool enabled, char **result_json, queen_erro
  *   an unknown queue is 400 log_no_such_queue.
  * queen_queue_partitions: {queue, partitions: [{name, partitionId,
  *   headOffset, messages, createdAt, lastPushAt}]}.
+ * queen_partitions: the tenant's partitions (of queue when not NULL) with
+ *   at least min_depth pending messages, deepest first, at most limit (0 =
+ *   100; 1..1000): {partitions: [{id, name, queue, namespace, task,
+ *   createdAt, lastPushAt, headOffset, depth, processing, total}]}.
  * queen_queue_clear: deletes every stored message of the queue (cursors,
  *   options and dead letters stay): {queue, deleted}; refused while a live
  *   lease holds part of it (QUEEN_ERR_CONFLICT, log_message_leased). */
@@ -488,6 +522,8 @@ int queen_overview(queen *q, const char *tenant, char **result_json, queen_error
 int queen_labels(queen *q, const char *tenant, const char *kind, char **result_json, queen_error *err);
 int queen_queue_detail(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 int queen_queue_partitions(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+int queen_partitions(queen *q, const char *tenant, const char *queue, long long min_depth, int limit,
+                     char **result_json, queen_error *err);
 int queen_queue_clear(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------

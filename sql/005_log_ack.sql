@@ -6,7 +6,7 @@
 --       queen._log_ack_apply_v1, queen.log_ack_v1,
 --       queen.log_lease_extend_v1, queen.log_queues_of_v1, queen._log_queue_option_specs_v1,
 --       queen._log_queue_option_check_v1, queen._log_queue_options_v1,
---       queen.log_configure_v1, queen.log_queues_v1,
+--       queen.log_configure_v1, queen._log_partition_mode_counts_v1, queen.log_queues_v1,
 --       queen.log_queue_delete_v1, queen.log_transaction_wire_v1.
 -- May call: 001, 003 (_log_push_check_v1, _log_push_apply_v1) and, from the
 -- wire only and at run time (plpgsql resolves names when it runs, so 005 may
@@ -734,11 +734,29 @@ BEGIN
 END
 $$;
 
+-- _log_partition_mode_counts_v1(partition) -> (total, pending, processing):
+-- the partition's messages counted for the queue-mode group
+-- '__QUEUE_MODE__': total = stored messages; processing = messages in a live
+-- lease's batch; pending = the rest above the cursor. One place for the rule
+-- every per-queue and per-partition count shows (log_queues_v1, 036).
+CREATE OR REPLACE FUNCTION queen._log_partition_mode_counts_v1(p_partition_id UUID, OUT total BIGINT,
+                                                               OUT pending BIGINT, OUT processing BIGINT)
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT count(*),
+           count(*) FILTER (WHERE m.msg_offset > COALESCE(c.committed_offset, 0)
+                              AND NOT COALESCE(c.lease_expires_at > now() AND m.msg_offset <= c.batch_end, false)),
+           count(*) FILTER (WHERE m.msg_offset > COALESCE(c.committed_offset, 0)
+                              AND COALESCE(c.lease_expires_at > now() AND m.msg_offset <= c.batch_end, false))
+    FROM queen.log_messages m
+    LEFT JOIN queen.log_consumers c ON c.partition_id = p_partition_id AND c.consumer_group = '__QUEUE_MODE__'
+    WHERE m.partition_id = p_partition_id
+$$;
+
 -- log_queues_v1(tenant) -> {queues: [{name, namespace, task, partitions,
 -- messages: {total, pending, processing}}]} in byte order of name
 -- (namespace, task: the labels, null when none). Counts for the queue-mode
--- group '__QUEUE_MODE__': total = stored messages; processing = messages in
--- a live lease's batch; pending = the rest above the cursor. Reads only.
+-- group (_log_partition_mode_counts_v1). Reads only.
 -- Raises 22023 log_bad_tenant.
 CREATE OR REPLACE FUNCTION queen.log_queues_v1(p_tenant UUID)
 RETURNS JSONB
@@ -759,16 +777,7 @@ BEGIN
                      COALESCE(sum(pm.processing), 0) AS processing
               FROM queen.queues q
               LEFT JOIN queen.log_partitions p ON p.queue_id = q.id
-              LEFT JOIN LATERAL (
-                  SELECT count(*) AS total,
-                         count(*) FILTER (WHERE m.msg_offset > COALESCE(c.committed_offset, 0)
-                                            AND NOT COALESCE(c.lease_expires_at > now() AND m.msg_offset <= c.batch_end, false)) AS pending,
-                         count(*) FILTER (WHERE m.msg_offset > COALESCE(c.committed_offset, 0)
-                                            AND COALESCE(c.lease_expires_at > now() AND m.msg_offset <= c.batch_end, false)) AS processing
-                  FROM queen.log_messages m
-                  LEFT JOIN queen.log_consumers c
-                         ON c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'
-                  WHERE m.partition_id = p.id) AS pm ON true
+              LEFT JOIN LATERAL queen._log_partition_mode_counts_v1(p.id) AS pm ON true
               WHERE q.tenant_id = p_tenant
               GROUP BY q.id, q.name) AS s), '[]'));
 END

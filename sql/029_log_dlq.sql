@@ -40,11 +40,13 @@ AS $$
 $$;
 
 -- log_dlq_list_v1(tenant, queue, partition, group, limit, after) ->
--- {messages: [dead letter...], nextAfter}: the tenant's dead letters with
--- id > after (NULL = 0), oldest first, at most limit (NULL = 100), filtered
--- by queue, partition and consumer group when given. nextAfter is the last
--- id when the page is full (pass it as after for the next page), else null.
--- Reads only. Raises 22023: log_bad_tenant, log_bad_queue,
+-- {messages: [dead letter...], nextAfter, total}: the tenant's dead letters
+-- with id > after (NULL = 0), oldest first, at most limit (NULL = 100),
+-- filtered by queue, partition and consumer group when given. nextAfter is
+-- the last id when the page is full (pass it as after for the next page),
+-- else null. total: how many dead letters match the filters on every page
+-- (what the reference clients read); it counts them: one scan of the
+-- tenant's dead letters (idx_log_dead_letters_tenant) per call. Reads only. Raises 22023: log_bad_tenant, log_bad_queue,
 -- log_bad_partition, log_bad_group, log_bad_limit (1..1000),
 -- log_bad_after (< 0).
 CREATE OR REPLACE FUNCTION queen.log_dlq_list_v1(p_tenant UUID, p_queue TEXT, p_partition TEXT, p_group TEXT,
@@ -76,7 +78,12 @@ BEGIN
             AND (p_group IS NULL OR dl.consumer_group = p_group)
           ORDER BY dl.id
           LIMIT v_limit) AS d;
-    RETURN queen._log_page_v1('messages', v_rows, v_limit, 'id');
+    RETURN queen._log_page_v1('messages', v_rows, v_limit, 'id') || jsonb_build_object('total', (
+        SELECT count(*) FROM queen.log_dead_letters dl
+        WHERE dl.tenant_id = p_tenant
+          AND (p_queue IS NULL OR dl.queue_name = p_queue)
+          AND (p_partition IS NULL OR dl.partition_name = p_partition)
+          AND (p_group IS NULL OR dl.consumer_group = p_group)));
 END
 $$;
 

@@ -2,10 +2,11 @@
 -- and partition the committed offset, the lag in messages and in seconds
 -- (the age of the oldest unconsumed message), the lease holder and its
 -- expiry; a lagging view; seek (to the beginning, the end or an instant);
--- delete.
+-- delete; moving a group's subscription start.
 --
 -- Owns: queen._log_group_rows_v1, queen.log_groups_v1,
---       queen.log_group_seek_v1, queen.log_group_delete_v1.
+--       queen.log_group_seek_v1, queen.log_group_delete_v1,
+--       queen.log_group_subscription_v1.
 -- May call: 001, 004 (_log_subscribe_v1: a seek subscribes the group, and
 -- leaves every partition of the queue a ready row for it). Never names the
 -- kv table.
@@ -230,5 +231,49 @@ BEGIN
         RETURNING s.id)
     DELETE FROM queen.log_ready r USING gone g WHERE r.subscription_id = g.id;
     RETURN jsonb_build_object('consumerGroup', p_group, 'deleted', v_n);
+END
+$$;
+
+-- log_group_subscription_v1(tenant, group, from) -> {consumerGroup,
+-- subscriptionTimestamp, queues}: moves the start of the group's
+-- subscription on every queue of the tenant it has one on (queues: how
+-- many) to from (an ISO-8601 instant or 'now', as subscriptionFrom takes).
+-- The start seeds the group's first cursor on a partition it has not read
+-- yet; the cursors it has stay where they are (a seek moves those). Each
+-- moved subscription gets a ready row for every partition that holds a
+-- message (004's walk drops the ones without work at its first visit), so a
+-- start moved earlier finds the partitions the old one had skipped.
+-- Lock order (001): leaves only: the subscriptions (ascending id, FOR
+-- UPDATE), then the ready rows; partitions are read, not locked.
+-- Raises 22023: log_bad_tenant, log_bad_group, log_bad_subscription_from
+-- (none, or not an instant).
+CREATE OR REPLACE FUNCTION queen.log_group_subscription_v1(p_tenant UUID, p_group TEXT, p_from TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_at   TIMESTAMPTZ;
+    v_subs BIGINT[];
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    PERFORM queen._log_require_name_v1(p_group, 'log_bad_group', 'consumerGroup');
+    v_at := queen._log_subscription_start_v1(p_from);
+    IF v_at IS NULL THEN
+        RAISE EXCEPTION 'log_bad_subscription_from' USING ERRCODE = '22023',
+            DETAIL = 'subscriptionTimestamp must be an ISO-8601 instant or now';
+    END IF;
+    SELECT array_agg(l.id ORDER BY l.id) INTO v_subs
+    FROM (SELECT s.id FROM queen.log_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
+          WHERE q.tenant_id = p_tenant AND s.consumer_group = p_group
+          ORDER BY s.id FOR UPDATE OF s) AS l;
+    UPDATE queen.log_subscriptions SET start_at = v_at WHERE id = ANY (v_subs);
+    INSERT INTO queen.log_ready (subscription_id, partition_id)
+    SELECT s.id, p.id
+    FROM queen.log_subscriptions s JOIN queen.log_partitions p ON p.queue_id = s.queue_id
+    WHERE s.id = ANY (v_subs) AND p.last_offset > 0
+    ORDER BY s.id, p.id
+    ON CONFLICT DO NOTHING;
+    RETURN jsonb_build_object('consumerGroup', p_group, 'subscriptionTimestamp', queen.log_iso_v1(v_at),
+                              'queues', COALESCE(cardinality(v_subs), 0));
 END
 $$;

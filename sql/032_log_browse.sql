@@ -4,8 +4,12 @@
 --
 -- Owns: queen._log_msg_state_v1, queen._log_msg_row_v1,
 --       queen.log_messages_list_v1, queen.log_message_get_v1,
---       queen.log_message_delete_v1.
--- May call: 001, 029 (log_dead_letters.reason, log_messages.for_group).
+--       queen.log_message_delete_v1, queen._log_partition_names_v1,
+--       queen.log_message_at_v1, queen.log_message_delete_at_v1,
+--       queen.log_message_retry_v1 (a message named by partitionId and
+--       transactionId, as the reference clients name it).
+-- May call: 001, 029 (log_dead_letters.reason, log_messages.for_group,
+-- log_dlq_requeue_v1).
 -- Never names the kv table.
 -- Lock order (001): a delete locks the partition's cursors (log_consumers,
 -- ascending group) before the message (a leaf), so no pop can lease it
@@ -162,5 +166,105 @@ BEGIN
       AND (p_partition IS NULL OR p.name = p_partition);
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN jsonb_build_object('deleted', v_n);
+END
+$$;
+
+-- _log_partition_names_v1(tenant, partition_id) -> (queue, partition): the
+-- names of the tenant's partition, both NULL when it is no partition of the
+-- tenant. Raises 22023 log_bad_partition_id when partition_id is no uuid.
+CREATE OR REPLACE FUNCTION queen._log_partition_names_v1(p_tenant UUID, p_partition_id TEXT,
+                                                         OUT queue_name TEXT, OUT partition_name TEXT)
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    IF NOT COALESCE(queen.log_uuid_ok_v1(p_partition_id), false) THEN
+        RAISE EXCEPTION 'log_bad_partition_id' USING ERRCODE = '22023', DETAIL = 'partitionId must be a uuid';
+    END IF;
+    SELECT q.name, p.name INTO queue_name, partition_name
+    FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+    WHERE p.id = p_partition_id::uuid AND q.tenant_id = p_tenant;
+END
+$$;
+
+-- log_message_at_v1(tenant, partition_id, transaction_id, group) -> the
+-- message (its row as listed, with the group's errorMessage and retryCount
+-- when it is the group's dead letter, else null), or JSON null when the
+-- tenant's partition stores none with that transactionId. Several (a
+-- requeued dead letter's copy): the oldest. Reads only.
+-- Raises 22023: log_bad_tenant, log_bad_partition_id, log_bad_transaction_id,
+-- log_bad_group.
+CREATE OR REPLACE FUNCTION queen.log_message_at_v1(p_tenant UUID, p_partition_id TEXT, p_txn TEXT, p_group TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_group TEXT := COALESCE(p_group, '__QUEUE_MODE__');
+    v_at    RECORD;
+BEGIN
+    v_at := queen._log_partition_names_v1(p_tenant, p_partition_id);
+    PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
+    PERFORM queen._log_require_name_v1(v_group, 'log_bad_group', 'consumerGroup');
+    RETURN COALESCE((SELECT queen._log_msg_row_v1(m, v_at.queue_name, v_at.partition_name, v_group)
+                   || jsonb_build_object('errorMessage', d.error, 'retryCount', d.attempts)
+            FROM queen.log_messages m
+            LEFT JOIN queen.log_dead_letters d ON d.partition_id = m.partition_id AND d.msg_offset = m.msg_offset
+                                               AND d.consumer_group = v_group
+            WHERE v_at.queue_name IS NOT NULL AND m.partition_id = p_partition_id::uuid AND m.transaction_id = p_txn
+            ORDER BY m.msg_offset
+            LIMIT 1), 'null');
+END
+$$;
+
+-- log_message_delete_at_v1(tenant, partition_id, transaction_id) ->
+-- {deleted, partitionId, transactionId}: log_message_delete_v1 on the
+-- partition's queue and name (its lease rule: 55000 log_message_leased,
+-- nothing deleted). A partition that is not the tenant's deletes nothing.
+-- Raises 22023: log_bad_tenant, log_bad_partition_id, log_bad_transaction_id.
+CREATE OR REPLACE FUNCTION queen.log_message_delete_at_v1(p_tenant UUID, p_partition_id TEXT, p_txn TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_at RECORD;
+BEGIN
+    v_at := queen._log_partition_names_v1(p_tenant, p_partition_id);
+    PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
+    RETURN jsonb_build_object('partitionId', p_partition_id::uuid, 'transactionId', p_txn, 'deleted',
+        CASE WHEN v_at.queue_name IS NULL THEN 0
+             ELSE (queen.log_message_delete_v1(p_tenant, v_at.queue_name, p_txn, v_at.partition_name)
+                   ->> 'deleted')::integer END);
+END
+$$;
+
+-- log_message_retry_v1(tenant, partition_id, transaction_id) -> {retried,
+-- requeued, partitionId, transactionId}: the message's dead letters (of
+-- every group) requeued by log_dlq_requeue_v1 (its rule: each group's next
+-- pop delivers it afresh). A message that is no dead letter is already
+-- delivered again after a failure: nothing to do, retried false. Finds the
+-- dead letters with one scan of the tenant's (idx_log_dead_letters_tenant).
+-- Raises 22023: log_bad_tenant, log_bad_partition_id, log_bad_transaction_id;
+-- what log_dlq_requeue_v1 raises.
+CREATE OR REPLACE FUNCTION queen.log_message_retry_v1(p_tenant UUID, p_partition_id TEXT, p_txn TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+DECLARE
+    v_queue TEXT;
+    v_ids   JSONB;
+    v_n     INTEGER := 0;
+BEGIN
+    PERFORM queen._log_partition_names_v1(p_tenant, p_partition_id);
+    PERFORM queen._log_require_name_v1(p_txn, 'log_bad_transaction_id', 'transactionId');
+    -- The queue from the dead letters themselves: they outlive a partition
+    -- the sweeper reclaimed, and the requeue recreates it.
+    SELECT min(d.queue_name), jsonb_agg(d.id ORDER BY d.id) INTO v_queue, v_ids
+    FROM queen.log_dead_letters d
+    WHERE d.tenant_id = p_tenant AND d.partition_id = p_partition_id::uuid AND d.transaction_id = p_txn;
+    IF v_ids IS NOT NULL THEN
+        v_n := (queen.log_dlq_requeue_v1(p_tenant, v_queue, v_ids, NULL) ->> 'requeued')::integer;
+    END IF;
+    RETURN jsonb_build_object('retried', v_n > 0, 'requeued', v_n, 'partitionId', p_partition_id::uuid,
+                              'transactionId', p_txn);
 END
 $$;

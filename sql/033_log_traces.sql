@@ -6,7 +6,7 @@
 -- Owns: queen.log_traces, queen.log_trace_usage, queen._log_trace_forget_v1
 --       (its trigger), queen._log_trace_row_v1, queen.log_trace_add_v1,
 --       queen.log_traces_by_message_v1, queen.log_traces_by_name_v1,
---       queen.log_trace_retention_step_v1.
+--       queen.log_trace_names_v1, queen.log_trace_retention_step_v1.
 -- May call: 000's schema helpers, 001. Never names the kv table.
 -- A trace is not part of the message: it outlives neither its tenant's
 -- queue (cascade) nor the retention, and recording one takes no lock a push,
@@ -202,5 +202,34 @@ BEGIN
                    ORDER BY lt.created_at LIMIT p_max_rows);
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN jsonb_build_object('deleted', v_n);
+END
+$$;
+
+-- log_trace_names_v1(tenant, limit) -> {names: [{traceName, traceCount,
+-- messageCount, lastSeen}], total}: the names the tenant's stored traces
+-- carry, most recently seen first, at most limit (NULL = 50, 1..1000);
+-- total counts every name. It groups every stored trace of the tenant
+-- (bounded by max_traces_per_tenant; idx_log_traces_name): a dashboard
+-- read. Reads only. Raises 22023 log_bad_tenant, log_bad_limit.
+CREATE OR REPLACE FUNCTION queen.log_trace_names_v1(p_tenant UUID, p_limit INTEGER)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_limit INTEGER := queen._log_page_limit_v1(COALESCE(p_limit, 50), NULL, 'a trace name');
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    RETURN (
+        WITH n AS (SELECT t.trace_name, count(*) AS traces,
+                          count(DISTINCT (t.partition_id, t.transaction_id)) AS messages, max(t.created_at) AS last_at
+                   FROM queen.log_traces t WHERE t.tenant_id = p_tenant
+                   GROUP BY t.trace_name)
+        SELECT jsonb_build_object(
+            'names', COALESCE((SELECT jsonb_agg(jsonb_build_object('traceName', p.trace_name, 'traceCount', p.traces,
+                                                                   'messageCount', p.messages,
+                                                                   'lastSeen', queen.log_iso_v1(p.last_at))
+                                                ORDER BY p.last_at DESC, p.trace_name)
+                               FROM (SELECT * FROM n ORDER BY n.last_at DESC, n.trace_name LIMIT v_limit) AS p), '[]'),
+            'total', (SELECT count(*) FROM n)));
 END
 $$;

@@ -1,11 +1,12 @@
 -- 036_log_resources.sql: the read-mostly resources an admin client and the
 -- console show: the tenant's overview (queues, messages by state, push
--- rate), namespaces and tasks, one queue's detail and its partitions, and
--- clearing a queue's messages.
+-- rate), namespaces and tasks, one queue's detail and its partitions, the
+-- tenant's partitions by depth, and clearing a queue's messages.
 --
 -- Owns: queen.log_overview_v1, queen.log_labels_v1, queen.log_queue_detail_v1,
---       queen.log_queue_partitions_v1, queen.log_queue_clear_v1.
--- May call: 001, 005 (_log_queue_options_v1), 029. Never names the kv table.
+--       queen.log_queue_partitions_v1, queen.log_partitions_v1,
+--       queen.log_queue_clear_v1.
+-- May call: 001, 005 (_log_queue_options_v1, _log_partition_mode_counts_v1), 029. Never names the kv table.
 -- Message states here are queue mode's (as log_queues_v1 counts them).
 
 -- log_overview_v1(tenant) -> {queues, partitions, consumerGroups,
@@ -147,5 +148,47 @@ BEGIN
     WHERE p.id = m.partition_id AND p.queue_id = v_qid;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN jsonb_build_object('queue', p_queue, 'deleted', v_n);
+END
+$$;
+
+-- log_partitions_v1(tenant, queue, min_depth, limit) -> {partitions: [{id,
+-- name, queue, namespace, task, createdAt, lastPushAt, headOffset, depth,
+-- processing, total}]}: the tenant's partitions (of queue when given) with
+-- at least min_depth (NULL = 0) pending messages, deepest first (then queue
+-- and name), at most limit (NULL = 100, 1..1000). Counts are queue mode's
+-- (_log_partition_mode_counts_v1; depth is its pending). It counts every
+-- partition of the tenant (or queue) before it keeps the deepest: a
+-- dashboard read, not a hot path. Reads only. Raises 22023: log_bad_tenant,
+-- log_bad_queue, log_bad_limit, log_bad_depth (< 0).
+CREATE OR REPLACE FUNCTION queen.log_partitions_v1(p_tenant UUID, p_queue TEXT, p_min_depth BIGINT, p_limit INTEGER)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_limit INTEGER;
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    IF p_queue IS NOT NULL THEN
+        PERFORM queen._log_require_name_v1(p_queue, 'log_bad_queue', 'queue');
+    END IF;
+    IF p_min_depth < 0 THEN
+        RAISE EXCEPTION 'log_bad_depth' USING ERRCODE = '22023', DETAIL = 'minDepth must be at least 0';
+    END IF;
+    v_limit := queen._log_page_limit_v1(p_limit, NULL, 'a partition');
+    RETURN jsonb_build_object('partitions', COALESCE((
+        SELECT jsonb_agg(jsonb_build_object(
+                   'id', r.id, 'name', r.name, 'queue', r.queue, 'namespace', r.namespace, 'task', r.task,
+                   'createdAt', queen.log_iso_v1(r.created_at), 'lastPushAt', queen.log_iso_v1(r.last_push_at),
+                   'headOffset', r.last_offset, 'depth', r.pending, 'processing', r.processing, 'total', r.total)
+               ORDER BY r.pending DESC, r.queue, r.name)
+        FROM (SELECT p.id, p.name, q.name AS queue, q.namespace, q.task, p.created_at, p.last_push_at,
+                     p.last_offset, pm.total, pm.pending, pm.processing
+              FROM queen.queues q
+              JOIN queen.log_partitions p ON p.queue_id = q.id
+              CROSS JOIN LATERAL queen._log_partition_mode_counts_v1(p.id) AS pm
+              WHERE q.tenant_id = p_tenant AND (p_queue IS NULL OR q.name = p_queue)
+                AND pm.pending >= COALESCE(p_min_depth, 0)
+              ORDER BY pm.pending DESC, q.name, p.name
+              LIMIT v_limit) AS r), '[]'));
 END
 $$;

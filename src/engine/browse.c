@@ -1,6 +1,7 @@
 /* browse: the log-browsing calls of libqueen (queen.h, "Browsing the log"):
  * a partition's messages with their state, a transactionId's messages,
- * delete. One prepared statement each, calling sql/032; SQL judges every
+ * delete; one message named by partitionId and transactionId: get, delete,
+ * retry (its dead letters requeued). One prepared statement each, calling sql/032; SQL judges every
  * argument. */
 #include <stdio.h>
 
@@ -9,6 +10,9 @@
 #define SQL_MESSAGES "SELECT queen.log_messages_list_v1($1::uuid, $2, $3, $4, $5::integer, $6::bigint)::text"
 #define SQL_MESSAGE_GET "SELECT queen.log_message_get_v1($1::uuid, $2, $3, $4)::text"
 #define SQL_MESSAGE_DELETE "SELECT queen.log_message_delete_v1($1::uuid, $2, $3, $4)::text"
+#define SQL_MESSAGE_AT "SELECT queen.log_message_at_v1($1::uuid, $2, $3, $4)::text"
+#define SQL_MESSAGE_DELETE_AT "SELECT queen.log_message_delete_at_v1($1::uuid, $2, $3)::text"
+#define SQL_MESSAGE_RETRY "SELECT queen.log_message_retry_v1($1::uuid, $2, $3)::text"
 
 int queen_messages_list(queen *q, const char *tenant, const queen_messages_query *query, char **result_json,
                         queen_error *err)
@@ -41,4 +45,27 @@ int queen_message_delete(queen *q, const char *tenant, const char *queue, const 
 {
     const char *params[] = {NULL, queue, transaction_id, partition};
     return engine_call_body(q, tenant, "queen_message_delete", SQL_MESSAGE_DELETE, 4, params, result_json, err);
+}
+
+int queen_message_at(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                     const char *group, char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL, partition_id, transaction_id, group};
+    return engine_open_answer(
+        q, tenant, engine_call_body(q, tenant, "queen_message_at", SQL_MESSAGE_AT, 4, params, result_json, err),
+        result_json, err);
+}
+
+int queen_message_delete_at(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                            char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL, partition_id, transaction_id};
+    return engine_call_body(q, tenant, "queen_message_delete_at", SQL_MESSAGE_DELETE_AT, 3, params, result_json, err);
+}
+
+int queen_message_retry(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                        char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL, partition_id, transaction_id};
+    return engine_call_body(q, tenant, "queen_message_retry", SQL_MESSAGE_RETRY, 3, params, result_json, err);
 }

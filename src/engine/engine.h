@@ -51,7 +51,7 @@ struct queen {
     /* The database's maintenance switch as this handle last read it
      * (maintenance.c): read again when older than MAINTENANCE_RECHECK_MS. */
     struct {
-        atomic_bool on, refreshing;
+        atomic_bool on, pops_off, refreshing; /* pops_off: pop maintenance */
         atomic_llong checked_ms;
     } maintenance;
 
@@ -101,6 +101,9 @@ const char *engine_int_or_null(char *buf, size_t len, long long v);
  * switch made through any broker holds here within a second. A failed read
  * keeps the last answer. */
 bool engine_in_maintenance(queen *q);
+/* Whether pops deliver nothing: maintenance, or pop maintenance (sql/034),
+ * read as engine_in_maintenance reads. */
+bool engine_pops_paused(queen *q);
 
 /* Refuses a push under maintenance: QUEEN_ERR_UNAVAILABLE "maintenance"
  * (503 with Retry-After). -1 then, else 0. */

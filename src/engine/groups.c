@@ -1,5 +1,5 @@
 /* groups: the consumer-group calls of libqueen (queen.h, "Consumer groups"):
- * the view with lag, the lagging view, seek, delete. One prepared statement
+ * the view with lag, the lagging view, seek, delete, the subscription start. One prepared statement
  * each, calling sql/030; SQL judges every argument. */
 #include <stdio.h>
 
@@ -8,6 +8,7 @@
 #define SQL_GROUPS "SELECT queen.log_groups_v1($1::uuid, $2, $3::integer)::text"
 #define SQL_GROUP_SEEK "SELECT queen.log_group_seek_v1($1::uuid, $2, $3, $4)::text"
 #define SQL_GROUP_DELETE "SELECT queen.log_group_delete_v1($1::uuid, $2, $3)::text"
+#define SQL_GROUP_SUBSCRIPTION "SELECT queen.log_group_subscription_v1($1::uuid, $2, $3)::text"
 
 int queen_groups(queen *q, const char *tenant, const char *group, int min_lag_seconds, char **result_json,
                  queen_error *err)
@@ -31,4 +32,12 @@ int queen_group_delete(queen *q, const char *tenant, const char *group, const ch
 {
     const char *params[] = {NULL, group, queue};
     return engine_call_body(q, tenant, "queen_group_delete", SQL_GROUP_DELETE, 3, params, result_json, err);
+}
+
+int queen_group_subscription(queen *q, const char *tenant, const char *group, const char *from, char **result_json,
+                             queen_error *err)
+{
+    const char *params[] = {NULL, group, from};
+    return engine_call_body(q, tenant, "queen_group_subscription", SQL_GROUP_SUBSCRIPTION, 3, params, result_json,
+                            err);
 }

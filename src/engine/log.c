@@ -150,7 +150,7 @@ static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, ch
                             o->subscription_from,
                             int_or_null(parts, sizeof parts, o->partitions)};
     atomic_fetch_add(&q->counters.pops, 1);
-    if (engine_in_maintenance(q)) { /* nothing is delivered under maintenance (sql/034) */
+    if (engine_pops_paused(q)) { /* nothing is delivered under (pop) maintenance (sql/034) */
         atomic_fetch_add(&q->counters.pops_empty, 1);
         *body = NULL;
         return 0;

@@ -8,6 +8,7 @@
 #define SQL_TRACE_ADD "SELECT queen.log_trace_add_v1($1::uuid, $2::uuid, $3, $4, $5::jsonb)::text"
 #define SQL_TRACES_MSG "SELECT queen.log_traces_by_message_v1($1::uuid, $2::uuid, $3)::text"
 #define SQL_TRACES_NAME "SELECT queen.log_traces_by_name_v1($1::uuid, $2, $3::integer, $4::bigint)::text"
+#define SQL_TRACE_NAMES "SELECT queen.log_trace_names_v1($1::uuid, $2::integer)::text"
 
 /* A partition id that is not a uuid would be PostgreSQL's own cast error
  * (a generic 400 with its prose): refused here by the same name SQL uses. */
@@ -48,4 +49,12 @@ int queen_traces_by_name(queen *q, const char *tenant, const char *name, int lim
     const char *params[] = {NULL, name, engine_int_or_null(lim, sizeof lim, limit),
                             engine_int_or_null(aft, sizeof aft, after)};
     return engine_call_body(q, tenant, "queen_traces_by_name", SQL_TRACES_NAME, 4, params, result_json, err);
+}
+
+int queen_trace_names(queen *q, const char *tenant, int limit, char **result_json, queen_error *err)
+{
+    char lim[24];
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *params[] = {NULL, limit != 0 ? lim : NULL};
+    return engine_call_body(q, tenant, "queen_trace_names", SQL_TRACE_NAMES, 2, params, result_json, err);
 }

@@ -3,7 +3,7 @@
  * path and method wins; a path that matches under another method is 405.
  * Data only: never a branch on a route here or anywhere else. A fixed path
  * comes before a capture that would take it (consumer-groups/lagging before
- * consumer-groups/:group, traces/by-name/:traceName before
+ * consumer-groups/:group, traces/names and traces/by-name/:traceName before
  * traces/:partitionId/:transactionId). No comment inside the table: a checker reads it. */
 #include "routes.h"
 
@@ -13,6 +13,8 @@ const route http_routes[] = {
     {"GET", "/metrics/prometheus", route_metrics_prometheus, FAMILY_OPS},
     {"GET", "/api/v1/system/maintenance", route_maintenance, FAMILY_OPS},
     {"POST", "/api/v1/system/maintenance", route_maintenance_set, FAMILY_OPS},
+    {"GET", "/api/v1/system/maintenance/pop", route_pop_maintenance, FAMILY_OPS},
+    {"POST", "/api/v1/system/maintenance/pop", route_pop_maintenance_set, FAMILY_OPS},
     {"GET", "/api/v1/status", route_status, FAMILY_OPS},
 
     {"POST", "/api/v1/kv", route_kv_batch, FAMILY_KV},
@@ -36,6 +38,8 @@ const route http_routes[] = {
     {"DELETE", "/api/v1/resources/queues/:queue", route_queue_delete, FAMILY_LOG},
     {"GET", "/api/v1/resources/queues/:queue/partitions", route_queue_partitions, FAMILY_LOG},
     {"POST", "/api/v1/resources/queues/:queue/clear", route_queue_clear, FAMILY_LOG},
+    {"DELETE", "/api/v1/queues/:queue/clear", route_queue_clear, FAMILY_LOG},
+    {"GET", "/api/v1/resources/partitions", route_partitions, FAMILY_LOG},
     {"GET", "/api/v1/resources/overview", route_overview, FAMILY_LOG},
     {"GET", "/api/v1/resources/namespaces", route_namespaces, FAMILY_LOG},
     {"GET", "/api/v1/resources/tasks", route_tasks, FAMILY_LOG},
@@ -50,13 +54,21 @@ const route http_routes[] = {
     {"GET", "/api/v1/consumer-groups/lagging", route_groups_lagging, FAMILY_LOG},
     {"GET", "/api/v1/consumer-groups/:group", route_group, FAMILY_LOG},
     {"DELETE", "/api/v1/consumer-groups/:group", route_group_delete, FAMILY_LOG},
+    {"POST", "/api/v1/consumer-groups/:group/subscription", route_group_subscription, FAMILY_LOG},
+    {"DELETE", "/api/v1/consumer-groups/:group/queues/:queue", route_group_queue_delete, FAMILY_LOG},
     {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", route_group_seek, FAMILY_LOG},
+
+    {"POST", "/api/v1/stats/refresh", route_stats_refresh, FAMILY_LOG},
 
     {"GET", "/api/v1/messages", route_messages, FAMILY_LOG},
     {"GET", "/api/v1/messages/:transactionId", route_message_get, FAMILY_LOG},
     {"DELETE", "/api/v1/messages/:transactionId", route_message_delete, FAMILY_LOG},
+    {"GET", "/api/v1/messages/:partitionId/:transactionId", route_message_at, FAMILY_LOG},
+    {"DELETE", "/api/v1/messages/:partitionId/:transactionId", route_message_delete_at, FAMILY_LOG},
+    {"POST", "/api/v1/messages/:partitionId/:transactionId/retry", route_message_retry, FAMILY_LOG},
 
     {"POST", "/api/v1/traces", route_trace_add, FAMILY_LOG},
+    {"GET", "/api/v1/traces/names", route_trace_names, FAMILY_LOG},
     {"GET", "/api/v1/traces/by-name/:traceName", route_traces_by_name, FAMILY_LOG},
     {"GET", "/api/v1/traces/:partitionId/:transactionId", route_traces_by_message, FAMILY_LOG},
 

@@ -40,21 +40,30 @@ void route_groups(server *srv, const http_request *req, http_response *res);
 void route_groups_lagging(server *srv, const http_request *req, http_response *res);
 void route_group(server *srv, const http_request *req, http_response *res);
 void route_group_delete(server *srv, const http_request *req, http_response *res);
+void route_group_queue_delete(server *srv, const http_request *req, http_response *res);
+void route_group_subscription(server *srv, const http_request *req, http_response *res);
+void route_stats_refresh(server *srv, const http_request *req, http_response *res);
 void route_group_seek(server *srv, const http_request *req, http_response *res);
 
 /* routes_browse.c */
 void route_messages(server *srv, const http_request *req, http_response *res);
 void route_message_get(server *srv, const http_request *req, http_response *res);
 void route_message_delete(server *srv, const http_request *req, http_response *res);
+void route_message_at(server *srv, const http_request *req, http_response *res);
+void route_message_delete_at(server *srv, const http_request *req, http_response *res);
+void route_message_retry(server *srv, const http_request *req, http_response *res);
 
 /* routes_traces.c */
 void route_trace_add(server *srv, const http_request *req, http_response *res);
 void route_traces_by_message(server *srv, const http_request *req, http_response *res);
 void route_traces_by_name(server *srv, const http_request *req, http_response *res);
+void route_trace_names(server *srv, const http_request *req, http_response *res);
 
 /* routes_system.c */
 void route_maintenance(server *srv, const http_request *req, http_response *res);
 void route_maintenance_set(server *srv, const http_request *req, http_response *res);
+void route_pop_maintenance(server *srv, const http_request *req, http_response *res);
+void route_pop_maintenance_set(server *srv, const http_request *req, http_response *res);
 
 /* routes_resources.c */
 void route_overview(server *srv, const http_request *req, http_response *res);
@@ -63,6 +72,7 @@ void route_tasks(server *srv, const http_request *req, http_response *res);
 void route_queue_detail(server *srv, const http_request *req, http_response *res);
 void route_queue_partitions(server *srv, const http_request *req, http_response *res);
 void route_queue_clear(server *srv, const http_request *req, http_response *res);
+void route_partitions(server *srv, const http_request *req, http_response *res);
 void route_status(server *srv, const http_request *req, http_response *res);
 
 /* routes_console.c */

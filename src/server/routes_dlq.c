@@ -24,11 +24,15 @@ static void refuse(http_response *res, const char *reason, const char *detail)
     http_refuse(res, FAMILY_LOG, QUEEN_ERR_BAD_REQUEST, reason, detail);
 }
 
-/* GET /api/v1/dlq?queue=&partition=&consumerGroup=&limit=&after= */
+/* GET /api/v1/dlq?queue=&partition=&consumerGroup=&limit=&after=. The
+ * reference clients also send offset=0 on their first page: accepted; a
+ * later offset is refused rather than answered with the first page again
+ * (pages here follow nextAfter). */
 void route_dlq_list(server *srv, const http_request *req, http_response *res)
 {
     listing_args a;
-    if (!arg_listing(req, &a, res))
+    long long offset = 0;
+    if (!arg_listing(req, &a, res) || !arg_int(req, "offset", 0, 0, &offset, res, "log_bad_offset"))
         return;
     const queen_dlq_query o = {a.queue, a.partition, a.consumer_group, a.limit, a.after};
     char *result = NULL;

@@ -1,13 +1,16 @@
 /* routes_resources: the resource routes an admin client and the console
  * read (README.md, HTTP API > Resources): overview, namespaces, tasks, a
- * queue's detail and partitions, clearing a queue, and the broker's status.
+ * queue's detail and partitions, the tenant's partitions by depth, clearing
+ * a queue, and the broker's status.
  * Parse, call one engine function (src/engine/resources.c), render. */
 #include "routes.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "errors.h"
 
 static void answer(http_response *res, http_family fam, int rc, char *text, const queen_error *err)
@@ -58,8 +61,38 @@ void route_queue_partitions(server *srv, const http_request *req, http_response 
     answer(res, FAMILY_LOG, rc, result, &err);
 }
 
+/* GET /api/v1/resources/partitions?queue=&minDepth=&limit= (the reference
+ * clients' getPartitions) */
+void route_partitions(server *srv, const http_request *req, http_response *res)
+{
+    char buf[1024];
+    const char *queue = NULL;
+    long long depth = 0, limit = 0;
+    if (!arg_str(req, "queue", buf, sizeof buf, &queue, res, "log_bad_queue") ||
+        !arg_int(req, "minDepth", 0, LLONG_MAX, &depth, res, "log_bad_depth") ||
+        !arg_int(req, "limit", 1, 1000, &limit, res, "log_bad_limit"))
+        return;
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_partitions(srv->engine, req->tenant, queue, depth, (int)limit, &result, &err);
+    answer(res, FAMILY_LOG, rc, result, &err);
+}
+
+/* POST /api/v1/resources/queues/:queue/clear, and DELETE
+ * /api/v1/queues/:queue/clear (the reference client's path). A clear here
+ * is the whole queue's: a partition argument (the reference client's
+ * clearQueue(name, partition)) is refused rather than widened to every
+ * partition. */
 void route_queue_clear(server *srv, const http_request *req, http_response *res)
 {
+    char buf[8];
+    bool bad = false;
+    if (http_query_arg(req, "partition", buf, sizeof buf, &bad) != NULL || bad) {
+        http_refuse(res, FAMILY_LOG, QUEEN_ERR_BAD_REQUEST, "log_bad_partition",
+                    "a clear deletes the whole queue's messages; delete one partition's with "
+                    "DELETE /api/v1/messages/:transactionId?queue=&partition=");
+        return;
+    }
     char *result = NULL;
     queen_error err;
     int rc = queen_queue_clear(srv->engine, req->tenant, req->params[0], &result, &err);

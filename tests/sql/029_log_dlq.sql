@@ -2,7 +2,7 @@
 -- requeued (once, for their group only, attempt reset) and deleted
 -- (sql/029_log_dlq.sql). Own tenants; rolled back.
 BEGIN;
-SELECT plan(30);
+SELECT plan(32);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS other \gset
 
 SELECT queen.log_configure_v1(:'t', 'q029', '{"retryLimit":0}') IS NOT NULL AS configured;
@@ -33,6 +33,8 @@ SELECT (:'all_'::jsonb -> 'messages' -> 0 ->> 'id')::bigint AS ida, (:'all_'::js
 -- The keyset cursor.
 SELECT is(queen.log_dlq_list_v1(:'t', NULL, NULL, NULL, 1, NULL) -> 'nextAfter', to_jsonb(:ida::bigint), 'a full page names its last id');
 SELECT is(queen.log_dlq_list_v1(:'t', NULL, NULL, NULL, 1, :ida) -> 'messages' -> 0 ->> 'transactionId', 'b', 'after the first id: b');
+SELECT is((queen.log_dlq_list_v1(:'t', NULL, NULL, NULL, 1, :ida) ->> 'total')::int, 2, 'total counts every page, not this one');
+SELECT is((queen.log_dlq_list_v1(:'t', 'q029', 'other', NULL, 10, 0) ->> 'total')::int, 0, 'total follows the filters');
 SELECT is(queen.log_dlq_list_v1(:'t', NULL, NULL, NULL, 1, :idb) -> 'messages', '[]'::jsonb, 'after the last id: nothing');
 -- Filters and isolation.
 SELECT is(jsonb_array_length(queen.log_dlq_list_v1(:'t', 'q029', 'p', '__QUEUE_MODE__', 10, 0) -> 'messages'), 2, 'queue, partition and group filters match');

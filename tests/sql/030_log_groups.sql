@@ -3,7 +3,7 @@
 -- end, an instant; refused under a live lease) and delete
 -- (sql/030_log_groups.sql). Own tenant; rolled back.
 BEGIN;
-SELECT plan(25);
+SELECT plan(30);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT queen.log_push_v1(:'t', '[{"queue":"q030","partition":"a","payload":1,"transactionId":"m1"},
@@ -66,6 +66,18 @@ SELECT is(jsonb_array_length(queen.log_pop_v1(:'t', 'q030', 'a', 'g', 10, NULL, 
 SELECT is((queen.log_group_seek_v1(:'t', 'h', 'q030', 'end') #>> '{partitions,0,committedOffset}')::int, 3, 'a new group sought to the end');
 SELECT is(queen.log_pop_v1(:'t', 'q030', NULL, 'h', 10, NULL, true, NULL), NULL, 'so it has nothing to read');
 
+-- The subscription start: moved on every queue the group reads, its cursors untouched.
+SELECT is(queen.log_group_subscription_v1(:'t', 'g', '2000-01-02T03:04:05Z'),
+          '{"consumerGroup":"g","subscriptionTimestamp":"2000-01-02T03:04:05.000000Z","queues":1}'::jsonb,
+          'the group''s subscription moves');
+SELECT is((SELECT start_at FROM queen.log_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
+           WHERE q.tenant_id = :'t' AND q.name = 'q030' AND s.consumer_group = 'g'),
+          '2000-01-02T03:04:05Z'::timestamptz, 'its start_at');
+SELECT is(queen.log_group_subscription_v1(:'t', 'nobody', 'now') ->> 'queues', '0', 'a group without subscriptions: none moved');
+SELECT throws_ok(format($$ SELECT queen.log_group_subscription_v1(%L, 'g', 'yesterday') $$, :'t'), '22023',
+                 'log_bad_subscription_from', 'not an instant');
+SELECT throws_ok(format($$ SELECT queen.log_group_subscription_v1(%L, 'g', NULL) $$, :'t'), '22023',
+                 'log_bad_subscription_from', 'none');
 SELECT is(queen.log_group_delete_v1(:'t', 'g', NULL), '{"consumerGroup":"g","deleted":2}'::jsonb, 'delete the group''s two cursors');
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,7 +2,7 @@
 -- detail and partitions, clear (refused while leased)
 -- (sql/036_log_resources.sql). Own tenant; rolled back.
 BEGIN;
-SELECT plan(14);
+SELECT plan(18);
 SELECT gen_random_uuid() AS t \gset
 SELECT queen.log_configure_v1(:'t', 'r036a', '{"leaseTime":30}', 'billing', 'invoice') IS NOT NULL AS a;
 SELECT queen.log_configure_v1(:'t', 'r036b', NULL, 'billing', NULL) IS NOT NULL AS b;
@@ -29,6 +29,12 @@ SELECT is((SELECT jsonb_agg(jsonb_build_array(e ->> 'name', e -> 'messages', e -
            FROM jsonb_array_elements(queen.log_queue_partitions_v1(:'t', 'r036a') -> 'partitions') e),
           '[["x",1,1],["y",2,2]]'::jsonb, 'partitions with their counts and heads');
 
+SELECT is((SELECT jsonb_agg(jsonb_build_array(e ->> 'name', (e ->> 'depth')::int, e ->> 'namespace'))
+           FROM jsonb_array_elements(queen.log_partitions_v1(:'t', NULL, NULL, NULL) -> 'partitions') e),
+          '[["y",2,"billing"],["x",1,"billing"]]'::jsonb, 'the tenant''s partitions, deepest first (queue mode''s depth)');
+SELECT is(jsonb_array_length(queen.log_partitions_v1(:'t', 'r036a', 2, NULL) -> 'partitions'), 1, 'minDepth');
+SELECT is(queen.log_partitions_v1(gen_random_uuid(), NULL, NULL, NULL) -> 'partitions', '[]'::jsonb, 'another tenant: none');
+SELECT throws_ok(format($$ SELECT queen.log_partitions_v1(%L, NULL, -1, NULL) $$, :'t'), '22023', 'log_bad_depth', 'minDepth < 0');
 SELECT queen.log_pop_v1(:'t', 'r036a', 'y', NULL, 1, 300, false, NULL) IS NOT NULL AS leased;
 SELECT throws_ok(format($$ SELECT queen.log_queue_clear_v1(%L, 'r036a') $$, :'t'), '55000', 'log_message_leased',
                  'clear is refused under a live lease');
