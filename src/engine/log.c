@@ -46,6 +46,7 @@ static const sql_coalesce push_group = {
     .param_kinds = "sjs",
     .max_calls = 32,
     .waits_for_group = true,
+    .one_per_engine = true,
 };
 
 /* Pushes larger than this go alone: their own commit is already shared by

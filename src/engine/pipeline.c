@@ -1,10 +1,13 @@
 /* pipeline: see pipeline.h. */
 #include "pipeline.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "logging.h"
 #include "pool.h"
@@ -75,6 +78,13 @@ struct pipeline_set {
     long long group_wake_ms; /* when a held call that waits for a group may go; 0: none waits */
     pipeline_figures *fig;
     int connect_timeout_ms;
+    /* The engine-wide lanes (pipeline.h): this set's slot in fig->sets (-1:
+     * none, it then waits for its own statements only), the eventfd another
+     * set writes to hand it the turn, and a bit per lane its calls wait for. */
+    int slot;
+    int wakefd;
+    loop_watch wake_watch;
+    atomic_int lane_waiting;
 };
 
 static void conn_ready(loop_watch *w, uint32_t events);
@@ -110,9 +120,16 @@ static void watch_drop(pipe_conn *c)
 
 /* ---- calls ------------------------------------------------------------------ */
 
+static void lane_release(pipeline_set *s, pipeline_lane *l);
+static void lane_take(pipeline_set *s, pipeline_lane *l, pipeline_call *call, long long now);
+
 static void finish(pipeline_call *call)
 {
     call->next = NULL;
+    if (call->lane != NULL) {
+        lane_release(call->lane_set, call->lane);
+        call->lane = NULL;
+    }
     call->done(call);
 }
 
@@ -350,6 +367,8 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call)
     call->lost = false;
     call->next = NULL;
     call->group_kind = NULL;
+    call->lane = NULL;
+    call->lane_set = NULL;
     memset(&call->err, 0, sizeof call->err);
     call->queued_ms = engine_now_ms();
     if (call->coalesce != NULL) {
@@ -502,7 +521,7 @@ static int take_group(pipeline_set *s, pipeline_call *first, pipeline_call **mem
     return n;
 }
 
-static bool send_coalesced(pipeline_set *s, pipeline_call **members, int n)
+static bool send_coalesced(pipeline_set *s, pipeline_call **members, int n, pipeline_lane *lane, long long now)
 {
     const sql_coalesce *how = members[0]->coalesce;
     int np = members[0]->nparams;
@@ -529,16 +548,119 @@ static bool send_coalesced(pipeline_set *s, pipeline_call **members, int n)
     }
     b->call.queued_ms = members[0]->queued_ms;
     b->call.group_kind = how->waits_for_group ? how : NULL;
+    if (lane != NULL)
+        lane_take(s, lane, &b->call, now);
     submit_now(s, &b->call);
     return true;
 }
 
+/* ---- engine-wide lanes: one statement of a kind in flight across the sets -- */
+
+static void sets_lock(pipeline_figures *f)
+{
+    while (atomic_flag_test_and_set_explicit(&f->sets_lock, memory_order_acquire))
+        ;
+}
+
+static void sets_unlock(pipeline_figures *f)
+{
+    atomic_flag_clear_explicit(&f->sets_lock, memory_order_release);
+}
+
+/* The lane of `how`'s kind (claimed on first use), or NULL when the kind
+ * does not go one per engine, the set has no slot or every lane is taken. */
+static pipeline_lane *lane_of(const pipeline_set *s, const sql_coalesce *how)
+{
+    if (how == NULL || !how->one_per_engine || s->slot < 0)
+        return NULL;
+    for (int i = 0; i < PIPELINE_LANES; i++) {
+        pipeline_lane *l = &s->fig->lanes[i];
+        const sql_coalesce *k = atomic_load(&l->kind);
+        if (k == how)
+            return l;
+        if (k == NULL) {
+            const sql_coalesce *none = NULL;
+            if (atomic_compare_exchange_strong(&l->kind, &none, how) || none == how)
+                return l;
+        }
+    }
+    return NULL;
+}
+
+static int lane_bit(const pipeline_set *s, const pipeline_lane *l)
+{
+    return 1 << (int)(l - s->fig->lanes);
+}
+
+/* Whether the set may send a statement of the lane's kind now: nothing of
+ * the kind in flight and no other set's turn, or what holds the lane is
+ * older than the group wait (a stuck statement holds nobody longer).
+ * *until: when a refusal expires. */
+static bool lane_free(const pipeline_set *s, pipeline_lane *l, long long now, long long *until)
+{
+    long long since = atomic_load(&l->since_ms);
+    int turn = atomic_load(&l->turn);
+    if (now - since >= s->group_wait_ms)
+        return true;
+    if (atomic_load(&l->busy) == 0 && (turn == 0 || turn == s->slot + 1))
+        return true;
+    *until = since + s->group_wait_ms;
+    return false;
+}
+
+/* Takes the lane for a statement about to be sent. */
+static void lane_take(pipeline_set *s, pipeline_lane *l, pipeline_call *call, long long now)
+{
+    atomic_fetch_add(&l->busy, 1);
+    atomic_store(&l->since_ms, now);
+    atomic_store(&l->turn, 0);
+    call->lane = l;
+    call->lane_set = s;
+}
+
+/* Hands the turn to the next set after s (round robin) whose calls wait for
+ * the lane, and wakes it; with none waiting the lane is anyone's. */
+static void lane_pass(pipeline_set *s, pipeline_lane *l)
+{
+    pipeline_figures *f = s->fig;
+    int bit = lane_bit(s, l);
+    int to = -1;
+    sets_lock(f);
+    for (int i = 1; i <= PIPELINE_MAX_SETS && to < 0; i++) {
+        pipeline_set *t = f->sets[(s->slot + i) % PIPELINE_MAX_SETS];
+        if (t != NULL && t != s && (atomic_fetch_and(&t->lane_waiting, ~bit) & bit) != 0) {
+            to = t->slot;
+            atomic_store(&l->since_ms, engine_now_ms());
+            atomic_store(&l->turn, to + 1);
+            uint64_t one = 1;
+            ssize_t w = write(t->wakefd, &one, sizeof one);
+            (void)w; /* a full counter already wakes it */
+        }
+    }
+    if (to < 0)
+        atomic_store(&l->turn, 0);
+    sets_unlock(f);
+}
+
+static void lane_release(pipeline_set *s, pipeline_lane *l)
+{
+    if (atomic_fetch_sub(&l->busy, 1) == 1)
+        lane_pass(s, l);
+}
+
 /* Whether a held call of `how`'s kind waits for a statement of that kind in
  * flight (pipeline_submit); *until: when that wait ends. */
-static bool waits_for_group(const pipeline_set *s, const sql_coalesce *how, long long now, long long *until)
+static bool waits_for_group(pipeline_set *s, const sql_coalesce *how, long long now, long long *until)
 {
     if (how == NULL || !how->waits_for_group || s->group_wait_ms <= 0)
         return false;
+    pipeline_lane *l = lane_of(s, how);
+    if (l != NULL) {
+        if (lane_free(s, l, now, until))
+            return false;
+        atomic_fetch_or(&s->lane_waiting, lane_bit(s, l));
+        return true;
+    }
     for (int i = 0; i < s->nconns; i++)
         for (const pipeline_call *sent = s->conns[i].sent.head; sent != NULL; sent = sent->next)
             if (sent->group_kind == how && now - sent->sent_ms < s->group_wait_ms) {
@@ -584,18 +706,22 @@ static void send_held(pipeline_set *s)
     long long now = engine_now_ms();
     pipeline_call *call;
     s->group_wake_ms = 0;
+    atomic_store(&s->lane_waiting, 0); /* set again below by every call still waiting for a lane */
     while (s->held.head != NULL && roomiest(s) != NULL && (call = unhold_sendable(s, now)) != NULL) {
         const sql_coalesce *kind = call->coalesce;
         int max = call->coalesce != NULL ? call->coalesce->max_calls : 1;
         pipeline_call **members = max > 1 ? calloc((size_t)max, sizeof *members) : NULL;
         int n = members != NULL ? take_group(s, call, members, max) : 1;
-        if (n > 1 && send_coalesced(s, members, n))
+        pipeline_lane *lane = lane_of(s, kind);
+        if (n > 1 && send_coalesced(s, members, n, lane, now))
             continue; /* members now belong to the shared statement */
         /* Alone (or no memory to share): each as its own statement. */
         for (int m = 0; m < n; m++) {
             pipeline_call *one = members != NULL ? members[m] : call;
             one->coalesce = NULL;
             one->group_kind = kind != NULL && kind->waits_for_group ? kind : NULL;
+            if (lane != NULL && m == 0)
+                lane_take(s, lane, one, now);
             submit_now(s, one);
         }
         free(members);
@@ -689,6 +815,63 @@ static void conn_ready(loop_watch *w, uint32_t events)
 
 /* ---- the set ---------------------------------------------------------------- */
 
+/* Another set handed this one a lane's turn (lane_pass). */
+static void wake_ready(loop_watch *w, uint32_t events)
+{
+    (void)events;
+    pipeline_set *s = (pipeline_set *)((char *)w - offsetof(pipeline_set, wake_watch));
+    uint64_t n;
+    while (read(s->wakefd, &n, sizeof n) == (ssize_t)sizeof n)
+        ;
+    pump(s);
+    /* A turn this set did not use (its calls went meanwhile) goes on. */
+    for (int i = 0; i < PIPELINE_LANES; i++) {
+        pipeline_lane *l = &s->fig->lanes[i];
+        if (atomic_load(&l->turn) == s->slot + 1 && atomic_load(&l->busy) == 0)
+            lane_pass(s, l);
+    }
+}
+
+/* A slot in the shared figures and a wake-up eventfd on the loop's epoll;
+ * without them (more sets than slots, no descriptor) the set waits for its
+ * own statements only. */
+static void lanes_join(pipeline_set *s)
+{
+    s->slot = -1;
+    s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->wakefd < 0)
+        return;
+    s->wake_watch.on_ready = wake_ready;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->wake_watch};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->wakefd, &ev) != 0) {
+        close(s->wakefd);
+        s->wakefd = -1;
+        return;
+    }
+    sets_lock(s->fig);
+    for (int i = 0; i < PIPELINE_MAX_SETS && s->slot < 0; i++)
+        if (s->fig->sets[i] == NULL) {
+            s->fig->sets[i] = s;
+            s->slot = i;
+        }
+    sets_unlock(s->fig);
+}
+
+static void lanes_leave(pipeline_set *s)
+{
+    if (s->slot >= 0) {
+        sets_lock(s->fig);
+        s->fig->sets[s->slot] = NULL;
+        sets_unlock(s->fig);
+        s->slot = -1;
+    }
+    if (s->wakefd >= 0) {
+        epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->wakefd, NULL);
+        close(s->wakefd);
+        s->wakefd = -1;
+    }
+}
+
 pipeline_set *pipeline_open(const char *conninfo, const char *settings, int nconns, int depth,
                             int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int epfd,
                             pipeline_figures *figures, char *err, size_t errlen)
@@ -733,6 +916,7 @@ pipeline_set *pipeline_open(const char *conninfo, const char *settings, int ncon
         return NULL;
     }
     PQfinish(first);
+    lanes_join(s);
     for (int i = 0; i < nconns; i++)
         connect_start(&s->conns[i], now);
     return s;
@@ -802,6 +986,7 @@ void pipeline_close(pipeline_set *s)
     /* Held calls, and the members of a shared statement that failed above. */
     while ((call = unhold(s)) != NULL)
         fail(call, false, "the broker is stopping; retry");
+    lanes_leave(s);
     free(s->conns);
     free(s);
 }

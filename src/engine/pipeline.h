@@ -35,6 +35,19 @@ typedef struct loop_watch {
 
 typedef struct pipeline_set pipeline_set;
 
+/* A kind of statement that goes one at a time engine-wide (sql_coalesce's
+ * one_per_engine): how many are in flight, when the lane last changed hands,
+ * and which set's turn it is (its slot + 1; 0: whoever comes first). */
+typedef struct pipeline_lane {
+    _Atomic(const sql_coalesce *) kind;
+    atomic_int busy;
+    atomic_llong since_ms;
+    atomic_int turn;
+} pipeline_lane;
+
+#define PIPELINE_LANES 4
+#define PIPELINE_MAX_SETS 64
+
 typedef struct pipeline_call {
     /* Set by the caller; name is a string literal (connections keep it). */
     const char *name;
@@ -55,6 +68,8 @@ typedef struct pipeline_call {
     long long queued_ms;
     long long sent_ms;
     const sql_coalesce *group_kind; /* sent as (or for) a statement of this kind that others wait for */
+    pipeline_lane *lane;            /* the engine-wide turn this call holds, released when it finishes */
+    pipeline_set *lane_set;
     bool prepare_pending;
 } pipeline_call;
 
@@ -68,6 +83,12 @@ typedef struct pipeline_figures {
     atomic_ulong coalesced_statements_total; /* shared statements that answered their calls */
     atomic_ulong coalesced_calls_total;      /* calls answered by one */
     atomic_ulong coalesced_retries_total;    /* calls run alone after their shared statement failed */
+    /* Not figures: what the sets of one engine share, because they share
+     * this struct. The engine-wide lanes, and the sets a finished lane
+     * statement hands the turn to (guarded by sets_lock). */
+    pipeline_lane lanes[PIPELINE_LANES];
+    atomic_flag sets_lock;
+    pipeline_set *sets[PIPELINE_MAX_SETS];
 } pipeline_figures;
 
 /* Connects nconns connections (conninfo and statement timeout as the pool's)
@@ -87,7 +108,15 @@ pipeline_set *pipeline_open(const char *conninfo, const char *settings, int ncon
  * meanwhile, as one statement. On two cores a group's fixed cost (its
  * transaction, commit and flush, PL/pgSQL's per-transaction set-up) is most
  * of a one-op write's, so fewer, larger groups do more writes per second;
- * the wait bounds what a slow group (a row lock) costs the writes behind. */
+ * the wait bounds what a slow group (a row lock) costs the writes behind.
+ *
+ * A kind that is one_per_engine waits for a statement of its kind in flight
+ * on ANY set sharing the figures, and the sets take turns: when one
+ * finishes, the turn goes to the next set (round robin) whose calls wait
+ * for it, which is woken through its own eventfd. Measured 2026-12-04
+ * (bench/RESULTS.md): one-message pushes at c=32 over two loops formed
+ * groups of 8 per loop whose partition locks made them wait for each
+ * other's commit; one lane forms groups of ~16 that never contend. */
 void pipeline_submit(pipeline_set *s, pipeline_call *call);
 
 /* Sends the held coalescable calls (the loop calls it once a turn, after

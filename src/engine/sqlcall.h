@@ -34,6 +34,13 @@ typedef struct sql_coalesce {
     /* Calls that arrive while a statement of this kind, sent less than the
      * set's group wait ago, is in flight wait for it (pipeline.h). */
     bool waits_for_group;
+    /* With waits_for_group: the wait is for a statement of this kind in
+     * flight anywhere in the engine, not only on the caller's event loop,
+     * and loops take turns sending one. For statements that serialise on the
+     * same rows whichever loop sends them (pushes on their partitions' row
+     * locks): two loops' groups in flight at once only wait for each other's
+     * commit, and each is half the size (pipeline.h). */
+    bool one_per_engine;
 } sql_coalesce;
 
 typedef struct sql_executor {

@@ -346,11 +346,75 @@ static void a_partition_keeps_each_writers_order_across_groups(void **state)
     assert_int_equal(broker_stop(&b), 0);
 }
 
+/* Two event loops: a push stuck on a partition lock is the one push group
+ * in flight in the whole broker, so the pushes that arrive meanwhile wait
+ * on BOTH loops (each loop has a free connection), and when it ends the
+ * loops take turns: at most one group each, every push answered. Without
+ * the engine-wide turn the other loop's pushes went at once, as groups half
+ * the size that then waited for each other's partition locks. */
+static void pushes_on_every_loop_wait_for_the_one_group_in_flight(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=4", "QUEEN_HTTP_THREADS=2", "QUEEN_SWEEPER=0", QUOTA_QUIET,
+                                      "QUEEN_PG_WRITE_GROUP_WAIT_MS=60000", NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    WAIT_UNTIL(db_figure(&b, "connections") == 4, 10000, "the loops never had their 4 connections");
+    char *q = pgtest_unique("plane");
+    char *held_body = fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"held\",\"payload\":0}]}", q);
+    json_decref(http_ok(&b, "POST", "/api/v1/push", held_body, 201));
+    PGconn *lock = pgtest_connect(), *watch = pgtest_connect();
+    PQclear(pgtest_exec(lock, "BEGIN", 0, NULL));
+    const char *lp[] = {q};
+    PQclear(pgtest_exec(lock,
+                        "SELECT 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id "
+                        "WHERE q.name = $1 AND lp.name = 'held' FOR UPDATE OF lp",
+                        1, lp));
+    request held = {.b = &b, .body = held_body};
+    assert_int_equal(pthread_create(&held.thread, NULL, send_push, &held), 0);
+    WAIT_UNTIL(blocked_by(watch, lock) == 1, 10000, "the held push never blocked on the partition lock");
+
+    long long statements = db_figure(&b, "coalescedStatementsTotal"), calls = db_figure(&b, "coalescedCallsTotal");
+    /* Twelve connections, which the kernel's port sharing places on the
+     * loops (with one loop per push group, none of them waited: they had
+     * landed on the loop without the held push). */
+    enum { N = 12 };
+    request w[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (request){.b = &b, .body = fmt("{\"items\":[{\"queue\":\"%s_free\",\"partition\":\"p%d\","
+                                              "\"payload\":%d}]}",
+                                              q, i, i)};
+        assert_int_equal(pthread_create(&w[i].thread, NULL, send_push, &w[i]), 0);
+    }
+    WAIT_UNTIL(db_figure(&b, "waiting") == N, 10000, "pushes went while a push group was in flight: %lld of %d waited",
+               db_figure(&b, "waiting"), N);
+    assert_int_equal(db_figure(&b, "inFlight"), 1);
+    PQclear(pgtest_exec(lock, "ROLLBACK", 0, NULL));
+    pthread_join(held.thread, NULL);
+    assert_int_equal(held.status, 201);
+    for (int i = 0; i < N; i++) {
+        pthread_join(w[i].thread, NULL);
+        assert_int_equal(w[i].status, 201);
+        free(w[i].body);
+        free(w[i].reply);
+    }
+    long long shared = db_figure(&b, "coalescedStatementsTotal") - statements;
+    assert_in_range(shared, 1, 2);
+    assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, N);
+    free(held.reply);
+    free(held_body);
+    PQfinish(lock);
+    PQfinish(watch);
+    free(q);
+    assert_int_equal(broker_stop(&b), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grouped_pushes_answer_as_pushes_sent_alone),
         cmocka_unit_test(a_partition_keeps_each_writers_order_across_groups),
+        cmocka_unit_test(pushes_on_every_loop_wait_for_the_one_group_in_flight),
     };
     return cmocka_run_group_tests_name("http_push_group", tests, NULL, NULL);
 }
