@@ -66,7 +66,8 @@ static const setting settings[] = {
      "transaction): past 1, a connection takes the next statement before the last one's answer is back. "
      "Statements spread over idle connections first."},
     {"QUEEN_PG_WRITE_GROUP_WAIT_MS", "pg-write-group-wait-ms", SET_INT, AT(pg_write_group_wait_ms), "20", 0, 60000,
-     "How long a one-op kv write (or a push) waits for its event loop's write group of its kind in flight, "
+     "How long a one-op kv write waits for its event loop's write group in flight (a push: for the broker's "
+     "push group in flight, whichever loop sent it; the loops take turns), "
      "even with a connection free: whatever waited then commits as the next group, one transaction and one WAL flush. Past the wait "
      "it goes on any free connection, so a write stuck on a row lock holds the others back this long at "
      "most. 0: no waiting, a write goes on the first free connection."},
