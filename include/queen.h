@@ -526,6 +526,42 @@ int queen_partitions(queen *q, const char *tenant, const char *queue, long long 
                      char **result_json, queen_error *err);
 int queen_queue_clear(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 
+/* ---- Status (sql/039_log_status.sql) -------------------------------------
+ * The dashboard reads under the reference broker's names. Counts come from
+ * offsets (two index probes per partition, never a count of messages):
+ * README, "Switching from Queen MQ", says what that counts.
+ * queen_status_queues: {queues: [{id, name, namespace, task, createdAt,
+ *   partitions, messages: {total, pending, processing}}], pagination:
+ *   {limit, offset}}, newest first; namespace / task filter when not NULL;
+ *   limit 0 = 100 (1..1000), offset >= 0.
+ * queen_status_queue: {queue: {id, name, ..., config}, partitions: [...],
+ *   totals}, or the text null when the tenant has no such queue.
+ * queen_status_analytics: {dataPoints: [{timestamp, messages}], interval,
+ *   from, to}: messages pushed per UTC bucket; every member of the query
+ *   may be NULL (interval hour, to now, from to - 24 h); from and to are
+ *   ISO-8601 or "now". Refusals (400): log_bad_interval, log_bad_from,
+ *   log_bad_to, log_bad_range.
+ * queen_message_dlq: moves the message (partition_id, transaction_id) to
+ *   the dead letters of every group that has not consumed it, and deletes
+ *   it, in one transaction: {moved: true, partitionId, transactionId,
+ *   deadLetters: [{id, consumerGroup}]}, or the text null when the tenant's
+ *   partition stores no such message. Refused (409, nothing written):
+ *   log_message_leased, log_message_consumed.
+ * queen_pg_stats: the database's statistics for the queen schema (cache hit
+ *   ratios, dead tuples, HOT updates, queries over 1 s, sizes): broker-wide,
+ *   no tenant's. */
+typedef struct queen_analytics_query {
+    const char *from, *to, *interval, *queue, *namespace_, *task;
+} queen_analytics_query;
+int queen_status_queues(queen *q, const char *tenant, const char *namespace_, const char *task, int limit,
+                        long long offset, char **result_json, queen_error *err);
+int queen_status_queue(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
+int queen_status_analytics(queen *q, const char *tenant, const queen_analytics_query *query, char **result_json,
+                           queen_error *err);
+int queen_message_dlq(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
+                      char **result_json, queen_error *err);
+int queen_pg_stats(queen *q, char **result_json, queen_error *err);
+
 /* ---- The transaction bundle (log_transaction_wire_v1) --------------------
  * bundle_json: {"operations":[...], "requiredLeases":[...], "kv":[...]} (the
  * tenant is the argument, never the body). A kv-only bundle goes straight to

@@ -16,7 +16,8 @@
 -- DELETE finds the row gone and appends nothing.
 
 -- failed: past retryLimit (005's ack); expired: unconsumed past the queue's
--- maxWaitTimeSeconds (the maintenance step, 031).
+-- maxWaitTimeSeconds (the maintenance step, 031); moved: an operator moved it
+-- (039's log_message_dlq_v1).
 SELECT queen._schema_add_column_v1('queen.log_dead_letters', 'reason', $$TEXT NOT NULL DEFAULT 'failed'$$);
 -- The listing's keyset: a tenant's dead letters in id order.
 SELECT queen._schema_create_index_v1('idx_log_dead_letters_tenant',

@@ -58,6 +58,8 @@ const queen_error_class *queen_error_class_of(queen_error_category cat)
  *   55000 log_group_leased: a seek or delete of a consumer group that holds a
  *   live lease (sql/030), refused rather than moving a consumer's cursor;
  *   55000 log_message_leased: deleting a message a live lease covers (032).
+ *   55000 log_message_consumed: moving to the dead letters a message every
+ *   group has consumed (039).
  *   55000 encryption_key_missing: an unsealed payload for an encrypted
  *   queue (003); a broker with the key would have sealed it: 503, retry.
  *   54000 tenant_*_limit: a per-tenant limit of 001/033, not a size.
@@ -75,6 +77,7 @@ static const struct state_row {
     {"55000", "log_ack_rejected", QUEEN_ERR_CONFLICT, "ack_rejected"},
     {"55000", "log_group_leased", QUEEN_ERR_CONFLICT, NULL},
     {"55000", "log_message_leased", QUEEN_ERR_CONFLICT, NULL},
+    {"55000", "log_message_consumed", QUEEN_ERR_CONFLICT, NULL},
     {"55000", "encryption_key_missing", QUEEN_ERR_UNAVAILABLE, NULL},
     {"XX000", "log_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
     {"XX000", "kv_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},

@@ -20,8 +20,9 @@
  * requests no route took (unknown path, or a known path with another
  * method). Methods outside the standard set share OTHER: the method is the
  * client's text, and a label per spelling would let any client grow
- * /metrics without bound. */
-#define MAX_ROUTES 64
+ * /metrics without bound. MAX_ROUTES stays above the table's length (66
+ * routes now; metrics_init warns when it is not). */
+#define MAX_ROUTES 96
 #define MAX_STATUS 600
 static const char *const unmatched_methods[] = {"GET",     "HEAD",  "POST",  "PUT",  "DELETE",
                                                 "OPTIONS", "PATCH", "TRACE", "CONNECT", "OTHER"};
@@ -103,6 +104,14 @@ static const char *slot_pattern(size_t i)
 static bool slot_used(size_t i)
 {
     return i >= MAX_ROUTES || i < http_route_count;
+}
+
+unsigned long metrics_route_requests(const char *method, const char *pattern)
+{
+    for (size_t i = 0; i < http_route_count && i < MAX_ROUTES; i++)
+        if (strcmp(http_routes[i].method, method) == 0 && strcmp(http_routes[i].pattern, pattern) == 0)
+            return atomic_load(&figures[i].count);
+    return 0;
 }
 
 /* ---- JSON ------------------------------------------------------------------ */

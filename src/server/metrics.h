@@ -20,6 +20,10 @@ void metrics_record(const route *r, const char *method, unsigned status, double 
  * when it is one of the standard ones, else "OTHER". */
 const char *metrics_method_label(const char *method);
 
+/* Requests answered (any status) by the route of that method and pattern
+ * since the broker started; 0 for a route the table does not hold. */
+unsigned long metrics_route_requests(const char *method, const char *pattern);
+
 /* The renderings; malloc'd text (caller frees), NULL when out of memory. */
 char *metrics_json(server *srv);
 char *metrics_prometheus(server *srv);

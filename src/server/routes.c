@@ -16,6 +16,9 @@ const route http_routes[] = {
     {"GET", "/api/v1/system/maintenance/pop", route_pop_maintenance, FAMILY_OPS},
     {"POST", "/api/v1/system/maintenance/pop", route_pop_maintenance_set, FAMILY_OPS},
     {"GET", "/api/v1/status", route_status, FAMILY_OPS},
+    {"GET", "/api/v1/analytics/system-metrics", route_system_metrics, FAMILY_OPS},
+    {"GET", "/api/v1/analytics/worker-metrics", route_worker_metrics, FAMILY_OPS},
+    {"GET", "/api/v1/analytics/postgres-stats", route_postgres_stats, FAMILY_OPS},
 
     {"POST", "/api/v1/kv", route_kv_batch, FAMILY_KV},
     {"GET", "/api/v1/kv/:ns/*key", route_kv_get, FAMILY_KV},
@@ -43,6 +46,9 @@ const route http_routes[] = {
     {"GET", "/api/v1/resources/overview", route_overview, FAMILY_LOG},
     {"GET", "/api/v1/resources/namespaces", route_namespaces, FAMILY_LOG},
     {"GET", "/api/v1/resources/tasks", route_tasks, FAMILY_LOG},
+    {"GET", "/api/v1/status/queues", route_status_queues, FAMILY_LOG},
+    {"GET", "/api/v1/status/queues/:queue", route_status_queue, FAMILY_LOG},
+    {"GET", "/api/v1/status/analytics", route_status_analytics, FAMILY_LOG},
     {"POST", "/api/v1/transaction", route_transaction, FAMILY_LOG},
 
     {"GET", "/api/v1/dlq", route_dlq_list, FAMILY_LOG},
@@ -66,6 +72,7 @@ const route http_routes[] = {
     {"GET", "/api/v1/messages/:partitionId/:transactionId", route_message_at, FAMILY_LOG},
     {"DELETE", "/api/v1/messages/:partitionId/:transactionId", route_message_delete_at, FAMILY_LOG},
     {"POST", "/api/v1/messages/:partitionId/:transactionId/retry", route_message_retry, FAMILY_LOG},
+    {"POST", "/api/v1/messages/:partitionId/:transactionId/dlq", route_message_dlq, FAMILY_LOG},
 
     {"POST", "/api/v1/traces", route_trace_add, FAMILY_LOG},
     {"GET", "/api/v1/traces/names", route_trace_names, FAMILY_LOG},

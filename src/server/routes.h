@@ -52,6 +52,7 @@ void route_message_delete(server *srv, const http_request *req, http_response *r
 void route_message_at(server *srv, const http_request *req, http_response *res);
 void route_message_delete_at(server *srv, const http_request *req, http_response *res);
 void route_message_retry(server *srv, const http_request *req, http_response *res);
+void route_message_dlq(server *srv, const http_request *req, http_response *res);
 
 /* routes_traces.c */
 void route_trace_add(server *srv, const http_request *req, http_response *res);
@@ -74,6 +75,12 @@ void route_queue_partitions(server *srv, const http_request *req, http_response 
 void route_queue_clear(server *srv, const http_request *req, http_response *res);
 void route_partitions(server *srv, const http_request *req, http_response *res);
 void route_status(server *srv, const http_request *req, http_response *res);
+void route_status_queues(server *srv, const http_request *req, http_response *res);
+void route_status_queue(server *srv, const http_request *req, http_response *res);
+void route_status_analytics(server *srv, const http_request *req, http_response *res);
+void route_system_metrics(server *srv, const http_request *req, http_response *res);
+void route_worker_metrics(server *srv, const http_request *req, http_response *res);
+void route_postgres_stats(server *srv, const http_request *req, http_response *res);
 
 /* routes_console.c */
 void route_console_index(server *srv, const http_request *req, http_response *res);

@@ -99,3 +99,20 @@ void route_message_retry(server *srv, const http_request *req, http_response *re
     int rc = queen_message_retry(srv->engine, req->tenant, req->params[0], req->params[1], &result, &err);
     answer(res, rc, result, &err);
 }
+
+/* POST /api/v1/messages/:partitionId/:transactionId/dlq (the reference
+ * client's moveMessageToDLQ, body {}): the dead letters and the delete in
+ * one transaction (sql/039). */
+void route_message_dlq(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_message_dlq(srv->engine, req->tenant, req->params[0], req->params[1], &result, &err);
+    if (rc == 0 && result != NULL && strcmp(result, "null") == 0) {
+        free(result);
+        http_error(res, 404, "not_found", "log_message_not_found",
+                   "this partition stores no message with that transactionId");
+        return;
+    }
+    answer(res, rc, result, &err);
+}

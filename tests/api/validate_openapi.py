@@ -422,6 +422,18 @@ def run_queue_ops(s):
     s.check("/api/v1/traces/by-name/{traceName}", "GET", "/api/v1/traces/by-name/seen?limit=10", expect=200)
     s.check("/api/v1/traces/by-name/{traceName} (limit 0)", "GET", "/api/v1/traces/by-name/seen?limit=0", expect=400)
 
+    moved = s.check("/api/v1/push (to move)", "POST", "/api/v1/push",
+                    body={"items": [{"queue": q + "-mv", "payload": {"m": 1}, "transactionId": "m-1"}]}, expect=201)
+    mpid = moved[0]["partition_id"] if moved else str(uuid.uuid4())
+    s.check("/api/v1/messages/{partitionId}/{transactionId}/dlq", "POST",
+            "/api/v1/messages/%s/m-1/dlq" % mpid, body={}, expect=200)
+    s.check("/api/v1/messages/{partitionId}/{transactionId}/dlq (gone)", "POST",
+            "/api/v1/messages/%s/m-1/dlq" % mpid, body={}, expect=404)
+    s.check("/api/v1/messages/{partitionId}/{transactionId}/dlq (leased)", "POST",
+            "/api/v1/messages/%s/b-1/dlq" % tpid, body={}, expect=409 if leased else 404)
+    s.check("/api/v1/messages/{partitionId}/{transactionId}/dlq (not a uuid)", "POST",
+            "/api/v1/messages/x/m-1/dlq", body={}, expect=400)
+
     s.check("/api/v1/system/maintenance", "GET", "/api/v1/system/maintenance", tenant=None, expect=200)
     s.check("/api/v1/system/maintenance (bad body)", "POST", "/api/v1/system/maintenance", body={"on": True},
             tenant=None, expect=400)
@@ -437,6 +449,17 @@ def run_queue_ops(s):
             expect=405)
 
     s.check("/api/v1/status", "GET", "/api/v1/status", tenant=None, expect=200)
+    s.check("/api/v1/status/queues", "GET", "/api/v1/status/queues?limit=10&offset=0", expect=200)
+    s.check("/api/v1/status/queues (limit 0)", "GET", "/api/v1/status/queues?limit=0", expect=400)
+    s.check("/api/v1/status/queues/{queue}", "GET", "/api/v1/status/queues/%s" % q, expect=200)
+    s.check("/api/v1/status/queues/{queue} (unknown)", "GET", "/api/v1/status/queues/none-%s" % q, expect=404)
+    s.check("/api/v1/status/analytics", "GET", "/api/v1/status/analytics?interval=minute&queue=%s" % q, expect=200)
+    s.check("/api/v1/status/analytics (bad interval)", "GET", "/api/v1/status/analytics?interval=week", expect=400)
+    s.check("/api/v1/analytics/system-metrics", "GET", "/api/v1/analytics/system-metrics", tenant=None, expect=200)
+    s.check("/api/v1/analytics/worker-metrics", "GET", "/api/v1/analytics/worker-metrics", tenant=None, expect=200)
+    s.check("/api/v1/analytics/postgres-stats", "GET", "/api/v1/analytics/postgres-stats", tenant=None, expect=200)
+    s.check("/api/v1/analytics/postgres-stats (other method)", "POST", "/api/v1/analytics/postgres-stats", body={},
+            tenant=None, expect=405)
     s.check("/api/v1/resources/overview", "GET", "/api/v1/resources/overview", expect=200)
     s.check("/api/v1/resources/namespaces", "GET", "/api/v1/resources/namespaces", expect=200)
     s.check("/api/v1/resources/tasks", "GET", "/api/v1/resources/tasks", expect=200)

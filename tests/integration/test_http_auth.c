@@ -594,7 +594,10 @@ static void broker_wide_calls_need_the_operator(void **state)
     static const char *const ops[][2] = {{"POST", "/api/v1/system/maintenance"},
                                          {"GET", "/api/v1/system/maintenance"},
                                          {"GET", "/metrics"},
-                                         {"GET", "/metrics/prometheus"}};
+                                         {"GET", "/metrics/prometheus"},
+                                         {"GET", "/api/v1/analytics/system-metrics"},
+                                         {"GET", "/api/v1/analytics/worker-metrics"},
+                                         {"GET", "/api/v1/analytics/postgres-stats"}};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         const char *body = ops[i][0][0] == 'P' ? off : NULL;
         expect(ad, ops[i][0], ops[i][1], body, 403, "auth_forbidden_role");
@@ -616,6 +619,10 @@ static void broker_wide_calls_need_the_operator(void **state)
     expect(ad, "POST", "/api/v1/configure", "{\"queue\":\"f2-own\"}", 200, NULL);
     expect(ad, "DELETE", "/api/v1/resources/queues/f2-own", NULL, 200, NULL);
     expect(ad, "GET", "/api/v1/status", NULL, 200, NULL);
+    /* the dashboard's status reads are the tenant's, scoped as the listings */
+    expect(ad, "GET", "/api/v1/status/queues", NULL, 200, NULL);
+    expect(narrow, "GET", "/api/v1/status/queues", NULL, 403, "auth_forbidden_scope");
+    expect(narrow, "GET", "/api/v1/status/queues/f2-other", NULL, 403, "auth_forbidden_scope");
 }
 
 /* An HS256 token of the given payload (JSON text; exp added). */

@@ -106,6 +106,12 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/api/v1/system/maintenance/pop"},
         {"POST", "/api/v1/system/maintenance/pop"},
         {"GET", "/api/v1/status"},
+        {"GET", "/api/v1/analytics/system-metrics"},
+        {"GET", "/api/v1/analytics/worker-metrics"},
+        {"GET", "/api/v1/analytics/postgres-stats"},
+        {"GET", "/api/v1/status/queues"},
+        {"GET", "/api/v1/status/queues/:queue"},
+        {"GET", "/api/v1/status/analytics"},
         {"GET", "/api/v1/resources/queues/:queue"},
         {"GET", "/api/v1/resources/queues/:queue/partitions"},
         {"POST", "/api/v1/resources/queues/:queue/clear"},
@@ -150,6 +156,7 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/api/v1/messages/:partitionId/:transactionId"},
         {"DELETE", "/api/v1/messages/:partitionId/:transactionId"},
         {"POST", "/api/v1/messages/:partitionId/:transactionId/retry"},
+        {"POST", "/api/v1/messages/:partitionId/:transactionId/dlq"},
         {"POST", "/api/v1/traces"},
         {"GET", "/api/v1/traces/names"},
         {"GET", "/api/v1/traces/by-name/:traceName"},
@@ -170,11 +177,13 @@ static void route_table_covers_the_api(void **state)
             fail_msg("%s %s is in the table %zu times", expected[i][0], expected[i][1], found);
     }
     /* Families: the KV routes speak kv_* codes; only /health, /metrics and
-     * the broker-wide /api/v1/system switches, /api/v1/status and the
-     * console's files are not tenant-scoped. */
+     * the broker-wide /api/v1/system switches, /api/v1/status, the broker's
+     * /api/v1/analytics figures and the console's files are not
+     * tenant-scoped. */
     for (size_t r = 0; r < http_route_count; r++) {
         bool kv = strstr(http_routes[r].pattern, "/kv") != NULL;
         bool ops = http_routes[r].pattern[1] != 'a' || strncmp(http_routes[r].pattern, "/api/v1/system/", 15) == 0 ||
+                   strncmp(http_routes[r].pattern, "/api/v1/analytics/", 18) == 0 ||
                    strcmp(http_routes[r].pattern, "/api/v1/status") == 0;
         assert_int_equal(http_routes[r].family, kv ? FAMILY_KV : ops ? FAMILY_OPS : FAMILY_LOG);
     }
