@@ -205,8 +205,10 @@ BEGIN
 END
 $$;
 
--- log_trace_names_v1(tenant, limit) -> {names: [{traceName, traceCount,
--- messageCount, lastSeen}], total}: the names the tenant's stored traces
+-- log_trace_names_v1(tenant, limit) -> {trace_names: [{trace_name,
+-- trace_count, message_count, last_seen}], total, pagination: {limit,
+-- offset}} (the reference broker's shape, snake_case as it has it, offset
+-- always 0): the names the tenant's stored traces
 -- carry, most recently seen first, at most limit (NULL = 50, 1..1000);
 -- total counts every name. It groups every stored trace of the tenant
 -- (bounded by max_traces_per_tenant; idx_log_traces_name): a dashboard
@@ -225,11 +227,13 @@ BEGIN
                    FROM queen.log_traces t WHERE t.tenant_id = p_tenant
                    GROUP BY t.trace_name)
         SELECT jsonb_build_object(
-            'names', COALESCE((SELECT jsonb_agg(jsonb_build_object('traceName', p.trace_name, 'traceCount', p.traces,
-                                                                   'messageCount', p.messages,
-                                                                   'lastSeen', queen.log_iso_v1(p.last_at))
+            'trace_names', COALESCE((SELECT jsonb_agg(jsonb_build_object('trace_name', p.trace_name,
+                                                                         'trace_count', p.traces,
+                                                                         'message_count', p.messages,
+                                                                         'last_seen', queen.log_iso_v1(p.last_at))
                                                 ORDER BY p.last_at DESC, p.trace_name)
                                FROM (SELECT * FROM n ORDER BY n.last_at DESC, n.trace_name LIMIT v_limit) AS p), '[]'),
-            'total', (SELECT count(*) FROM n)));
+            'total', (SELECT count(*) FROM n),
+            'pagination', jsonb_build_object('limit', v_limit, 'offset', 0)));
 END
 $$;

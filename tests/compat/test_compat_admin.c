@@ -132,16 +132,19 @@ static void trace_body_of_consume(void **state)
     v = http_ok_fmt("GET", strdup("/api/v1/traces/names?limit=1000&offset=0"), NULL, 200);
     size_t i, seen = 0;
     json_t *n;
-    json_array_foreach(json_object_get(v, "names"), i, n)
+    json_array_foreach(json_object_get(v, "trace_names"), i, n)
     {
-        if (strcmp(jstr(n, "traceName"), name_a) == 0 || strcmp(jstr(n, "traceName"), name_b) == 0) {
-            assert_int_equal(jint(n, "traceCount"), 1);
-            assert_int_equal(jint(n, "messageCount"), 1);
+        if (strcmp(jstr(n, "trace_name"), name_a) == 0 || strcmp(jstr(n, "trace_name"), name_b) == 0) {
+            assert_int_equal(jint(n, "trace_count"), 1);
+            assert_int_equal(jint(n, "message_count"), 1);
+            assert_non_null(json_string_value(json_object_get(n, "last_seen")));
             seen++;
         }
     }
     assert_int_equal(seen, 2);
     assert_true(jint(v, "total") >= 2);
+    assert_int_equal(jint(json_object_get(v, "pagination"), "limit"), 1000);
+    assert_int_equal(jint(json_object_get(v, "pagination"), "offset"), 0);
     json_decref(v);
     /* A name that is no string writes nothing. */
     http_refused_fmt("POST", strdup("/api/v1/traces"),

@@ -19,11 +19,13 @@ SELECT is(queen.log_traces_by_name_v1(:'t', 'received', 1,
              (queen.log_traces_by_name_v1(:'t', 'received', 1, NULL) ->> 'nextAfter')::bigint) #>> '{traces,0,transactionId}',
           'x2', 'the next page');
 SELECT is(queen.log_traces_by_message_v1(:'other', :'pid', 'x1') -> 'traces', '[]'::jsonb, 'another tenant sees none');
-SELECT is((SELECT jsonb_agg(jsonb_build_array(e ->> 'traceName', e -> 'traceCount', e -> 'messageCount') ORDER BY e ->> 'traceName')
-           FROM jsonb_array_elements(queen.log_trace_names_v1(:'t', NULL) -> 'names') e),
+SELECT is((SELECT jsonb_agg(jsonb_build_array(e ->> 'trace_name', e -> 'trace_count', e -> 'message_count') ORDER BY e ->> 'trace_name')
+           FROM jsonb_array_elements(queen.log_trace_names_v1(:'t', NULL) -> 'trace_names') e),
           '[["processed",1,1],["received",2,2]]'::jsonb, 'the names with their counts');
-SELECT is(queen.log_trace_names_v1(:'t', 1) - 'names', '{"total":2}'::jsonb, 'total counts every name, past the limit');
-SELECT is(queen.log_trace_names_v1(:'other', NULL), '{"names":[],"total":0}'::jsonb, 'another tenant: none');
+SELECT is(queen.log_trace_names_v1(:'t', 1) - 'trace_names', '{"total":2,"pagination":{"limit":1,"offset":0}}'::jsonb,
+          'total counts every name, past the limit');
+SELECT is(queen.log_trace_names_v1(:'other', NULL), '{"trace_names":[],"total":0,"pagination":{"limit":50,"offset":0}}'::jsonb,
+          'another tenant: none');
 SELECT throws_ok(format($$ SELECT queen.log_trace_add_v1(%L, %L, 'x1', 'n', NULL) $$, :'other', :'pid'), '22023',
                  'log_bad_partition_id', 'another tenant cannot trace this partition');
 SELECT throws_ok(format($$ SELECT queen.log_trace_add_v1(%L, %L, 'x1', '', NULL) $$, :'t', :'pid'), '22023',
