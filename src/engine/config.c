@@ -58,6 +58,14 @@ static const setting settings[] = {
      "statement_timeout of every broker connection; the server cancels a slower statement."},
     {"QUEEN_PG_ACQUIRE_TIMEOUT_MS", "pg-acquire-timeout-ms", SET_INT, AT(pg_acquire_timeout_ms), "5000", 1, 600000,
      "How long a request waits for a free database connection before answering 503."},
+    {"QUEEN_REQUEST_DEADLINE_MS", "request-deadline-ms", SET_INT, AT(request_deadline_ms), "10000", 100, 3600000,
+     "Longest a request's database statement may go unanswered, from when it asks for a connection. A statement "
+     "not yet sent then fails 503 db_unavailable (nothing was written: retry); one sent is cancelled, its "
+     "connection dropped and replaced, and it fails 504 db_outcome_unknown (it may have committed: repeat "
+     "only what is safe to repeat). Keepalives cannot see a stopped or frozen server and statement_timeout is "
+     "enforced by that server, so without it a request waits as long as the server does. The request "
+     "connections' statement_timeout is lowered to four fifths of it (8000 at the default), so a server that "
+     "answers cancels a slow statement itself first, with a known outcome."},
     {"QUEEN_HTTP_THREADS", "http-threads", SET_INT, AT(http_threads), "0", 0, 1024,
      "HTTP event loops, one thread each: a loop serves its connections' requests and their database calls "
      "without blocking on either, so a few loops serve any number of connections. 0: one per CPU core."},

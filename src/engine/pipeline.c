@@ -72,6 +72,7 @@ struct pipeline_set {
     call_queue held; /* coalescable calls made this turn, in arrival order */
     int waiting, in_flight, nheld;
     int group_wait_ms;
+    int deadline_ms; /* a call's default deadline after submission */
     long long group_wake_ms; /* when a held call that waits for a group may go; 0: none waits */
     pipeline_figures *fig;
     int connect_timeout_ms;
@@ -116,6 +117,8 @@ static void finish(pipeline_call *call)
     call->done(call);
 }
 
+/* lost: the statement was sent, so it may have committed (the caller may
+ * repeat it only when it is idempotent); else it never left the broker. */
 static void fail(pipeline_call *call, bool lost, const char *detail)
 {
     if (call->res != NULL) {
@@ -123,7 +126,10 @@ static void fail(pipeline_call *call, bool lost, const char *detail)
         call->res = NULL;
     }
     call->lost = lost;
-    queen_error_set(&call->err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "%s", detail);
+    if (lost)
+        queen_error_set(&call->err, QUEEN_ERR_OUTCOME_UNKNOWN, "db_outcome_unknown", "%s", detail);
+    else
+        queen_error_set(&call->err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "%s", detail);
     finish(call);
 }
 
@@ -159,7 +165,15 @@ static void remember_prepared(pipe_conn *c, const char *name)
 
 /* ---- connection life ------------------------------------------------------ */
 
+static void conn_down_failing(pipe_conn *c, const char *why, long long now, const char *detail);
+
 static void conn_down(pipe_conn *c, const char *why, long long now)
+{
+    conn_down_failing(c, why, now, "the database connection was lost during the statement; its outcome is unknown");
+}
+
+/* Drops the connection; the calls it carried fail "lost" with detail. */
+static void conn_down_failing(pipe_conn *c, const char *why, long long now, const char *detail)
 {
     pipeline_set *s = c->set;
     bool was_ready = c->state == CONN_READY;
@@ -183,9 +197,26 @@ static void conn_down(pipe_conn *c, const char *why, long long now)
     c->in_flight = 0;
     while (call != NULL) {
         pipeline_call *next = call->next;
-        fail(call, true, "the database connection was lost during the statement; its outcome is unknown");
+        fail(call, true, detail);
         call = next;
     }
+}
+
+/* A sent statement passed its deadline: the server did not answer. The
+ * statement is cancelled (if the server runs again before it ends) and the
+ * connection dropped, so this connection's calls are answered now and a
+ * fresh connection serves the next ones. */
+static void conn_cut(pipe_conn *c, long long now)
+{
+    pipeline_set *s = c->set;
+    atomic_fetch_add(&s->fig->deadline_cuts_total, 1);
+    queen_conn_cancel_detached(c->pg);
+    char detail[256];
+    snprintf(detail, sizeof detail,
+             "the database did not answer within the deadline (QUEEN_REQUEST_DEADLINE_MS, %d ms); the statement "
+             "was cancelled and its connection dropped: its outcome is unknown",
+             s->deadline_ms);
+    conn_down_failing(c, "a statement passed its deadline: connection cut", now, detail);
 }
 
 static void pump(pipeline_set *s);
@@ -299,6 +330,29 @@ static pipe_conn *roomiest(pipeline_set *s)
 
 static void send_held(pipeline_set *s);
 
+/* When a call that has not been sent stops waiting: after the acquire
+ * timeout, or at its deadline when that comes first. */
+static long long give_up_at(const pipeline_set *s, const pipeline_call *call)
+{
+    long long t = call->queued_ms + s->acquire_timeout_ms;
+    return call->deadline_ms < t ? call->deadline_ms : t;
+}
+
+static const char unavailable_detail[] = "the database is unavailable; retry";
+
+/* Sends the call, unless its deadline passed while it waited (a caller's
+ * own deadline can be earlier than those ahead of it): then it fails unsent
+ * rather than go out already late and cost its connection the cut. */
+static void send_or_fail(pipe_conn *c, pipeline_call *call)
+{
+    if (engine_now_ms() >= call->deadline_ms) {
+        atomic_fetch_add(&c->set->fig->timeouts_total, 1);
+        fail(call, false, unavailable_detail);
+        return;
+    }
+    send_call(c, call);
+}
+
 static void pump(pipeline_set *s)
 {
     while (s->waiting_calls.head != NULL) {
@@ -308,7 +362,7 @@ static void pump(pipeline_set *s)
         pipeline_call *call = queue_pop(&s->waiting_calls);
         s->waiting--;
         atomic_fetch_sub(&s->fig->waiting, 1);
-        send_call(c, call);
+        send_or_fail(c, call);
     }
     send_held(s);
 }
@@ -318,7 +372,7 @@ static void submit_now(pipeline_set *s, pipeline_call *call)
 {
     pipe_conn *c = s->waiting_calls.head == NULL ? roomiest(s) : NULL;
     if (c != NULL) {
-        send_call(c, call);
+        send_or_fail(c, call);
         return;
     }
     queue_push(&s->waiting_calls, call);
@@ -352,6 +406,8 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call)
     call->group_kind = NULL;
     memset(&call->err, 0, sizeof call->err);
     call->queued_ms = engine_now_ms();
+    if (call->deadline_ms <= 0)
+        call->deadline_ms = call->queued_ms + s->deadline_ms;
     if (call->coalesce != NULL) {
         hold(s, call);
         return;
@@ -528,6 +584,11 @@ static bool send_coalesced(pipeline_set *s, pipeline_call **members, int n)
         params[i] = b->texts[i];
     }
     b->call.queued_ms = members[0]->queued_ms;
+    /* The earliest of its members': each member's answer is this one's. */
+    b->call.deadline_ms = members[0]->deadline_ms;
+    for (int m = 1; m < n; m++)
+        if (members[m]->deadline_ms < b->call.deadline_ms)
+            b->call.deadline_ms = members[m]->deadline_ms;
     b->call.group_kind = how->waits_for_group ? how : NULL;
     submit_now(s, &b->call);
     return true;
@@ -689,9 +750,15 @@ static void conn_ready(loop_watch *w, uint32_t events)
 
 /* ---- the set ---------------------------------------------------------------- */
 
+int pipeline_statement_timeout(int statement_timeout_ms, int deadline_ms)
+{
+    int below = deadline_ms - deadline_ms / 5;
+    return below > 0 && below < statement_timeout_ms ? below : statement_timeout_ms;
+}
+
 pipeline_set *pipeline_open(const char *conninfo, const char *settings, int nconns, int depth,
-                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int epfd,
-                            pipeline_figures *figures, char *err, size_t errlen)
+                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int deadline_ms,
+                            int epfd, pipeline_figures *figures, char *err, size_t errlen)
 {
     pipeline_set *s = calloc(1, sizeof *s);
     if (s == NULL || nconns < 1) {
@@ -699,7 +766,9 @@ pipeline_set *pipeline_open(const char *conninfo, const char *settings, int ncon
         snprintf(err, errlen, nconns < 1 ? "no connections" : "out of memory");
         return NULL;
     }
-    queen_conn_params_fill(&s->params, conninfo, statement_timeout_ms, acquire_timeout_ms, settings);
+    queen_conn_params_fill(&s->params, conninfo, pipeline_statement_timeout(statement_timeout_ms, deadline_ms),
+                           acquire_timeout_ms, settings);
+    s->deadline_ms = deadline_ms > 0 ? deadline_ms : statement_timeout_ms + acquire_timeout_ms;
     s->depth = depth > 0 ? depth : 1;
     s->acquire_timeout_ms = acquire_timeout_ms;
     s->group_wait_ms = group_wait_ms;
@@ -754,24 +823,41 @@ long long pipeline_tick(pipeline_set *s, long long now)
         if (c->state != CONN_READY)
             next = SOONER(c->retry_at);
     }
-    /* Calls that waited past the acquire timeout: 503, as the pool's. */
-    while (s->waiting_calls.head != NULL && now - s->waiting_calls.head->queued_ms >= s->acquire_timeout_ms) {
+    /* Sent statements past their deadline: the server is not answering
+     * (stopped, frozen, cut off); their connections are cut. */
+    for (int i = 0; i < s->nconns; i++) {
+        pipe_conn *c = &s->conns[i];
+        if (c->state != CONN_READY || c->sent.head == NULL)
+            continue;
+        long long due = c->sent.head->deadline_ms;
+        for (const pipeline_call *sent = c->sent.head->next; sent != NULL; sent = sent->next)
+            if (sent->deadline_ms < due)
+                due = sent->deadline_ms;
+        if (now >= due)
+            conn_cut(c, now);
+        else
+            next = SOONER(due);
+    }
+    /* Calls that waited past the acquire timeout (or their deadline): 503,
+     * as the pool's. With the set's deadline for all, give_up_at follows
+     * arrival order, so the head is the first due. */
+    while (s->waiting_calls.head != NULL && now >= give_up_at(s, s->waiting_calls.head)) {
         pipeline_call *call = queue_pop(&s->waiting_calls);
         s->waiting--;
         atomic_fetch_sub(&s->fig->waiting, 1);
         atomic_fetch_add(&s->fig->timeouts_total, 1);
-        fail(call, false, "the database is unavailable; retry");
+        fail(call, false, unavailable_detail);
     }
     if (s->waiting_calls.head != NULL)
-        next = SOONER(s->waiting_calls.head->queued_ms + s->acquire_timeout_ms);
+        next = SOONER(give_up_at(s, s->waiting_calls.head));
     /* Held calls that found no room as long. */
-    while (s->held.head != NULL && now - s->held.head->queued_ms >= s->acquire_timeout_ms) {
+    while (s->held.head != NULL && now >= give_up_at(s, s->held.head)) {
         pipeline_call *call = unhold(s);
         atomic_fetch_add(&s->fig->timeouts_total, 1);
-        fail(call, false, "the database is unavailable; retry");
+        fail(call, false, unavailable_detail);
     }
     if (s->held.head != NULL)
-        next = SOONER(s->held.head->queued_ms + s->acquire_timeout_ms);
+        next = SOONER(give_up_at(s, s->held.head));
     if (s->held.head != NULL && s->group_wake_ms > 0)
         next = SOONER(s->group_wake_ms);
 #undef SOONER

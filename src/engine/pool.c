@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,41 @@ void queen_conn_params_fill(queen_conn_params *p, const char *conninfo, int stat
                           NULL};
     memcpy(p->keys, keys, sizeof keys);
     memcpy(p->vals, vals, sizeof vals);
+}
+
+static atomic_int cancels_running;
+
+static void *cancel_main(void *arg)
+{
+    PGcancel *cancel = arg;
+    char err[256];
+    (void)PQcancel(cancel, err, sizeof err); /* best effort: the caller already answered "unknown" */
+    PQfreeCancel(cancel);
+    atomic_fetch_sub(&cancels_running, 1);
+    return NULL;
+}
+
+void queen_conn_cancel_detached(PGconn *pg)
+{
+    if (pg == NULL || PQstatus(pg) != CONNECTION_OK)
+        return;
+    if (atomic_fetch_add(&cancels_running, 1) >= QUEEN_CANCEL_THREADS) {
+        atomic_fetch_sub(&cancels_running, 1);
+        return;
+    }
+    PGcancel *cancel = PQgetCancel(pg);
+    pthread_attr_t attr;
+    pthread_t t;
+    bool started = false;
+    if (cancel != NULL && pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &attr, cancel_main, cancel) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started) {
+        PQfreeCancel(cancel);
+        atomic_fetch_sub(&cancels_running, 1);
+    }
 }
 
 void queen_conn_ignore_notice(void *arg, const char *message)

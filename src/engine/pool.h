@@ -47,6 +47,15 @@ typedef struct queen_conn_params {
  * caller's session settings, e.g. queen_config_session_settings), or NULL. */
 void queen_conn_params_fill(queen_conn_params *p, const char *conninfo, int statement_timeout_ms,
                             int acquire_timeout_ms, const char *settings);
+/* Asks the server to cancel what pg runs, on a detached thread of its own
+ * (PQcancel blocks until the server answers: a stopped server answers when
+ * it resumes, an unreachable one when connect gives up), so the caller can
+ * drop pg at once. At most QUEEN_CANCEL_THREADS run at a time; past that
+ * the cancel is skipped (the dropped connection still ends the statement
+ * when its backend next reads the socket). Call before PQfinish(pg). */
+#define QUEEN_CANCEL_THREADS 8
+void queen_conn_cancel_detached(PGconn *pg);
+
 /* A notice processor that drops notices (the broker's statements raise
  * none worth a log line; libpq would print them on stderr). */
 void queen_conn_ignore_notice(void *arg, const char *message);

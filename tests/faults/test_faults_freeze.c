@@ -1,0 +1,263 @@
+/* A database that stops answering: the test cluster's postmaster and every
+ * one of its processes are stopped with SIGSTOP (as a frozen VM or a
+ * stalled storage layer would leave them: the sockets stay open, so
+ * keepalives see nothing) while a PUT, a push and a long pop are in flight
+ * on a broker with QUEEN_REQUEST_DEADLINE_MS=DEADLINE_MS. Then:
+ *   - each is answered near its deadline, not when the database resumes:
+ *     the PUT (its statement sent) 504 db_outcome_unknown; the push and the
+ *     pop 504 db_outcome_unknown or, when their statement never left the
+ *     broker, 503 db_unavailable (a push may first spend one deadline on the
+ *     maintenance read, so it gets two);
+ *   - after SIGCONT, what was acknowledged before the freeze is all there,
+ *     and a new PUT succeeds within RECOVERY_MS.
+ * The cluster is the run's own (scripts/test.sh, QUEEN_TEST_PG_DIR); it is
+ * resumed on every exit path of the test, so later suites find it running. */
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "broker.h"
+#include "pgtest.h"
+#include "testutil.h"
+
+#define DEADLINE_MS 2000
+#define STR_(x) #x
+#define STRINGIFY(x) STR_(x)
+/* Scheduling slack over a deadline: the loop checks deadlines every turn
+ * (at most 10 ms apart); the rest is a busy two-core machine. */
+#define SLACK_MS 1500
+#define RECOVERY_MS 1000
+#define MAX_PIDS 512
+
+static pid_t frozen[MAX_PIDS];
+static int nfrozen;
+
+static pid_t postmaster_pid(void)
+{
+    const char *dir = getenv("QUEEN_TEST_PG_DIR");
+    if (dir == NULL)
+        fail_msg("QUEEN_TEST_PG_DIR is not set (run through scripts/test.sh)");
+    char *path = fmt("%s/data/postmaster.pid", dir);
+    char *text = read_file(path);
+    free(path);
+    if (text == NULL)
+        fail_msg("no postmaster.pid under %s", dir);
+    pid_t pid = (pid_t)atol(text);
+    free(text);
+    return pid;
+}
+
+static bool already(pid_t pid)
+{
+    for (int i = 0; i < nfrozen; i++)
+        if (frozen[i] == pid)
+            return true;
+    return false;
+}
+
+/* Stops pid and then its children (read from /proc after the stop, so none
+ * forks behind the list), recursively. */
+static void stop_tree(pid_t pid)
+{
+    if (already(pid) || nfrozen == MAX_PIDS)
+        return;
+    if (kill(pid, SIGSTOP) != 0)
+        return; /* exited meanwhile */
+    frozen[nfrozen++] = pid;
+    char *path = fmt("/proc/%d/task/%d/children", (int)pid, (int)pid);
+    char *kids = read_file(path);
+    free(path);
+    for (char *p = kids, *end; p != NULL && *p; p = end) {
+        long child = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        stop_tree((pid_t)child);
+    }
+    free(kids);
+}
+
+static void freeze_database(void)
+{
+    nfrozen = 0;
+    stop_tree(postmaster_pid());
+    assert_true(nfrozen > 1); /* the postmaster and at least its backends */
+}
+
+static void thaw_database(void)
+{
+    for (int i = 0; i < nfrozen; i++)
+        kill(frozen[i], SIGCONT);
+    nfrozen = 0;
+}
+
+typedef struct inflight {
+    const test_broker *b;
+    const char *method, *path, *body;
+    http_reply reply;
+    long long took_ms;
+    pthread_t thread;
+} inflight;
+
+static void *call_run(void *arg)
+{
+    inflight *c = arg;
+    long long t0 = now_ms();
+    c->reply = broker_http(c->b, c->method, c->path, c->body, NULL);
+    c->took_ms = now_ms() - t0;
+    return NULL;
+}
+
+static bool says(const http_reply *r, long status, const char *reason)
+{
+    json_t *o = r->body ? json_parse(r->body) : NULL;
+    bool yes = r->status == status && o != NULL && strcmp(jstr(o, "reason"), reason) == 0;
+    json_decref(o);
+    return yes;
+}
+
+static int answered(const inflight *calls, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += calls[i].took_ms > 0;
+    return k;
+}
+
+static void calls_in_flight_are_answered_at_their_deadline(void **state)
+{
+    (void)state;
+    const char *env[] = {"QUEEN_REQUEST_DEADLINE_MS=" STRINGIFY(DEADLINE_MS), NULL};
+    test_broker b;
+    if (!broker_start(&b, env))
+        fail_msg("broker did not start");
+    char *ns = pgtest_unique("freeze-ns-"), *queue = pgtest_unique("freeze-q-");
+
+    /* Acknowledged before the freeze: must all be there after it. */
+    char *put_path = fmt("/api/v1/kv/%s/acked", ns);
+    http_reply r = broker_http(&b, "PUT", put_path, "{\"value\":41,\"forever\":true}", NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    char *push_body = fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"p\",\"payload\":{\"n\":1},"
+                          "\"transactionId\":\"acked-1\"}]}",
+                          queue);
+    r = broker_http(&b, "POST", "/api/v1/push", push_body, NULL);
+    assert_int_equal(r.status, 201);
+    http_reply_free(&r);
+
+    char *frozen_put = fmt("/api/v1/kv/%s/during", ns);
+    char *frozen_push = fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"p\",\"payload\":{\"n\":2},"
+                            "\"transactionId\":\"during-1\"}]}",
+                            queue);
+    /* A long pop of an empty queue of its own: it would wait 30 s for a message. */
+    char *other = pgtest_unique("freeze-empty-");
+    char *pop_path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=30000", other);
+    inflight calls[] = {
+        {.b = &b, .method = "PUT", .path = frozen_put, .body = "{\"value\":42,\"forever\":true}"},
+        {.b = &b, .method = "POST", .path = "/api/v1/push", .body = frozen_push},
+        {.b = &b, .method = "GET", .path = pop_path},
+    };
+    int n = (int)(sizeof calls / sizeof calls[0]);
+
+    freeze_database();
+    long long frozen_at = now_ms();
+    for (int i = 0; i < n; i++)
+        pthread_create(&calls[i].thread, NULL, call_run, &calls[i]);
+    /* Waited for, never slept: every call answers while the database is
+     * still stopped (a hang would only end with the thaw below). */
+    long long bound = 2 * DEADLINE_MS + SLACK_MS;
+    long long until = now_ms() + bound + 5000;
+    while (answered(calls, n) < n && now_ms() < until)
+        pause_ms(10);
+    long long still_frozen_ms = now_ms() - frozen_at;
+    int got = answered(calls, n);
+    thaw_database();
+    long long thawed_at = now_ms();
+    for (int i = 0; i < n; i++)
+        pthread_join(calls[i].thread, NULL);
+    for (int i = 0; i < n; i++)
+        print_message("# %s %s: %ld after %lld ms: %s\n", calls[i].method, calls[i].path, calls[i].reply.status,
+                      calls[i].took_ms, calls[i].reply.body ? calls[i].reply.body : "");
+    if (got < n)
+        fail_msg("%d of %d calls were still unanswered %lld ms into the freeze", n - got, n, still_frozen_ms);
+
+    /* The PUT's statement went out at once: cut at its deadline. */
+    if (!says(&calls[0].reply, 504, "db_outcome_unknown"))
+        fail_msg("PUT in flight: %ld %s", calls[0].reply.status, calls[0].reply.body);
+    assert_true(calls[0].took_ms <= DEADLINE_MS + SLACK_MS);
+    for (int i = 1; i < n; i++) {
+        if (!says(&calls[i].reply, 504, "db_outcome_unknown") && !says(&calls[i].reply, 503, "db_unavailable"))
+            fail_msg("%s in flight: %ld %s", calls[i].method, calls[i].reply.status, calls[i].reply.body);
+        assert_true(calls[i].took_ms <= bound);
+    }
+    for (int i = 0; i < n; i++)
+        http_reply_free(&calls[i].reply);
+
+    /* Recovery: the first new write that succeeds, timed from the thaw. */
+    char *after_path = fmt("/api/v1/kv/%s/after", ns);
+    long long recovered_ms = -1;
+    for (;;) {
+        r = broker_http(&b, "PUT", after_path, "{\"value\":43,\"forever\":true}", NULL);
+        long status = r.status;
+        http_reply_free(&r);
+        if (status == 200) {
+            recovered_ms = now_ms() - thawed_at;
+            break;
+        }
+        if (now_ms() - thawed_at > 10000)
+            fail_msg("no PUT succeeded within 10 s of the thaw (last %ld)", status);
+        pause_ms(5);
+    }
+    print_message("# first PUT after the thaw succeeded %lld ms after SIGCONT\n", recovered_ms);
+    assert_true(recovered_ms <= RECOVERY_MS);
+
+    /* Nothing acknowledged was lost. */
+    r = broker_http(&b, "GET", put_path, NULL, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *got_put = json_parse(r.body);
+    assert_int_equal(jint(got_put, "value"), 41);
+    json_decref(got_put);
+    http_reply_free(&r);
+    char *pop_acked = fmt("/api/v1/pop/queue/%s?batch=10&autoAck=true", queue);
+    r = broker_http(&b, "GET", pop_acked, NULL, NULL);
+    assert_int_equal(r.status, 200);
+    if (strstr(r.body, "\"acked-1\"") == NULL)
+        fail_msg("the message acknowledged before the freeze is gone: %s", r.body);
+    http_reply_free(&r);
+
+    assert_int_equal(broker_stop(&b), 0);
+    free(pop_acked);
+    free(after_path);
+    free(frozen_put);
+    free(frozen_push);
+    free(pop_path);
+    free(other);
+    free(push_body);
+    free(put_path);
+    free(ns);
+    free(queue);
+}
+
+/* A failing assertion longjmps out of the test: the cluster is resumed
+ * here too, so the suites after this one find it running. */
+static int resume_cluster(void **state)
+{
+    (void)state;
+    thaw_database();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(calls_in_flight_are_answered_at_their_deadline, resume_cluster),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
