@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "fiber.h"
 #include "logging.h"
 #include "pool.h"
 #include "sqlcall.h"
@@ -406,8 +407,17 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call)
     call->group_kind = NULL;
     memset(&call->err, 0, sizeof call->err);
     call->queued_ms = engine_now_ms();
-    if (call->deadline_ms <= 0)
-        call->deadline_ms = call->queued_ms + s->deadline_ms;
+    if (call->deadline_ms <= 0) {
+        /* A request's statements share one deadline, set at its first:
+         * a push's maintenance read and the push itself, or auth's lookup
+         * and the handler's call, are answered within it together. A long
+         * poll that waits runs its handler again on a fresh fiber, with a
+         * fresh deadline. */
+        fiber *f = fiber_current();
+        call->deadline_ms = f != NULL && fiber_deadline_ms(f) > 0 ? fiber_deadline_ms(f) : call->queued_ms + s->deadline_ms;
+        if (f != NULL)
+            fiber_set_deadline_ms(f, call->deadline_ms);
+    }
     if (call->coalesce != NULL) {
         hold(s, call);
         return;
@@ -750,12 +760,6 @@ static void conn_ready(loop_watch *w, uint32_t events)
 
 /* ---- the set ---------------------------------------------------------------- */
 
-int pipeline_statement_timeout(int statement_timeout_ms, int deadline_ms)
-{
-    int below = deadline_ms - deadline_ms / 5;
-    return below > 0 && below < statement_timeout_ms ? below : statement_timeout_ms;
-}
-
 pipeline_set *pipeline_open(const char *conninfo, const char *settings, int nconns, int depth,
                             int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int deadline_ms,
                             int epfd, pipeline_figures *figures, char *err, size_t errlen)
@@ -766,7 +770,7 @@ pipeline_set *pipeline_open(const char *conninfo, const char *settings, int ncon
         snprintf(err, errlen, nconns < 1 ? "no connections" : "out of memory");
         return NULL;
     }
-    queen_conn_params_fill(&s->params, conninfo, pipeline_statement_timeout(statement_timeout_ms, deadline_ms),
+    queen_conn_params_fill(&s->params, conninfo, queen_deadline_statement_timeout(statement_timeout_ms, deadline_ms),
                            acquire_timeout_ms, settings);
     s->deadline_ms = deadline_ms > 0 ? deadline_ms : statement_timeout_ms + acquire_timeout_ms;
     s->depth = depth > 0 ? depth : 1;
@@ -807,6 +811,33 @@ pipeline_set *pipeline_open(const char *conninfo, const char *settings, int ncon
     return s;
 }
 
+/* Fails (unsent) the calls of q whose give_up_at has come, keeping the
+ * others in order; the earliest give_up_at left, or -1 when q is empty. */
+static long long expire_waiting(pipeline_set *s, call_queue *q, int *count, long long now)
+{
+    call_queue keep = {NULL, NULL}, gone = {NULL, NULL};
+    long long due = -1;
+    pipeline_call *call;
+    while ((call = queue_pop(q)) != NULL) {
+        long long t = give_up_at(s, call);
+        if (now >= t) {
+            queue_push(&gone, call);
+            (*count)--;
+            atomic_fetch_sub(&s->fig->waiting, 1);
+            atomic_fetch_add(&s->fig->timeouts_total, 1);
+        } else {
+            queue_push(&keep, call);
+            if (due < 0 || t < due)
+                due = t;
+        }
+    }
+    *q = keep;
+    /* After q is whole again: a done() may submit more. */
+    while ((call = queue_pop(&gone)) != NULL)
+        fail(call, false, unavailable_detail);
+    return due;
+}
+
 long long pipeline_tick(pipeline_set *s, long long now)
 {
     send_held(s);
@@ -838,26 +869,16 @@ long long pipeline_tick(pipeline_set *s, long long now)
         else
             next = SOONER(due);
     }
-    /* Calls that waited past the acquire timeout (or their deadline): 503,
-     * as the pool's. With the set's deadline for all, give_up_at follows
-     * arrival order, so the head is the first due. */
-    while (s->waiting_calls.head != NULL && now >= give_up_at(s, s->waiting_calls.head)) {
-        pipeline_call *call = queue_pop(&s->waiting_calls);
-        s->waiting--;
-        atomic_fetch_sub(&s->fig->waiting, 1);
-        atomic_fetch_add(&s->fig->timeouts_total, 1);
-        fail(call, false, unavailable_detail);
-    }
-    if (s->waiting_calls.head != NULL)
-        next = SOONER(give_up_at(s, s->waiting_calls.head));
-    /* Held calls that found no room as long. */
-    while (s->held.head != NULL && now >= give_up_at(s, s->held.head)) {
-        pipeline_call *call = unhold(s);
-        atomic_fetch_add(&s->fig->timeouts_total, 1);
-        fail(call, false, unavailable_detail);
-    }
-    if (s->held.head != NULL)
-        next = SOONER(give_up_at(s, s->held.head));
+    /* Calls that waited past the acquire timeout or their deadline (a
+     * request's deadline may come before those of calls ahead of it, so
+     * the whole queue is looked at): 503, as the pool's. Held calls too:
+     * they found no room as long. */
+    long long due = expire_waiting(s, &s->waiting_calls, &s->waiting, now);
+    if (due >= 0)
+        next = SOONER(due);
+    due = expire_waiting(s, &s->held, &s->nheld, now);
+    if (due >= 0)
+        next = SOONER(due);
     if (s->held.head != NULL && s->group_wake_ms > 0)
         next = SOONER(s->group_wake_ms);
 #undef SOONER

@@ -12,8 +12,9 @@
  * fails the calls it carried ("lost": their outcome is unknown) and is
  * re-established in the background, with back-off.
  *
- * Every call has a deadline (QUEEN_REQUEST_DEADLINE_MS after it was
- * submitted, or the caller's own). A call not yet sent then fails
+ * Every call has a deadline: the caller's own, else its fiber's (all the
+ * statements of one fiber, a request's handler run, share the deadline set
+ * at the first: QUEEN_REQUEST_DEADLINE_MS after it was submitted). A call not yet sent then fails
  * "unavailable" (db_unavailable: nothing reached the database); a sent one
  * whose answer is not in cuts its connection: the statement is cancelled
  * (a cancel request on a thread of its own, since PQcancel blocks while the
@@ -22,7 +23,7 @@
  * server that is stopped (SIGSTOP, a frozen VM) and statement_timeout is
  * enforced by that same server, so without the deadline such a call waits
  * as long as the server does. The connections' statement_timeout is kept
- * below the deadline (pipeline_statement_timeout), so a server that answers
+ * below the deadline (queen_deadline_statement_timeout), so a server that answers
  * at all cancels a slow statement itself, with a known outcome, first.
  *
  * Knows libpq, not SQL: statements come with their text and are prepared
@@ -88,7 +89,7 @@ typedef struct pipeline_figures {
 } pipeline_figures;
 
 /* Connects nconns connections (conninfo and statement timeout as the pool's,
- * the timeout lowered by pipeline_statement_timeout) and registers them with
+ * the timeout lowered by queen_deadline_statement_timeout) and registers them with
  * epfd. Fails when the first cannot be made; the others are retried in the
  * background. deadline_ms: every call's default deadline (above). figures
  * may be shared by several sets (one per loop); it must outlive the set. */
@@ -96,10 +97,6 @@ pipeline_set *pipeline_open(const char *conninfo, const char *settings, int ncon
                             int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int deadline_ms,
                             int epfd, pipeline_figures *figures, char *err, size_t errlen);
 
-/* The statement_timeout of a connection whose calls have deadline_ms: at
- * most four fifths of it, so the server's own cancel (a known rollback)
- * comes before the broker's cut (an unknown outcome). */
-int pipeline_statement_timeout(int statement_timeout_ms, int deadline_ms);
 
 /* Sends the call now or queues it (a coalescable call: holds it for the
  * next pipeline_tick); done() runs later, never inside.
