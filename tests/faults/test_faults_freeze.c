@@ -263,6 +263,16 @@ static void calls_in_flight_are_answered_at_their_deadline(void **state)
     print_message("# first PUT after the thaw succeeded %lld ms after SIGCONT\n", recovered_ms);
     assert_true(recovered_ms <= RECOVERY_MS);
 
+    /* The cuts are counted. */
+    r = broker_http(&b, "GET", "/metrics", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *m = json_parse(r.body);
+    long long cuts = jint(json_object_get(json_object_get(m, "http"), "database"), "deadlineCutsTotal");
+    json_decref(m);
+    http_reply_free(&r);
+    if (cuts < 1)
+        fail_msg("no deadline cut counted in /metrics");
+
     /* Nothing acknowledged was lost. */
     r = broker_http(&b, "GET", put_path, NULL, NULL);
     assert_int_equal(r.status, 200);
