@@ -594,10 +594,13 @@ static bool send_coalesced(pipeline_set *s, pipeline_call **members, int n)
         params[i] = b->texts[i];
     }
     b->call.queued_ms = members[0]->queued_ms;
-    /* The earliest of its members': each member's answer is this one's. */
+    /* The latest of its members': a member whose request spent most of its
+     * deadline before (a maintenance read) must not cut the statement, and
+     * the connection, under the others. It is answered late by at most the
+     * difference, under one deadline. */
     b->call.deadline_ms = members[0]->deadline_ms;
     for (int m = 1; m < n; m++)
-        if (members[m]->deadline_ms < b->call.deadline_ms)
+        if (members[m]->deadline_ms > b->call.deadline_ms)
             b->call.deadline_ms = members[m]->deadline_ms;
     b->call.group_kind = how->waits_for_group ? how : NULL;
     submit_now(s, &b->call);

@@ -316,8 +316,8 @@ static int wait_socket(PGconn *pg, short events, long long deadline)
 }
 
 /* The answer to what was just sent (PQsend*): its last result, as PQexec
- * would give it, or NULL when the deadline passed first (timed_out set) or
- * libpq failed without a result. */
+ * would give it, or NULL when the deadline passed first (timed_out set, the
+ * statement cancelled) or the socket failed. */
 static PGresult *await_result(queen_pool_conn *c, long long deadline)
 {
     PGconn *pg = c->pg;
@@ -337,8 +337,13 @@ static PGresult *await_result(queen_pool_conn *c, long long deadline)
                 PQclear(last);
                 goto late;
             }
-            if (w < 0 || PQconsumeInput(pg) != 1)
-                break; /* PQgetResult now reports libpq's failure */
+            if (w < 0) {
+                /* No socket to wait on: PQgetResult would block. */
+                PQclear(last);
+                return NULL;
+            }
+            if (PQconsumeInput(pg) != 1)
+                break; /* the connection is bad: PQgetResult reports it without waiting */
         }
         PGresult *r = PQgetResult(pg);
         if (r == NULL)
