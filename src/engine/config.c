@@ -62,8 +62,10 @@ static const setting settings[] = {
     {"QUEEN_REQUEST_DEADLINE_MS", "request-deadline-ms", SET_INT, AT(request_deadline_ms), "10000", 100, 3600000,
      "Longest a request's database work may take, from its first statement (all its statements share it; "
      "embedded, each call's statement). Past it a statement not yet sent fails 503 db_unavailable (nothing "
-     "was written: any call may be retried); one sent is cancelled, its connection dropped and replaced, and "
-     "it fails 504 db_outcome_unknown (it may have committed: repeat only what is safe to repeat). "
+     "was written: any call may be retried). For one sent, a tenth of it before, the server is asked to "
+     "cancel it: a server that runs rolls it back at once (503 db_unavailable, the connection kept); one that "
+     "does not answer by the deadline has the connection dropped and replaced, and the call fails 504 "
+     "db_outcome_unknown (it may have committed: repeat only what is safe to repeat). "
      "Keepalives cannot see a stopped or frozen server and statement_timeout is enforced by that server, so "
      "without it a request waits as long as the server does. statement_timeout is held below it (8000 at the "
      "default), so a server that answers cancels a slow statement itself first, with a known outcome."},

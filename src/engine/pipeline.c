@@ -58,6 +58,7 @@ typedef struct pipe_conn {
     int backoff_ms;
     call_queue sent;     /* in order of their results */
     int in_flight;
+    const pipeline_call *cancelled; /* sent, late: a cancel request went for it (NULL: none) */
     const char **prepared;
     size_t nprepared, capprepared;
 } pipe_conn;
@@ -183,6 +184,7 @@ static void conn_down_failing(pipe_conn *c, const char *why, long long now, cons
         PQfinish(c->pg);
     c->pg = NULL;
     c->nprepared = 0;
+    c->cancelled = NULL;
     c->state = CONN_DOWN;
     c->retry_at = now + c->backoff_ms;
     c->backoff_ms = c->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : c->backoff_ms * 2;
@@ -203,15 +205,17 @@ static void conn_down_failing(pipe_conn *c, const char *why, long long now, cons
     }
 }
 
-/* A sent statement passed its deadline: the server did not answer. The
- * statement is cancelled (if the server runs again before it ends) and the
- * connection dropped, so this connection's calls are answered now and a
- * fresh connection serves the next ones. */
+/* A sent statement passed its deadline: the server did not answer, not
+ * even the cancel requested a tenth of the deadline earlier (pipeline_tick).
+ * The connection is dropped, so this connection's calls are answered now
+ * and a fresh connection serves the next ones; the cancel (sent now if it
+ * was not) ends the statement if the server runs again before it does. */
 static void conn_cut(pipe_conn *c, long long now)
 {
     pipeline_set *s = c->set;
     atomic_fetch_add(&s->fig->deadline_cuts_total, 1);
-    queen_conn_cancel_detached(c->pg);
+    if (c->cancelled == NULL)
+        queen_conn_cancel_detached(c->pg);
     char detail[256];
     snprintf(detail, sizeof detail,
              "the database did not answer within the deadline (QUEEN_REQUEST_DEADLINE_MS, %d ms); the statement "
@@ -686,6 +690,8 @@ static void take_result(pipe_conn *c, PGresult *r)
     if (st == PGRES_PIPELINE_SYNC) {
         PQclear(r);
         queue_pop(&c->sent);
+        if (c->cancelled == call)
+            c->cancelled = NULL;
         c->in_flight--;
         c->set->in_flight--;
         atomic_fetch_sub(&c->set->fig->in_flight, 1);
@@ -857,20 +863,33 @@ long long pipeline_tick(pipeline_set *s, long long now)
         if (c->state != CONN_READY)
             next = SOONER(c->retry_at);
     }
-    /* Sent statements past their deadline: the server is not answering
-     * (stopped, frozen, cut off); their connections are cut. */
+    /* Sent statements near their deadline: a tenth of it before, the
+     * server is asked to cancel the statement. A server that runs answers
+     * at once: the statement rolled back (57014, a 503 any call may retry)
+     * or its result, the connection kept. One that does not (stopped,
+     * frozen, cut off) has its connection cut at the deadline itself. The
+     * servers' statement_timeout comes first when the statement was sent
+     * at once; this covers a statement that waited for its connection, and
+     * a server that does not take the broker's statement_timeout (a
+     * pooler dropping startup options). */
+    long long cancel_lead = s->deadline_ms / 10;
     for (int i = 0; i < s->nconns; i++) {
         pipe_conn *c = &s->conns[i];
         if (c->state != CONN_READY || c->sent.head == NULL)
             continue;
-        long long due = c->sent.head->deadline_ms;
-        for (const pipeline_call *sent = c->sent.head->next; sent != NULL; sent = sent->next)
-            if (sent->deadline_ms < due)
-                due = sent->deadline_ms;
-        if (now >= due)
+        const pipeline_call *late = c->sent.head;
+        for (const pipeline_call *sent = late->next; sent != NULL; sent = sent->next)
+            if (sent->deadline_ms < late->deadline_ms)
+                late = sent;
+        if (now >= late->deadline_ms) {
             conn_cut(c, now);
-        else
-            next = SOONER(due);
+        } else if (c->cancelled != late && now >= late->deadline_ms - cancel_lead) {
+            c->cancelled = late;
+            queen_conn_cancel_detached(c->pg);
+            next = SOONER(late->deadline_ms);
+        } else {
+            next = SOONER(c->cancelled == late ? late->deadline_ms : late->deadline_ms - cancel_lead);
+        }
     }
     /* Calls that waited past the acquire timeout or their deadline (a
      * request's deadline may come before those of calls ahead of it, so

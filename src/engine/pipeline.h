@@ -14,17 +14,20 @@
  *
  * Every call has a deadline: the caller's own, else its fiber's (all the
  * statements of one fiber, a request's handler run, share the deadline set
- * at the first: QUEEN_REQUEST_DEADLINE_MS after it was submitted). A call not yet sent then fails
- * "unavailable" (db_unavailable: nothing reached the database); a sent one
- * whose answer is not in cuts its connection: the statement is cancelled
- * (a cancel request on a thread of its own, since PQcancel blocks while the
- * server does not answer), the connection dropped and replaced, and every
- * call it carried fails "lost" (db_outcome_unknown). Keepalives cannot see a
- * server that is stopped (SIGSTOP, a frozen VM) and statement_timeout is
- * enforced by that same server, so without the deadline such a call waits
- * as long as the server does. The connections' statement_timeout is kept
- * below the deadline (queen_deadline_statement_timeout), so a server that answers
- * at all cancels a slow statement itself, with a known outcome, first.
+ * at the first: QUEEN_REQUEST_DEADLINE_MS after it was submitted). A call
+ * not yet sent then fails "unavailable" (db_unavailable: nothing reached
+ * the database). For a sent one, a tenth of the deadline before it, the
+ * server is asked to cancel the statement (a cancel request on a thread of
+ * its own, since PQcancel blocks while the server does not answer): a
+ * server that runs answers at once, the statement rolled back (57014) and
+ * the connection kept. One whose answer is still not in at the deadline
+ * cuts its connection: dropped and replaced, and every call it carried
+ * fails "lost" (db_outcome_unknown). Keepalives cannot see a server that
+ * is stopped (SIGSTOP, a frozen VM) and statement_timeout is enforced by
+ * that same server, so without the deadline such a call waits as long as
+ * the server does. The connections' statement_timeout is kept below the
+ * deadline (queen_deadline_statement_timeout), so a server that answers at
+ * all cancels a statement sent at once itself, with a known outcome, first.
  *
  * Knows libpq, not SQL: statements come with their text and are prepared
  * once per connection by name, like the pool's. Not thread-safe: every call

@@ -321,9 +321,19 @@ static int wait_socket(PGconn *pg, short events, long long deadline)
 static PGresult *await_result(queen_pool_conn *c, long long deadline)
 {
     PGconn *pg = c->pg;
+    /* A tenth of the deadline before it, the server is asked to cancel: a
+     * server that runs answers at once (57014: rolled back, a known
+     * outcome), and the connection stays. */
+    long long cancel_at = deadline > 0 ? deadline - c->pool->deadline_ms / 10 : 0;
+    bool cancelled = false;
     int flushed;
     while ((flushed = PQflush(pg)) == 1) {
-        int w = wait_socket(pg, POLLOUT | POLLIN, deadline);
+        int w = wait_socket(pg, POLLOUT | POLLIN, cancelled ? deadline : cancel_at);
+        if (w == 0 && !cancelled) {
+            cancelled = true;
+            queen_conn_cancel_detached(pg);
+            continue;
+        }
         if (w == 0)
             goto late;
         if (w < 0 || PQconsumeInput(pg) != 1)
@@ -332,7 +342,12 @@ static PGresult *await_result(queen_pool_conn *c, long long deadline)
     PGresult *last = NULL;
     for (;;) {
         while (PQisBusy(pg)) {
-            int w = wait_socket(pg, POLLIN, deadline);
+            int w = wait_socket(pg, POLLIN, cancelled ? deadline : cancel_at);
+            if (w == 0 && !cancelled) {
+                cancelled = true;
+                queen_conn_cancel_detached(pg);
+                continue;
+            }
             if (w == 0) {
                 PQclear(last);
                 goto late;
@@ -356,7 +371,8 @@ static PGresult *await_result(queen_pool_conn *c, long long deadline)
 late:
     c->timed_out = true;
     c->broken = true;
-    queen_conn_cancel_detached(pg);
+    if (!cancelled)
+        queen_conn_cancel_detached(pg);
     return NULL;
 }
 

@@ -7,10 +7,11 @@
  * handed out again; connect has a timeout and TCP keepalives. Each
  * connection carries statement_timeout, so a stuck statement is cancelled by
  * the server. A server that does not answer at all (stopped, frozen: no
- * keepalive sees it) is met by the deadline: a statement unanswered
- * deadline_ms after it was sent is cancelled (queen_conn_cancel_detached),
- * its connection marked broken (replaced at the next acquire) and the call
- * answered with timed_out set; statement_timeout is kept below the deadline
+ * keepalive sees it) is met by the deadline: a statement unanswered nine
+ * tenths of deadline_ms after it was sent is cancelled
+ * (queen_conn_cancel_detached: a live server answers 57014 at once);
+ * unanswered at deadline_ms, its connection is marked broken (replaced at
+ * the next acquire) and the call answered with timed_out set; statement_timeout is kept below the deadline
  * (pipeline_statement_timeout's rule) so a live server cancels first.
  * Prepared statements are made lazily, once per connection, by
  * name; names must be string literals (the pointer is kept). */

@@ -305,6 +305,77 @@ static void calls_in_flight_are_answered_at_their_deadline(void **state)
     free(queue);
 }
 
+static long long db_figure(const test_broker *b, const char *name)
+{
+    http_reply r = broker_http(b, "GET", "/metrics", NULL, NULL);
+    json_t *m = json_parse(r.body);
+    long long v = jint(json_object_get(json_object_get(m, "http"), "database"), name);
+    json_decref(m);
+    http_reply_free(&r);
+    return v;
+}
+
+/* A live server and a statement that runs past its request's deadline
+ * (here: one that waited for the only connection, then waits on a row
+ * lock): the server is asked to cancel it before the deadline, rolls it
+ * back (a known outcome: 503 db_unavailable, any call may retry) and the
+ * connection is kept, not cut. */
+static void a_live_server_cancels_what_passes_the_deadline(void **state)
+{
+    (void)state;
+    const char *env[] = {"QUEEN_REQUEST_DEADLINE_MS=" STRINGIFY(DEADLINE_MS), "QUEEN_PG_POOL=1",
+                         "QUEEN_HTTP_THREADS=1", "QUEEN_SWEEPER=0", NULL};
+    test_broker b;
+    if (!broker_start(&b, env))
+        fail_msg("broker did not start");
+    char *ns = pgtest_unique("cancel-ns-");
+    char *path = fmt("/api/v1/kv/%s/held", ns);
+    http_reply r = broker_http(&b, "PUT", path, "{\"value\":1,\"forever\":true}", NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    long long cuts = db_figure(&b, "deadlineCutsTotal"), reconnects = db_figure(&b, "reconnectsTotal");
+
+    /* The row stays locked by another session until the end. */
+    PGconn *admin = pgtest_connect();
+    PQclear(pgtest_exec(admin, "BEGIN", 0, NULL));
+    char *ops = fmt("[{\"op\":\"put\",\"ns\":\"%s\",\"key\":\"held\",\"value\":9,\"forever\":true}]", ns);
+    const char *params[] = {ops, QUEEN_DEFAULT_TENANT};
+    PQclear(pgtest_exec(admin, "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid, now(), false)", 2, params));
+
+    /* The first holds the only connection (the server's statement_timeout
+     * ends it); the second waits for it, then for the lock. */
+    inflight calls[] = {
+        {.b = &b, .method = "PUT", .path = path, .body = "{\"value\":2,\"forever\":true}"},
+        {.b = &b, .method = "PUT", .path = path, .body = "{\"value\":3,\"forever\":true}"},
+    };
+    pthread_create(&calls[0].thread, NULL, call_run, &calls[0]);
+    WAIT_UNTIL(db_figure(&b, "inFlight") == 1, 5000, "the first PUT never went out");
+    pthread_create(&calls[1].thread, NULL, call_run, &calls[1]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(calls[i].thread, NULL);
+    PQclear(pgtest_exec(admin, "ROLLBACK", 0, NULL));
+    PQfinish(admin);
+    for (int i = 0; i < 2; i++)
+        print_message("# PUT %d: %ld after %lld ms: %s\n", i, calls[i].reply.status, calls[i].took_ms,
+                      calls[i].reply.body ? calls[i].reply.body : "");
+    for (int i = 0; i < 2; i++) {
+        if (!says(&calls[i].reply, 503, "db_unavailable"))
+            fail_msg("PUT %d past its deadline on a live server: %ld %s", i, calls[i].reply.status, calls[i].reply.body);
+        assert_true(calls[i].took_ms <= DEADLINE_MS + SLACK_MS);
+        http_reply_free(&calls[i].reply);
+    }
+    /* Neither cut its connection. */
+    assert_int_equal(db_figure(&b, "deadlineCutsTotal"), cuts);
+    assert_int_equal(db_figure(&b, "reconnectsTotal"), reconnects);
+    r = broker_http(&b, "PUT", path, "{\"value\":4,\"forever\":true}", NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    assert_int_equal(broker_stop(&b), 0);
+    free(ops);
+    free(path);
+    free(ns);
+}
+
 /* A failing assertion longjmps out of the test: the cluster is resumed
  * here too, so the suites after this one find it running. */
 static int resume_cluster(void **state)
@@ -318,6 +389,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(calls_in_flight_are_answered_at_their_deadline, resume_cluster),
+        cmocka_unit_test(a_live_server_cancels_what_passes_the_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
