@@ -38,7 +38,7 @@ call() { # name method path [body]
   local out
   out=$(curl -s -m 120 -H "Content-Type: application/json" -o "$dir/$1.body" -w '%{http_code} %{time_total}' -X "$2" "$base$3" ${4:+-d "$4"})
   local reason
-  reason=$(grep -o '"reason":"[^"]*"' "$dir/$1.body" | head -n 1 | cut -d'"' -f4)
+  reason=$(grep -o '"reason":"[^"]*"' "$dir/$1.body" | head -n 1 | cut -d'"' -f4 || true)
   printf '%-5s %s %s s\n' "$1" "${out%% *} ${reason:-(no error)}" "${out#* }"
 }
 call put PUT /api/v1/kv/freeze/during '{"value":2,"forever":true}' > "$dir/put.out" & c1=$!
