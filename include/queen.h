@@ -101,6 +101,10 @@ typedef struct queen_config {
     int max_traces_per_tenant;
     int max_trace_bytes_per_tenant;
     int max_long_polls_per_tenant; /* 0: a quarter of max_connections */
+    /* How long a database statement may go unanswered after it was asked
+     * for (waiting for a connection included) before it is cancelled and its
+     * connection dropped (QUEEN_ERR_OUTCOME_UNKNOWN). */
+    int request_deadline_ms;
 } queen_config;
 
 /* What went wrong, in a shape every caller can branch on. How each
@@ -124,6 +128,11 @@ typedef enum queen_error_category {
     QUEEN_ERR_UNAUTHORIZED, /* no token, or one that does not verify */
     QUEEN_ERR_FORBIDDEN,    /* a valid token whose role, scopes or tenant do not allow the call */
     QUEEN_ERR_LIMIT_EXCEEDED, /* a per-tenant limit (queues, partitions, traces); nothing was written */
+    /* The statement was sent and its answer never came (the connection died
+     * or was cut at its deadline): it may have committed. Repeat the call
+     * only when repeating is harmless: a read, an idempotent write, a
+     * bundle with a transactionId or a required marker. */
+    QUEEN_ERR_OUTCOME_UNKNOWN,
 } queen_error_category;
 
 /* Largest precondition value carried inline (bytes of JSON text). SQL caps

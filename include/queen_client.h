@@ -20,9 +20,10 @@
  * flight.
  *
  * Retries (clients/conformance/README.md, "Retry rules", is the contract):
- * an attempt that got no connection is retried for every call; a 429 or a
- * 503, a timeout or a broken connection only for calls a repeat cannot
- * harm (reads, puts and deletes without expect, configure, acks, lease
+ * an attempt that got no connection, or a 503 db_unavailable (the
+ * statement never reached the database), is retried for every call; a 429,
+ * another 503, a 504 (db_outcome_unknown: it may have committed), a timeout
+ * or a broken connection only for calls a repeat cannot harm (reads, puts and deletes without expect, configure, acks, lease
  * renewal, pushes and transactions that carry a transactionId). Waits are
  * a jittered exponential backoff, or the answer's Retry-After when longer,
  * capped by max_backoff_ms. With several URLs the client sends to the last

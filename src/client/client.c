@@ -250,6 +250,7 @@ static queen_error_category category_of(long status, const char *code)
                                                      : QUEEN_ERR_QUOTA_EXCEEDED;
     case 409: return strstr(code, "precondition") != NULL ? QUEEN_ERR_PRECONDITION : QUEEN_ERR_CONFLICT;
     case 503: return QUEEN_ERR_UNAVAILABLE;
+    case 504: return QUEEN_ERR_OUTCOME_UNKNOWN;
     case 500: return strstr(code, "misconfigured") != NULL ? QUEEN_ERR_MISCONFIGURED : QUEEN_ERR_INTERNAL;
     default: return status >= 500 ? QUEEN_ERR_UNAVAILABLE : status >= 400 ? QUEEN_ERR_BAD_REQUEST : QUEEN_ERR_INTERNAL;
     }
@@ -393,7 +394,12 @@ int client_call(queen_client *c, const client_request *rq, client_reply *reply, 
             atomic_store(&c->current, url_i);
             fill_envelope(err, status, &b);
             free(b.s);
-            retry = (status == 429 || status == 503) && rq->safe;
+            /* db_unavailable: the statement never reached the database, so
+             * any call may go again; 504 (db_outcome_unknown, or a gateway's
+             * timeout) may have committed, so only a call a repeat cannot
+             * harm goes again, as after a timeout of our own. */
+            retry = ((status == 429 || status == 503 || status == 504) && rq->safe) ||
+                    (status == 503 && strcmp(err->reason, "db_unavailable") == 0);
             next_url = status != 429; /* a rate limit is the tenant's on every broker */
         }
         if (!retry || attempt >= c->max_attempts) {

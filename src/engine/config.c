@@ -55,9 +55,20 @@ static const setting settings[] = {
      "writes commit in groups either way); 16 or 32 gave puts 10-20% more at c=32 before writes were grouped, "
      "but fewer gets and mixed ops."},
     {"QUEEN_STMT_TIMEOUT_MS", "stmt-timeout-ms", SET_INT, AT(stmt_timeout_ms), "30000", 100, 3600000,
-     "statement_timeout of every broker connection; the server cancels a slower statement."},
+     "statement_timeout of every broker connection; the server cancels a slower statement. Held to four fifths "
+     "of QUEEN_REQUEST_DEADLINE_MS when that is lower, so the server's cancel comes first."},
     {"QUEEN_PG_ACQUIRE_TIMEOUT_MS", "pg-acquire-timeout-ms", SET_INT, AT(pg_acquire_timeout_ms), "5000", 1, 600000,
      "How long a request waits for a free database connection before answering 503."},
+    {"QUEEN_REQUEST_DEADLINE_MS", "request-deadline-ms", SET_INT, AT(request_deadline_ms), "10000", 100, 3600000,
+     "Longest a request's database work may take, from its first statement (all its statements share it; "
+     "embedded, each call's statement). Past it a statement not yet sent fails 503 db_unavailable (nothing "
+     "was written: any call may be retried). For one sent, a tenth of it before, the server is asked to "
+     "cancel it: a server that runs rolls it back at once (503 db_unavailable, the connection kept); one that "
+     "does not answer by the deadline has the connection dropped and replaced, and the call fails 504 "
+     "db_outcome_unknown (it may have committed: repeat only what is safe to repeat). "
+     "Keepalives cannot see a stopped or frozen server and statement_timeout is enforced by that server, so "
+     "without it a request waits as long as the server does. statement_timeout is held below it (8000 at the "
+     "default), so a server that answers cancels a slow statement itself first, with a known outcome."},
     {"QUEEN_HTTP_THREADS", "http-threads", SET_INT, AT(http_threads), "0", 0, 1024,
      "HTTP event loops, one thread each: a loop serves its connections' requests and their database calls "
      "without blocking on either, so a few loops serve any number of connections. 0: one per CPU core."},

@@ -47,7 +47,7 @@ queen *queen_open(const queen_config *cfg, queen_error *err)
     char settings[256];
     queen_config_session_settings(&q->cfg, settings, sizeof settings);
     q->pool = queen_pool_open(q->cfg.pg_url, q->cfg.pg_pool, q->cfg.stmt_timeout_ms, q->cfg.pg_acquire_timeout_ms,
-                              settings, msg, sizeof msg);
+                              q->cfg.request_deadline_ms, settings, msg, sizeof msg);
     if (q->pool == NULL) {
         queen_error_set(err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "%s", msg);
         queen_close(q);

@@ -38,6 +38,10 @@ static const queen_error_class classes[] = {
      * rate a short wait fixes, so nothing tells the client to retry. */
     [QUEEN_ERR_LIMIT_EXCEEDED] = {403, "limit_exceeded", "limit_exceeded", "limit_exceeded", "limit_exceeded", false,
                                   0},
+    /* 504, not 503: clients retry a 503 blindly, and this call may have
+     * committed. Not retryable as such; the caller decides (queen.h). */
+    [QUEEN_ERR_OUTCOME_UNKNOWN] = {504, "outcome_unknown", "kv_outcome_unknown", "outcome_unknown",
+                                   "db_outcome_unknown", false, 1},
 };
 
 const queen_error_class *queen_error_class_of(queen_error_category cat)
@@ -259,7 +263,10 @@ void queen_error_from_result(queen_error *err, const PGresult *res)
         char text[512];
         snprintf(text, sizeof text, "%s", PQresultErrorMessage(res));
         engine_one_line(text);
-        queen_error_from_fields(err, NULL, NULL, text[0] ? text : "connection lost");
+        /* Past the send the server may have run it: not "unavailable",
+         * which tells the caller a repeat is safe. */
+        queen_error_set(err, QUEEN_ERR_OUTCOME_UNKNOWN, "db_outcome_unknown", "%s",
+                        text[0] ? text : "the database connection was lost during the statement; its outcome is unknown");
         return;
     }
     queen_error_from_fields(err, state, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY),

@@ -53,6 +53,7 @@ struct fiber {
     fiber_fn fn;
     void *arg;
     bool done;
+    long long deadline_ms; /* fiber_deadline_ms */
     void *map; /* guard page + stack */
     size_t map_len;
     fiber *next_free;
@@ -192,6 +193,7 @@ fiber *fiber_new(fiber_fn fn, void *arg)
     f->fn = fn;
     f->arg = arg;
     f->done = false;
+    f->deadline_ms = 0;
     f->next_free = NULL;
     prepare_stack(f);
     return f;
@@ -267,4 +269,14 @@ void fiber_yield(void)
     __sanitizer_finish_switch_fiber(fake, &f->caller_stack, &f->caller_stack_size);
 #endif
     current = f;
+}
+
+long long fiber_deadline_ms(const fiber *f)
+{
+    return f->deadline_ms;
+}
+
+void fiber_set_deadline_ms(fiber *f, long long deadline_ms)
+{
+    f->deadline_ms = deadline_ms;
 }

@@ -31,6 +31,12 @@ void fiber_yield(void);
 /* The fiber running on this thread, or NULL on the thread's own stack. */
 fiber *fiber_current(void);
 
+/* One deadline for all the database work of the fiber (a request's
+ * handler run): 0 until set; its user (the database executor, pipeline.c)
+ * sets it at the fiber's first statement and holds every later one to it. */
+long long fiber_deadline_ms(const fiber *f);
+void fiber_set_deadline_ms(fiber *f, long long deadline_ms);
+
 /* Frees the stacks this thread keeps for reuse (at thread exit). */
 void fiber_release_cache(void);
 

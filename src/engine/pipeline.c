@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "fiber.h"
 #include "logging.h"
 #include "pool.h"
 #include "sqlcall.h"
@@ -60,6 +61,7 @@ typedef struct pipe_conn {
     int backoff_ms;
     call_queue sent;     /* in order of their results */
     int in_flight;
+    const pipeline_call *cancelled; /* sent, late: a cancel request went for it (NULL: none) */
     const char **prepared;
     size_t nprepared, capprepared;
 } pipe_conn;
@@ -75,6 +77,7 @@ struct pipeline_set {
     call_queue held; /* coalescable calls made this turn, in arrival order */
     int waiting, in_flight, nheld;
     int group_wait_ms;
+    int deadline_ms; /* a call's default deadline after submission */
     long long group_wake_ms; /* when a held call that waits for a group may go; 0: none waits */
     pipeline_figures *fig;
     int connect_timeout_ms;
@@ -133,6 +136,8 @@ static void finish(pipeline_call *call)
     call->done(call);
 }
 
+/* lost: the statement was sent, so it may have committed (the caller may
+ * repeat it only when it is idempotent); else it never left the broker. */
 static void fail(pipeline_call *call, bool lost, const char *detail)
 {
     if (call->res != NULL) {
@@ -140,7 +145,10 @@ static void fail(pipeline_call *call, bool lost, const char *detail)
         call->res = NULL;
     }
     call->lost = lost;
-    queen_error_set(&call->err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "%s", detail);
+    if (lost)
+        queen_error_set(&call->err, QUEEN_ERR_OUTCOME_UNKNOWN, "db_outcome_unknown", "%s", detail);
+    else
+        queen_error_set(&call->err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "%s", detail);
     finish(call);
 }
 
@@ -176,7 +184,15 @@ static void remember_prepared(pipe_conn *c, const char *name)
 
 /* ---- connection life ------------------------------------------------------ */
 
+static void conn_down_failing(pipe_conn *c, const char *why, long long now, const char *detail);
+
 static void conn_down(pipe_conn *c, const char *why, long long now)
+{
+    conn_down_failing(c, why, now, "the database connection was lost during the statement; its outcome is unknown");
+}
+
+/* Drops the connection; the calls it carried fail "lost" with detail. */
+static void conn_down_failing(pipe_conn *c, const char *why, long long now, const char *detail)
 {
     pipeline_set *s = c->set;
     bool was_ready = c->state == CONN_READY;
@@ -185,6 +201,7 @@ static void conn_down(pipe_conn *c, const char *why, long long now)
         PQfinish(c->pg);
     c->pg = NULL;
     c->nprepared = 0;
+    c->cancelled = NULL;
     c->state = CONN_DOWN;
     c->retry_at = now + c->backoff_ms;
     c->backoff_ms = c->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : c->backoff_ms * 2;
@@ -200,9 +217,28 @@ static void conn_down(pipe_conn *c, const char *why, long long now)
     c->in_flight = 0;
     while (call != NULL) {
         pipeline_call *next = call->next;
-        fail(call, true, "the database connection was lost during the statement; its outcome is unknown");
+        fail(call, true, detail);
         call = next;
     }
+}
+
+/* A sent statement passed its deadline: the server did not answer, not
+ * even the cancel requested a tenth of the deadline earlier (pipeline_tick).
+ * The connection is dropped, so this connection's calls are answered now
+ * and a fresh connection serves the next ones; the cancel (sent now if it
+ * was not) ends the statement if the server runs again before it does. */
+static void conn_cut(pipe_conn *c, long long now)
+{
+    pipeline_set *s = c->set;
+    atomic_fetch_add(&s->fig->deadline_cuts_total, 1);
+    if (c->cancelled == NULL)
+        queen_conn_cancel_detached(c->pg);
+    char detail[256];
+    snprintf(detail, sizeof detail,
+             "the database did not answer within the deadline (QUEEN_REQUEST_DEADLINE_MS, %d ms); the statement "
+             "was cancelled and its connection dropped: its outcome is unknown",
+             s->deadline_ms);
+    conn_down_failing(c, "a statement passed its deadline: connection cut", now, detail);
 }
 
 static void pump(pipeline_set *s);
@@ -316,6 +352,29 @@ static pipe_conn *roomiest(pipeline_set *s)
 
 static void send_held(pipeline_set *s);
 
+/* When a call that has not been sent stops waiting: after the acquire
+ * timeout, or at its deadline when that comes first. */
+static long long give_up_at(const pipeline_set *s, const pipeline_call *call)
+{
+    long long t = call->queued_ms + s->acquire_timeout_ms;
+    return call->deadline_ms < t ? call->deadline_ms : t;
+}
+
+static const char unavailable_detail[] = "the database is unavailable; retry";
+
+/* Sends the call, unless its deadline passed while it waited (a caller's
+ * own deadline can be earlier than those ahead of it): then it fails unsent
+ * rather than go out already late and cost its connection the cut. */
+static void send_or_fail(pipe_conn *c, pipeline_call *call)
+{
+    if (engine_now_ms() >= call->deadline_ms) {
+        atomic_fetch_add(&c->set->fig->timeouts_total, 1);
+        fail(call, false, unavailable_detail);
+        return;
+    }
+    send_call(c, call);
+}
+
 static void pump(pipeline_set *s)
 {
     while (s->waiting_calls.head != NULL) {
@@ -325,7 +384,7 @@ static void pump(pipeline_set *s)
         pipeline_call *call = queue_pop(&s->waiting_calls);
         s->waiting--;
         atomic_fetch_sub(&s->fig->waiting, 1);
-        send_call(c, call);
+        send_or_fail(c, call);
     }
     send_held(s);
 }
@@ -335,7 +394,7 @@ static void submit_now(pipeline_set *s, pipeline_call *call)
 {
     pipe_conn *c = s->waiting_calls.head == NULL ? roomiest(s) : NULL;
     if (c != NULL) {
-        send_call(c, call);
+        send_or_fail(c, call);
         return;
     }
     queue_push(&s->waiting_calls, call);
@@ -371,6 +430,17 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call)
     call->lane_set = NULL;
     memset(&call->err, 0, sizeof call->err);
     call->queued_ms = engine_now_ms();
+    if (call->deadline_ms <= 0) {
+        /* A request's statements share one deadline, set at its first:
+         * a push's maintenance read and the push itself, or auth's lookup
+         * and the handler's call, are answered within it together. A long
+         * poll that waits runs its handler again on a fresh fiber, with a
+         * fresh deadline. */
+        fiber *f = fiber_current();
+        call->deadline_ms = f != NULL && fiber_deadline_ms(f) > 0 ? fiber_deadline_ms(f) : call->queued_ms + s->deadline_ms;
+        if (f != NULL)
+            fiber_set_deadline_ms(f, call->deadline_ms);
+    }
     if (call->coalesce != NULL) {
         hold(s, call);
         return;
@@ -547,6 +617,14 @@ static bool send_coalesced(pipeline_set *s, pipeline_call **members, int n, pipe
         params[i] = b->texts[i];
     }
     b->call.queued_ms = members[0]->queued_ms;
+    /* The latest of its members': a member whose request spent most of its
+     * deadline before (a maintenance read) must not cut the statement, and
+     * the connection, under the others. It is answered late by at most the
+     * difference, under one deadline. */
+    b->call.deadline_ms = members[0]->deadline_ms;
+    for (int m = 1; m < n; m++)
+        if (members[m]->deadline_ms > b->call.deadline_ms)
+            b->call.deadline_ms = members[m]->deadline_ms;
     b->call.group_kind = how->waits_for_group ? how : NULL;
     if (lane != NULL)
         lane_take(s, lane, &b->call, now);
@@ -738,6 +816,8 @@ static void take_result(pipe_conn *c, PGresult *r)
     if (st == PGRES_PIPELINE_SYNC) {
         PQclear(r);
         queue_pop(&c->sent);
+        if (c->cancelled == call)
+            c->cancelled = NULL;
         c->in_flight--;
         c->set->in_flight--;
         atomic_fetch_sub(&c->set->fig->in_flight, 1);
@@ -873,8 +953,8 @@ static void lanes_leave(pipeline_set *s)
 }
 
 pipeline_set *pipeline_open(const char *conninfo, const char *settings, int nconns, int depth,
-                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int epfd,
-                            pipeline_figures *figures, char *err, size_t errlen)
+                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int deadline_ms,
+                            int epfd, pipeline_figures *figures, char *err, size_t errlen)
 {
     pipeline_set *s = calloc(1, sizeof *s);
     if (s == NULL || nconns < 1) {
@@ -882,7 +962,9 @@ pipeline_set *pipeline_open(const char *conninfo, const char *settings, int ncon
         snprintf(err, errlen, nconns < 1 ? "no connections" : "out of memory");
         return NULL;
     }
-    queen_conn_params_fill(&s->params, conninfo, statement_timeout_ms, acquire_timeout_ms, settings);
+    queen_conn_params_fill(&s->params, conninfo, queen_deadline_statement_timeout(statement_timeout_ms, deadline_ms),
+                           acquire_timeout_ms, settings);
+    s->deadline_ms = deadline_ms > 0 ? deadline_ms : statement_timeout_ms + acquire_timeout_ms;
     s->depth = depth > 0 ? depth : 1;
     s->acquire_timeout_ms = acquire_timeout_ms;
     s->group_wait_ms = group_wait_ms;
@@ -922,6 +1004,33 @@ pipeline_set *pipeline_open(const char *conninfo, const char *settings, int ncon
     return s;
 }
 
+/* Fails (unsent) the calls of q whose give_up_at has come, keeping the
+ * others in order; the earliest give_up_at left, or -1 when q is empty. */
+static long long expire_waiting(pipeline_set *s, call_queue *q, int *count, long long now)
+{
+    call_queue keep = {NULL, NULL}, gone = {NULL, NULL};
+    long long due = -1;
+    pipeline_call *call;
+    while ((call = queue_pop(q)) != NULL) {
+        long long t = give_up_at(s, call);
+        if (now >= t) {
+            queue_push(&gone, call);
+            (*count)--;
+            atomic_fetch_sub(&s->fig->waiting, 1);
+            atomic_fetch_add(&s->fig->timeouts_total, 1);
+        } else {
+            queue_push(&keep, call);
+            if (due < 0 || t < due)
+                due = t;
+        }
+    }
+    *q = keep;
+    /* After q is whole again: a done() may submit more. */
+    while ((call = queue_pop(&gone)) != NULL)
+        fail(call, false, unavailable_detail);
+    return due;
+}
+
 long long pipeline_tick(pipeline_set *s, long long now)
 {
     send_held(s);
@@ -938,24 +1047,44 @@ long long pipeline_tick(pipeline_set *s, long long now)
         if (c->state != CONN_READY)
             next = SOONER(c->retry_at);
     }
-    /* Calls that waited past the acquire timeout: 503, as the pool's. */
-    while (s->waiting_calls.head != NULL && now - s->waiting_calls.head->queued_ms >= s->acquire_timeout_ms) {
-        pipeline_call *call = queue_pop(&s->waiting_calls);
-        s->waiting--;
-        atomic_fetch_sub(&s->fig->waiting, 1);
-        atomic_fetch_add(&s->fig->timeouts_total, 1);
-        fail(call, false, "the database is unavailable; retry");
+    /* Sent statements near their deadline: a tenth of it before, the
+     * server is asked to cancel the statement. A server that runs answers
+     * at once: the statement rolled back (57014, a 503 any call may retry)
+     * or its result, the connection kept. One that does not (stopped,
+     * frozen, cut off) has its connection cut at the deadline itself. The
+     * servers' statement_timeout comes first when the statement was sent
+     * at once; this covers a statement that waited for its connection, and
+     * a server that does not take the broker's statement_timeout (a
+     * pooler dropping startup options). */
+    long long cancel_lead = s->deadline_ms / 10;
+    for (int i = 0; i < s->nconns; i++) {
+        pipe_conn *c = &s->conns[i];
+        if (c->state != CONN_READY || c->sent.head == NULL)
+            continue;
+        const pipeline_call *late = c->sent.head;
+        for (const pipeline_call *sent = late->next; sent != NULL; sent = sent->next)
+            if (sent->deadline_ms < late->deadline_ms)
+                late = sent;
+        if (now >= late->deadline_ms) {
+            conn_cut(c, now);
+        } else if (c->cancelled != late && now >= late->deadline_ms - cancel_lead) {
+            c->cancelled = late;
+            queen_conn_cancel_detached(c->pg);
+            next = SOONER(late->deadline_ms);
+        } else {
+            next = SOONER(c->cancelled == late ? late->deadline_ms : late->deadline_ms - cancel_lead);
+        }
     }
-    if (s->waiting_calls.head != NULL)
-        next = SOONER(s->waiting_calls.head->queued_ms + s->acquire_timeout_ms);
-    /* Held calls that found no room as long. */
-    while (s->held.head != NULL && now - s->held.head->queued_ms >= s->acquire_timeout_ms) {
-        pipeline_call *call = unhold(s);
-        atomic_fetch_add(&s->fig->timeouts_total, 1);
-        fail(call, false, "the database is unavailable; retry");
-    }
-    if (s->held.head != NULL)
-        next = SOONER(s->held.head->queued_ms + s->acquire_timeout_ms);
+    /* Calls that waited past the acquire timeout or their deadline (a
+     * request's deadline may come before those of calls ahead of it, so
+     * the whole queue is looked at): 503, as the pool's. Held calls too:
+     * they found no room as long. */
+    long long due = expire_waiting(s, &s->waiting_calls, &s->waiting, now);
+    if (due >= 0)
+        next = SOONER(due);
+    due = expire_waiting(s, &s->held, &s->nheld, now);
+    if (due >= 0)
+        next = SOONER(due);
     if (s->held.head != NULL && s->group_wake_ms > 0)
         next = SOONER(s->group_wake_ms);
 #undef SOONER

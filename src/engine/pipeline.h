@@ -12,6 +12,23 @@
  * fails the calls it carried ("lost": their outcome is unknown) and is
  * re-established in the background, with back-off.
  *
+ * Every call has a deadline: the caller's own, else its fiber's (all the
+ * statements of one fiber, a request's handler run, share the deadline set
+ * at the first: QUEEN_REQUEST_DEADLINE_MS after it was submitted). A call
+ * not yet sent then fails "unavailable" (db_unavailable: nothing reached
+ * the database). For a sent one, a tenth of the deadline before it, the
+ * server is asked to cancel the statement (a cancel request on a thread of
+ * its own, since PQcancel blocks while the server does not answer): a
+ * server that runs answers at once, the statement rolled back (57014) and
+ * the connection kept. One whose answer is still not in at the deadline
+ * cuts its connection: dropped and replaced, and every call it carried
+ * fails "lost" (db_outcome_unknown). Keepalives cannot see a server that
+ * is stopped (SIGSTOP, a frozen VM) and statement_timeout is enforced by
+ * that same server, so without the deadline such a call waits as long as
+ * the server does. The connections' statement_timeout is kept below the
+ * deadline (queen_deadline_statement_timeout), so a server that answers at
+ * all cancels a statement sent at once itself, with a known outcome, first.
+ *
  * Knows libpq, not SQL: statements come with their text and are prepared
  * once per connection by name, like the pool's. Not thread-safe: every call
  * but the figures is made on the loop's thread. */
@@ -57,6 +74,9 @@ typedef struct pipeline_call {
     /* Non-NULL: held until pipeline_tick and sent as one statement with the
      * other calls held with the same one (sqlcall.h, sql_coalesce). */
     const sql_coalesce *coalesce;
+    /* When the call must be answered (engine_now_ms clock); 0: the set's
+     * deadline after submission. A request's own budget goes here. */
+    long long deadline_ms;
     void (*done)(struct pipeline_call *call); /* on the loop thread, once */
     void *ctx;
     /* Filled before done: res (caller PQclear()s), or NULL with err. */
@@ -83,6 +103,7 @@ typedef struct pipeline_figures {
     atomic_ulong coalesced_statements_total; /* shared statements that answered their calls */
     atomic_ulong coalesced_calls_total;      /* calls answered by one */
     atomic_ulong coalesced_retries_total;    /* calls run alone after their shared statement failed */
+    atomic_ulong deadline_cuts_total;        /* connections cut: a sent statement passed its deadline */
     /* Not figures: what the sets of one engine share, because they share
      * this struct. The engine-wide lanes, and the sets a finished lane
      * statement hands the turn to (guarded by sets_lock). */
@@ -91,13 +112,15 @@ typedef struct pipeline_figures {
     pipeline_set *sets[PIPELINE_MAX_SETS];
 } pipeline_figures;
 
-/* Connects nconns connections (conninfo and statement timeout as the pool's)
- * and registers them with epfd. Fails when the first cannot be made; the
- * others are retried in the background. figures may be shared by several
- * sets (one per loop); it must outlive the set. */
+/* Connects nconns connections (conninfo and statement timeout as the pool's,
+ * the timeout lowered by queen_deadline_statement_timeout) and registers them with
+ * epfd. Fails when the first cannot be made; the others are retried in the
+ * background. deadline_ms: every call's default deadline (above). figures
+ * may be shared by several sets (one per loop); it must outlive the set. */
 pipeline_set *pipeline_open(const char *conninfo, const char *settings, int nconns, int depth,
-                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int epfd,
-                            pipeline_figures *figures, char *err, size_t errlen);
+                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int deadline_ms,
+                            int epfd, pipeline_figures *figures, char *err, size_t errlen);
+
 
 /* Sends the call now or queues it (a coalescable call: holds it for the
  * next pipeline_tick); done() runs later, never inside.

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,9 @@ struct queen_pool {
     pthread_mutex_t mu;
     pthread_cond_t freed;
     char *conninfo;
-    int statement_timeout_ms;
+    int statement_timeout_ms; /* as sent: already below the deadline */
     int acquire_timeout_ms;
+    int deadline_ms;          /* 0: none */
     char *settings;
     int size;
     queen_pool_conn *conns;
@@ -47,6 +49,41 @@ void queen_conn_params_fill(queen_conn_params *p, const char *conninfo, int stat
     memcpy(p->vals, vals, sizeof vals);
 }
 
+static atomic_int cancels_running;
+
+static void *cancel_main(void *arg)
+{
+    PGcancel *cancel = arg;
+    char err[256];
+    (void)PQcancel(cancel, err, sizeof err); /* best effort: the caller already answered "unknown" */
+    PQfreeCancel(cancel);
+    atomic_fetch_sub(&cancels_running, 1);
+    return NULL;
+}
+
+void queen_conn_cancel_detached(PGconn *pg)
+{
+    if (pg == NULL || PQstatus(pg) != CONNECTION_OK)
+        return;
+    if (atomic_fetch_add(&cancels_running, 1) >= QUEEN_CANCEL_THREADS) {
+        atomic_fetch_sub(&cancels_running, 1);
+        return;
+    }
+    PGcancel *cancel = PQgetCancel(pg);
+    pthread_attr_t attr;
+    pthread_t t;
+    bool started = false;
+    if (cancel != NULL && pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &attr, cancel_main, cancel) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started) {
+        PQfreeCancel(cancel);
+        atomic_fetch_sub(&cancels_running, 1);
+    }
+}
+
 void queen_conn_ignore_notice(void *arg, const char *message)
 {
     (void)arg;
@@ -66,6 +103,13 @@ static PGconn *connect_one(const queen_pool *pool, char *err, size_t errlen)
         return NULL;
     }
     PQsetNoticeProcessor(pg, queen_conn_ignore_notice, NULL);
+    /* Non-blocking: a send to a server that stopped reading (its socket
+     * buffer full) returns instead of blocking past the deadline. */
+    if (PQsetnonblocking(pg, 1) != 0) {
+        snprintf(err, errlen, "connect: cannot make the connection non-blocking");
+        PQfinish(pg);
+        return NULL;
+    }
     return pg;
 }
 
@@ -74,8 +118,14 @@ static void forget_prepared(queen_pool_conn *c)
     c->nprepared = 0;
 }
 
+int queen_deadline_statement_timeout(int statement_timeout_ms, int deadline_ms)
+{
+    int below = deadline_ms - deadline_ms / 5;
+    return below > 0 && below < statement_timeout_ms ? below : statement_timeout_ms;
+}
+
 queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeout_ms, int acquire_timeout_ms,
-                            const char *settings, char *err, size_t errlen)
+                            int deadline_ms, const char *settings, char *err, size_t errlen)
 {
     queen_pool *pool = calloc(1, sizeof *pool);
     if (pool == NULL) {
@@ -93,8 +143,10 @@ queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeou
     pool->conninfo = strdup(conninfo ? conninfo : "");
     pool->settings = strdup(settings ? settings : "");
     pool->size = size;
-    pool->statement_timeout_ms = statement_timeout_ms;
+    pool->statement_timeout_ms = deadline_ms > 0 ? queen_deadline_statement_timeout(statement_timeout_ms, deadline_ms)
+                                                 : statement_timeout_ms;
     pool->acquire_timeout_ms = acquire_timeout_ms;
+    pool->deadline_ms = deadline_ms > 0 ? deadline_ms : 0;
     pool->conns = calloc((size_t)size, sizeof *pool->conns);
     pool->busy = calloc((size_t)size, sizeof *pool->busy);
     if (pool->conninfo == NULL || pool->settings == NULL || pool->conns == NULL || pool->busy == NULL) {
@@ -104,6 +156,7 @@ queen_pool *queen_pool_open(const char *conninfo, int size, int statement_timeou
     }
     for (int i = 0; i < size; i++) {
         pool->conns[i].index = i;
+        pool->conns[i].pool = pool;
         pool->conns[i].pg = connect_one(pool, err, errlen);
         if (pool->conns[i].pg == NULL) {
             if (i == 0) {
@@ -238,11 +291,112 @@ static void note_broken(queen_pool_conn *c)
         c->broken = true;
 }
 
+/* Waits until the socket is ready for `events` or the deadline (ms on
+ * engine_now_ms' clock, 0: none) passes: 1 ready, 0 deadline, -1 error. */
+static int wait_socket(PGconn *pg, short events, long long deadline)
+{
+    int fd = PQsocket(pg);
+    if (fd < 0)
+        return -1;
+    for (;;) {
+        int ms = -1;
+        if (deadline > 0) {
+            long long left = deadline - engine_now_ms();
+            if (left <= 0)
+                return 0;
+            ms = left > 60000 ? 60000 : (int)left;
+        }
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int r = poll(&pfd, 1, ms);
+        if (r > 0)
+            return 1;
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* The answer to what was just sent (PQsend*): its last result, as PQexec
+ * would give it, or NULL when the deadline passed first (timed_out set, the
+ * statement cancelled) or the socket failed. */
+static PGresult *await_result(queen_pool_conn *c, long long deadline)
+{
+    PGconn *pg = c->pg;
+    /* A tenth of the deadline before it, the server is asked to cancel: a
+     * server that runs answers at once (57014: rolled back, a known
+     * outcome), and the connection stays. */
+    long long cancel_at = deadline > 0 ? deadline - c->pool->deadline_ms / 10 : 0;
+    bool cancelled = false;
+    int flushed;
+    while ((flushed = PQflush(pg)) == 1) {
+        int w = wait_socket(pg, POLLOUT | POLLIN, cancelled ? deadline : cancel_at);
+        if (w == 0 && !cancelled) {
+            cancelled = true;
+            queen_conn_cancel_detached(pg);
+            continue;
+        }
+        if (w == 0)
+            goto late;
+        if (w < 0 || PQconsumeInput(pg) != 1)
+            break;
+    }
+    PGresult *last = NULL;
+    for (;;) {
+        while (PQisBusy(pg)) {
+            int w = wait_socket(pg, POLLIN, cancelled ? deadline : cancel_at);
+            if (w == 0 && !cancelled) {
+                cancelled = true;
+                queen_conn_cancel_detached(pg);
+                continue;
+            }
+            if (w == 0) {
+                PQclear(last);
+                goto late;
+            }
+            if (w < 0) {
+                /* No socket to wait on: PQgetResult would block. */
+                PQclear(last);
+                return NULL;
+            }
+            if (PQconsumeInput(pg) != 1)
+                break; /* the connection is bad: PQgetResult reports it without waiting */
+        }
+        PGresult *r = PQgetResult(pg);
+        if (r == NULL)
+            return last;
+        PQclear(last);
+        last = r;
+        if (PQstatus(pg) == CONNECTION_BAD)
+            return last;
+    }
+late:
+    c->timed_out = true;
+    c->broken = true;
+    if (!cancelled)
+        queen_conn_cancel_detached(pg);
+    return NULL;
+}
+
+/* A result for a call that got none: the caller always gets one. */
+static PGresult *no_answer(queen_pool_conn *c)
+{
+    PGresult *r = PQmakeEmptyPGresult(c->pg, PGRES_FATAL_ERROR);
+    note_broken(c);
+    return r;
+}
+
 PGresult *queen_pool_exec(queen_pool_conn *c, const char *name, const char *sql, int nparams,
                           const char *const *params)
 {
+    c->sent = c->timed_out = false;
+    const queen_pool *pool = c->pool;
+    long long deadline = pool->deadline_ms > 0 ? engine_now_ms() + pool->deadline_ms : 0;
     if (!is_prepared(c, name)) {
-        PGresult *prep = PQprepare(c->pg, name, sql, nparams, NULL);
+        /* A prepare changes nothing: a call that fails here was never sent. */
+        PGresult *prep = PQsendPrepare(c->pg, name, sql, nparams, NULL) == 1 ? await_result(c, deadline) : NULL;
+        if (prep == NULL) {
+            c->broken = true;
+            return no_answer(c);
+        }
         if (PQresultStatus(prep) != PGRES_COMMAND_OK) {
             note_broken(c);
             return prep;
@@ -260,7 +414,16 @@ PGresult *queen_pool_exec(queen_pool_conn *c, const char *name, const char *sql,
         if (c->nprepared < c->capprepared)
             c->prepared[c->nprepared++] = name;
     }
-    PGresult *res = PQexecPrepared(c->pg, name, nparams, params, NULL, NULL, 0);
+    if (PQsendQueryPrepared(c->pg, name, nparams, params, NULL, NULL, 0) != 1) {
+        c->broken = true;
+        return no_answer(c);
+    }
+    c->sent = true;
+    PGresult *res = await_result(c, deadline);
+    if (res == NULL) {
+        c->broken = true;
+        return no_answer(c);
+    }
     note_broken(c);
     return res;
 }

@@ -60,7 +60,25 @@ PGresult *sql_exec_coalesced(queen_pool *pool, const char *name, const char *sql
         return NULL;
     }
     res = queen_pool_exec(c, name, sql, nparams, params);
-    *lost = c->broken;
+    *lost = c->broken && c->sent;
+    /* No answer from the server (libpq's own failure, or the deadline):
+     * whether the statement ran is known only by whether it was sent. */
+    if (c->timed_out || (PQresultStatus(res) == PGRES_FATAL_ERROR && PQresultErrorField(res, PG_DIAG_SQLSTATE) == NULL)) {
+        snprintf(msg, sizeof msg, "%s", c->timed_out ? "the database did not answer within the deadline" : PQerrorMessage(c->pg));
+        engine_one_line(msg);
+        sql_log_unavailable(msg);
+        if (!c->sent)
+            queen_error_set(err, QUEEN_ERR_UNAVAILABLE, "db_unavailable", "the database is unavailable; retry");
+        else if (c->timed_out)
+            queen_error_set(err, QUEEN_ERR_OUTCOME_UNKNOWN, "db_outcome_unknown",
+                            "the database did not answer within the deadline (QUEEN_REQUEST_DEADLINE_MS); the "
+                            "statement was cancelled and its connection dropped: its outcome is unknown");
+        else
+            queen_error_set(err, QUEEN_ERR_OUTCOME_UNKNOWN, "db_outcome_unknown",
+                            "the database connection was lost during the statement; its outcome is unknown");
+        PQclear(res);
+        res = NULL;
+    }
     queen_pool_release(pool, c);
     return res;
 }

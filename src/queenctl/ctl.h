@@ -14,6 +14,7 @@ enum {
     CTL_USAGE = 2,       /* the command line is wrong */
     CTL_REFUSED = 3,     /* the broker refused the call (4xx, a KV precondition verdict) */
     CTL_UNAVAILABLE = 4, /* no answer, 5xx, or rate limited after the retries */
+    CTL_OUTCOME_UNKNOWN = 5, /* 504 db_outcome_unknown: it may have been applied; a script must check */
 };
 
 typedef struct ctl {

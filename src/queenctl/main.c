@@ -114,6 +114,10 @@ int ctl_fail(const char *what, const queen_client_error *e)
     else
         fprintf(stderr, "queenctl: %s: %d %s (%s)%s%s\n", what, e->status, e->code, e->reason,
                 e->detail[0] ? ": " : "", e->detail);
+    /* Apart from 4: "unavailable" is safe to run again, this may have been
+     * applied already. */
+    if (e->category == QUEEN_ERR_OUTCOME_UNKNOWN)
+        return CTL_OUTCOME_UNKNOWN;
     if (e->status == 0 || e->status >= 500 || e->status == 429 || e->status == 408)
         return CTL_UNAVAILABLE;
     return CTL_REFUSED;

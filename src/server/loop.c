@@ -274,8 +274,8 @@ static int loop_open(server *srv, edge_loop *L, int index, const struct sockaddr
     char settings[256];
     queen_config_session_settings(cfg, settings, sizeof settings);
     L->db = pipeline_open(cfg->pg_url, settings, db_conns, cfg->pg_pipeline_depth, cfg->stmt_timeout_ms,
-                          cfg->pg_acquire_timeout_ms, cfg->pg_write_group_wait_ms, L->epfd, &srv->db_figures, err,
-                          sizeof err);
+                          cfg->pg_acquire_timeout_ms, cfg->pg_write_group_wait_ms, cfg->request_deadline_ms, L->epfd,
+                          &srv->db_figures, err, sizeof err);
     if (L->db == NULL) {
         log_error("http: loop %d: database: %s", index, err);
         return -1;

@@ -128,14 +128,15 @@ static json_t *connections_json(const server *srv)
 static json_t *database_json(server *srv)
 {
     pipeline_figures *d = &srv->db_figures;
-    return json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I}", "connections", atomic_load(&d->connections),
+    return json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "connections", atomic_load(&d->connections),
                      "inFlight", atomic_load(&d->in_flight), "waiting", atomic_load(&d->waiting), "statementsTotal",
                      (json_int_t)atomic_load(&d->sent_total), "acquireTimeoutsTotal",
                      (json_int_t)atomic_load(&d->timeouts_total), "reconnectsTotal",
                      (json_int_t)atomic_load(&d->reconnects_total), "coalescedStatementsTotal",
                      (json_int_t)atomic_load(&d->coalesced_statements_total), "coalescedCallsTotal",
                      (json_int_t)atomic_load(&d->coalesced_calls_total), "coalescedRetriesTotal",
-                     (json_int_t)atomic_load(&d->coalesced_retries_total));
+                     (json_int_t)atomic_load(&d->coalesced_retries_total), "deadlineCutsTotal",
+                     (json_int_t)atomic_load(&d->deadline_cuts_total));
 }
 
 char *metrics_json(server *srv)
@@ -235,7 +236,7 @@ static void database_families(FILE *out, server *srv)
     family(out, "queen_http_db_statements_total", "counter", "Statements sent by the event loops.");
     fprintf(out, "queen_http_db_statements_total %lu\n", atomic_load(&d->sent_total));
     family(out, "queen_http_db_acquire_timeouts_total", "counter",
-           "Statements answered 503 after waiting QUEEN_PG_ACQUIRE_TIMEOUT_MS for a connection.");
+           "Statements answered 503, never sent, after waiting QUEEN_PG_ACQUIRE_TIMEOUT_MS (or their deadline) for a connection.");
     fprintf(out, "queen_http_db_acquire_timeouts_total %lu\n", atomic_load(&d->timeouts_total));
     family(out, "queen_http_db_reconnects_total", "counter", "Event-loop database connections re-established.");
     fprintf(out, "queen_http_db_reconnects_total %lu\n", atomic_load(&d->reconnects_total));
@@ -247,6 +248,9 @@ static void database_families(FILE *out, server *srv)
     family(out, "queen_http_db_coalesced_retries_total", "counter",
            "Read calls run alone after their shared statement failed (one of them was refused).");
     fprintf(out, "queen_http_db_coalesced_retries_total %lu\n", atomic_load(&d->coalesced_retries_total));
+    family(out, "queen_http_db_deadline_cuts_total", "counter",
+           "Database connections cut because a sent statement passed QUEEN_REQUEST_DEADLINE_MS unanswered.");
+    fprintf(out, "queen_http_db_deadline_cuts_total %lu\n", atomic_load(&d->deadline_cuts_total));
 }
 
 static void http_families(FILE *out, server *srv)

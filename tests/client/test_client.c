@@ -238,11 +238,13 @@ static void test_retry_after_is_waited_for(void **state)
     queen_client_close(c);
     peer_free(&p);
 
-    /* The same answer to a call that may not repeat: one attempt, the envelope as sent. */
-    peer q = {.answers = {busy}, .nanswers = 1};
+    /* db_unavailable says the statement never reached the database: even a
+     * call that may not repeat (an incr) goes again, until the attempts end;
+     * the envelope as sent. */
+    peer q = {.answers = {busy, busy}, .nanswers = 2};
     peer_start(&q);
     char *url2 = fmt("http://127.0.0.1:%d", q.port);
-    c = open_client(url2, 3);
+    c = open_client(url2, 2);
     assert_int_equal(queen_client_kv_incr(c, NULL, "n", "k", 1, NULL, NULL, QUEEN_FOREVER, false, NULL, &err), -1);
     peer_finish(&q);
     assert_int_equal(err.status, 503);
@@ -251,12 +253,32 @@ static void test_retry_after_is_waited_for(void **state)
     assert_string_equal(err.reason, "db_unavailable");
     assert_string_equal(err.detail, "busy now");
     assert_int_equal(err.retry_after_s, 1);
-    assert_int_equal(err.attempts, 1);
+    assert_int_equal(err.attempts, 2);
     queen_client_close(c);
     peer_free(&q);
+
+    /* db_outcome_unknown: the incr may have committed; one attempt only. */
+    const char *unknown_env = "{\"error\":\"cut\",\"code\":\"kv_outcome_unknown\",\"reason\":\"db_outcome_unknown\","
+                              "\"detail\":\"cut at its deadline\"}";
+    char *unknown = fmt("HTTP/1.1 504 Gateway Timeout\r\nRetry-After: 1\r\nContent-Length: %zu\r\n"
+                        "Connection: close\r\n\r\n%s", strlen(unknown_env), unknown_env);
+    peer u = {.answers = {unknown}, .nanswers = 1};
+    peer_start(&u);
+    char *url3 = fmt("http://127.0.0.1:%d", u.port);
+    c = open_client(url3, 3);
+    assert_int_equal(queen_client_kv_incr(c, NULL, "n", "k", 1, NULL, NULL, QUEEN_FOREVER, false, NULL, &err), -1);
+    peer_finish(&u);
+    assert_int_equal(err.status, 504);
+    assert_int_equal(err.category, QUEEN_ERR_OUTCOME_UNKNOWN);
+    assert_string_equal(err.reason, "db_outcome_unknown");
+    assert_int_equal(err.attempts, 1);
+    queen_client_close(c);
+    peer_free(&u);
     free(url);
     free(url2);
+    free(url3);
     free(busy);
+    free(unknown);
 }
 
 static void test_timeouts_are_typed_and_retried_only_when_safe(void **state)

@@ -67,7 +67,7 @@ static void *try_acquire(void *arg)
 static void acquire_times_out_on_time(long shift_s)
 {
     char err[256];
-    queen_pool *pool = queen_pool_open(pgtest_url(), 1, 30000, ACQUIRE_MS, NULL, err, sizeof err);
+    queen_pool *pool = queen_pool_open(pgtest_url(), 1, 30000, ACQUIRE_MS, 0, NULL, err, sizeof err);
     if (pool == NULL)
         fail_msg("queen_pool_open: %s", err);
     queen_pool_conn *held = queen_pool_acquire(pool, err, sizeof err);
@@ -128,7 +128,7 @@ static void wall_clock_forward_does_not_stall_the_quota_refresh(void **state)
 {
     (void)state;
     char err[256], tenant[37];
-    queen_pool *pool = queen_pool_open(pgtest_url(), 2, 30000, 5000, NULL, err, sizeof err);
+    queen_pool *pool = queen_pool_open(pgtest_url(), 2, 30000, 5000, 0, NULL, err, sizeof err);
     if (pool == NULL)
         fail_msg("queen_pool_open: %s", err);
     PGconn *db = pgtest_connect();

@@ -96,7 +96,7 @@ static void retry_advice_is_one_rule(void **state)
         free(body);
     }
     /* Every category has a row: status, both codes, a wire reason. */
-    for (int c = QUEEN_OK; c <= QUEEN_ERR_LIMIT_EXCEEDED; c++) {
+    for (int c = QUEEN_OK; c <= QUEEN_ERR_OUTCOME_UNKNOWN; c++) {
         const queen_error_class *k = queen_error_class_of((queen_error_category)c);
         assert_true(k->http_status >= 200 && k->http_status < 600);
         assert_non_null(k->code);
@@ -115,6 +115,10 @@ static void retry_advice_is_one_rule(void **state)
     assert_int_equal(error_category_of("54000", "tenant_partition_limit"), QUEEN_ERR_LIMIT_EXCEEDED);
     assert_int_equal(error_category_of("54000", "tenant_trace_limit"), QUEEN_ERR_LIMIT_EXCEEDED);
     assert_int_equal(error_category_of("54000", NULL), QUEEN_ERR_TOO_LARGE);
+    /* A call that may have committed is not a 503: clients retry those. */
+    assert_int_equal(queen_error_class_of(QUEEN_ERR_OUTCOME_UNKNOWN)->http_status, 504);
+    assert_string_equal(queen_error_class_of(QUEEN_ERR_OUTCOME_UNKNOWN)->reason, "db_outcome_unknown");
+    assert_false(queen_error_class_of(QUEEN_ERR_OUTCOME_UNKNOWN)->retryable);
 }
 
 static void precondition_detail_is_parsed_exactly(void **state)
