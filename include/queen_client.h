@@ -73,10 +73,17 @@ typedef struct queen_client_error {
     } precondition;
 } queen_client_error;
 
+/* clients/API.md's error kind of e, the same set in every client:
+ * "bad_request", "auth", "not_found", "conflict", "precondition",
+ * "rate_limited", "unavailable", "server" or "transport" (a static string). */
+const char *queen_client_error_kind(const queen_client_error *e);
+
 /* ---- Handle ---------------------------------------------------------------- */
 void queen_client_options_defaults(queen_client_options *o);
 /* Copies what it needs from o. Makes no connection (the first call does).
- * NULL with err filled when o has no URL or memory runs out. */
+ * With no URL in o it reads QUEEN_URL (a comma-separated list, failover
+ * order), as every Queen client does. NULL with err filled when there is no
+ * URL either way or memory runs out. */
 queen_client *queen_client_open(const queen_client_options *o, queen_client_error *err);
 void queen_client_close(queen_client *c);
 /* Attempts made beyond the first, by every call of this handle so far
@@ -103,8 +110,9 @@ int queen_client_kv_apply(queen_client *c, const char *tenant, const char *ops_j
 /* One op each; *result_json is the single result element. ns and key are
  * sent as they are (any bytes, '/' and '%' included: the client escapes
  * them once for the path). value_json is JSON text, sent byte for byte.
- * ttl_seconds: QUEEN_FOREVER (0) or seconds > 0; < 0 sends no expiry at all
- * (the broker refuses it: kv_expiry_not_specified). expect < 0: none. */
+ * ttl_seconds: QUEEN_FOREVER or seconds > 0; anything else is refused
+ * before anything is sent (-1, category QUEEN_ERR_BAD_REQUEST, status 0,
+ * code bad_argument: clients/API.md, "Expiry"). expect < 0: none. */
 int queen_client_kv_get(queen_client *c, const char *tenant, const char *ns, const char *key, char **result_json,
                         queen_client_error *err);
 int queen_client_kv_put(queen_client *c, const char *tenant, const char *ns, const char *key, const char *value_json,
@@ -185,6 +193,17 @@ int queen_client_tx_push(queen_client_tx *tx, const char *queue, const char *par
                          const char *transaction_id);
 /* op_json: one kv op object, sent as it is. */
 int queen_client_tx_kv(queen_client_tx *tx, const char *op_json);
+/* The typed kv ops, as queen_client_kv_put and its siblings take them
+ * (expiry, expect < 0: none). -1 with err filled: an expiry that is not
+ * exactly one (bad_argument, nothing added) or memory ran out. */
+int queen_client_tx_kv_put(queen_client_tx *tx, const char *ns, const char *key, const char *value_json,
+                           long ttl_seconds, long long expect, bool required, queen_client_error *err);
+int queen_client_tx_kv_put_if_absent(queen_client_tx *tx, const char *ns, const char *key, const char *value_json,
+                                     long ttl_seconds, bool required, queen_client_error *err);
+int queen_client_tx_kv_delete(queen_client_tx *tx, const char *ns, const char *key, long long expect, bool required,
+                              queen_client_error *err);
+int queen_client_tx_kv_incr(queen_client_tx *tx, const char *ns, const char *key, double delta, const double *min,
+                            const double *max, long ttl_seconds, bool required, queen_client_error *err);
 int queen_client_tx_require_lease(queen_client_tx *tx, const char *lease_id);
 /* The bundle's JSON text (malloc'd), or NULL after an allocation failure. */
 char *queen_client_tx_json(const queen_client_tx *tx);

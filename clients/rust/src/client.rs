@@ -95,10 +95,15 @@ impl Reply {
 }
 
 impl Client {
-    /// Makes a client; it connects on the first call.
-    pub fn new(o: Options) -> Result<Client> {
+    /// Makes a client; it connects on the first call. With no URLs it reads
+    /// QUEEN_URL (a comma-separated list), as every Queen client does.
+    pub fn new(mut o: Options) -> Result<Client> {
         if o.urls.is_empty() {
-            return Err(Error::own("bad_request", "no broker URL given"));
+            let env = std::env::var("QUEEN_URL").unwrap_or_default();
+            o.urls = env.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect();
+        }
+        if o.urls.is_empty() {
+            return Err(Error::bad_argument("no broker URL given (Options::urls, or QUEEN_URL)"));
         }
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
         Ok(Client {
