@@ -39,6 +39,8 @@
 
 typedef struct queen_client queen_client;
 
+struct queen_client_error; /* below; the retry hook takes one */
+
 typedef struct queen_client_options {
     /* Broker base URLs ("http://127.0.0.1:6632"), tried in order for
      * failover. At least one. */
@@ -50,6 +52,11 @@ typedef struct queen_client_options {
     int max_backoff_ms;    /* cap of one wait, Retry-After included; 0: 5000 */
     int timeout_ms;        /* one attempt (a long poll adds its wait); 0: 30000 */
     int connect_timeout_ms;/* 0: 3000 */
+    /* The retry hook (clients/API.md): NULL, or called on the calling thread
+     * before every retry with on_retry_ctx, the attempt that failed (1 for
+     * the first), its error and the wait before the next attempt. */
+    void (*on_retry)(void *ctx, int attempt, const struct queen_client_error *err, int wait_ms);
+    void *on_retry_ctx;
 } queen_client_options;
 
 /* What went wrong. Filled whole by every failing call. */

@@ -22,6 +22,8 @@ struct queen_client {
     size_t nurls;
     char *auth_header;
     int max_attempts, backoff_ms, max_backoff_ms, timeout_ms, connect_timeout_ms;
+    void (*on_retry)(void *ctx, int attempt, const queen_client_error *err, int wait_ms);
+    void *on_retry_ctx;
     atomic_size_t current;       /* index of the URL that answered last */
     atomic_llong retries;
     pthread_mutex_t lock;        /* guards idle */
@@ -64,7 +66,7 @@ const char *queen_client_error_kind(const queen_client_error *e)
     if (e->category == QUEEN_ERR_PRECONDITION)
         return "precondition";
     switch (e->status) {
-    case 0: return strcmp(e->code, "bad_argument") == 0 ? "bad_request" : "transport";
+    case 0: return e->category == QUEEN_ERR_BAD_REQUEST ? "bad_request" : "transport"; /* refused before sending */
     case 401:
     case 403: return "auth";
     case 404: return "not_found";
@@ -86,7 +88,7 @@ queen_client *queen_client_open(const queen_client_options *o, queen_client_erro
     if (err != NULL)
         memset(err, 0, sizeof *err);
     if (o == NULL) {
-        client_error_set(err, 0, "bad_request", "no options given");
+        client_error_set(err, 0, "bad_argument", "no options given");
         return NULL;
     }
     if (o->urls == NULL || o->nurls == 0) {
@@ -101,7 +103,7 @@ queen_client *queen_client_open(const queen_client_options *o, queen_client_erro
             urls[n++] = u;
         queen_client *c = NULL;
         if (n == 0)
-            client_error_set(err, 0, "bad_request", "no broker URL given (options.urls, or QUEEN_URL)");
+            client_error_set(err, 0, "bad_argument", "no broker URL given (options.urls, or QUEEN_URL)");
         else {
             queen_client_options from_env = *o;
             from_env.urls = urls;
@@ -145,6 +147,8 @@ queen_client *queen_client_open(const queen_client_options *o, queen_client_erro
     c->max_backoff_ms = o->max_backoff_ms > 0 ? o->max_backoff_ms : 5000;
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     c->connect_timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 3000;
+    c->on_retry = o->on_retry;
+    c->on_retry_ctx = o->on_retry_ctx;
     pthread_mutex_init(&c->lock, NULL);
     return c;
 }
@@ -445,6 +449,8 @@ int client_call(queen_client *c, const client_request *rq, client_reply *reply, 
             wait = c->max_backoff_ms;
         if (next_url)
             url_i = (url_i + 1) % c->nurls;
+        if (c->on_retry != NULL)
+            c->on_retry(c->on_retry_ctx, attempt, err, (int)wait);
         sleep_ms(wait);
     }
     handle_put(c, h);

@@ -559,7 +559,22 @@ static void test_expiry_is_refused_before_sending(void **state)
     free(url);
 }
 
-/* With no URL in the options the client reads QUEEN_URL, in failover order. */
+struct seen_retry {
+    int calls, attempt, wait_ms;
+    char code[64];
+};
+
+static void note_retry(void *ctx, int attempt, const queen_client_error *err, int wait_ms)
+{
+    struct seen_retry *s = ctx;
+    s->calls++;
+    s->attempt = attempt;
+    s->wait_ms = wait_ms;
+    snprintf(s->code, sizeof s->code, "%s", err->code);
+}
+
+/* With no URL in the options the client reads QUEEN_URL, in failover order;
+ * and the retry hook sees each retry. */
 static void test_queen_url_is_read(void **state)
 {
     (void)state;
@@ -574,6 +589,19 @@ static void test_queen_url_is_read(void **state)
     assert_int_equal(queen_client_health(c, version, sizeof version, &err), 0);
     assert_int_equal(queen_client_retries(c), 1); /* the dead URL first */
     queen_client_close(c);
+    /* The retry hook: called once, before the retry, with the refusal. */
+    struct seen_retry seen = {0};
+    o.on_retry = note_retry;
+    o.on_retry_ctx = &seen;
+    c = queen_client_open(&o, &err);
+    assert_non_null(c);
+    assert_int_equal(queen_client_health(c, version, sizeof version, &err), 0);
+    assert_int_equal(seen.calls, 1);
+    assert_int_equal(seen.attempt, 1);
+    assert_string_equal(seen.code, "unreachable");
+    assert_true(seen.wait_ms >= 0);
+    queen_client_close(c);
+    o.on_retry = NULL;
     unsetenv("QUEEN_URL");
     assert_null(queen_client_open(&o, &err));
     assert_non_null(strstr(err.detail, "QUEEN_URL"));

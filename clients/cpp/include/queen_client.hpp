@@ -90,10 +90,12 @@ public:
     int retry_after() const { return retry_after_; }      // seconds; 0: none
     int attempts() const { return attempts_; }            // HTTP attempts made
     queen_error_category category() const { return category_; }
-    // clients/API.md's error kind; each class below is one kind.
-    virtual const char *kind() const { return "server"; }
+    // clients/API.md's error kind; each class below is one kind (an Error
+    // itself, as the retry hook gets it, carries the kind of its status).
+    virtual const char *kind() const { return kind_; }
 
 private:
+    const char *kind_;
     int status_, retry_after_, attempts_;
     std::string code_, reason_, detail_;
     queen_error_category category_;
@@ -262,13 +264,17 @@ private:
 // to tx); false, or an exception, fails the message (the broker redelivers it).
 using Handler = std::function<bool(const Message &, Transaction &)>;
 
+// Called before every retry with the attempt that failed (1 for the first),
+// its error and the wait in ms (clients/API.md's retry hook).
+using RetryHook = std::function<void(int attempt, const Error &error, int wait_ms)>;
+
 class Client {
 public:
-    explicit Client(const Options &o);
+    explicit Client(const Options &o, RetryHook on_retry = nullptr);
     ~Client();
     Client(const Client &) = delete;
     Client &operator=(const Client &) = delete;
-    Client(Client &&o) noexcept : c_(o.c_) { o.c_ = nullptr; }
+    Client(Client &&o) noexcept : c_(o.c_), on_retry_(std::move(o.on_retry_)) { o.c_ = nullptr; }
     Client &operator=(Client &&o) noexcept;
 
     // Attempts beyond the first made by every call so far.
@@ -328,6 +334,7 @@ public:
 
 private:
     queen_client *c_;
+    std::unique_ptr<RetryHook> on_retry_; // where the C client's hook context points: stable across moves
 };
 
 } // namespace queen_cpp

@@ -143,7 +143,7 @@ Expiry Expiry::ttl(long seconds)
 }
 
 Error::Error(const queen_client_error &e)
-    : std::runtime_error(error_message(e)),
+    : std::runtime_error(error_message(e)), kind_(queen_client_error_kind(&e)),
       status_(e.status), retry_after_(e.retry_after_s), attempts_(e.attempts), code_(e.code), reason_(e.reason),
       detail_(e.detail), category_(e.category)
 {
@@ -161,7 +161,7 @@ void throw_error(const queen_client_error &e)
 {
     if (e.category == QUEEN_ERR_PRECONDITION)
         throw PreconditionFailed(e);
-    if (e.status == 0 && std::strcmp(e.code, "bad_argument") == 0)
+    if (e.status == 0 && e.category == QUEEN_ERR_BAD_REQUEST)
         throw BadRequest(e); // refused by the client before sending
     if (e.status == 0)
         throw TransportError(e);
@@ -292,7 +292,7 @@ std::string Transaction::json() const
 
 // ---- the client ------------------------------------------------------------------------
 
-Client::Client(const Options &o)
+Client::Client(const Options &o, RetryHook on_retry)
 {
     std::vector<const char *> urls;
     for (const auto &u : o.urls)
@@ -307,6 +307,17 @@ Client::Client(const Options &o)
     co.max_backoff_ms = o.max_backoff_ms;
     co.timeout_ms = o.timeout_ms;
     co.connect_timeout_ms = o.connect_timeout_ms;
+    if (on_retry) {
+        on_retry_ = std::make_unique<RetryHook>(std::move(on_retry));
+        co.on_retry = [](void *ctx, int attempt, const queen_client_error *err, int wait_ms) {
+            try {
+                (*static_cast<RetryHook *>(ctx))(attempt, Error(*err), wait_ms);
+            } catch (...) {
+                // an exception may not cross the C client; a hook's failure changes nothing
+            }
+        };
+        co.on_retry_ctx = on_retry_.get();
+    }
     queen_client_error e;
     c_ = queen_client_open(&co, &e);
     if (c_ == nullptr)
@@ -326,6 +337,7 @@ Client &Client::operator=(Client &&o) noexcept
             queen_client_close(c_);
         c_ = o.c_;
         o.c_ = nullptr;
+        on_retry_ = std::move(o.on_retry_);
     }
     return *this;
 }

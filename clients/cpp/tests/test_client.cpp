@@ -166,6 +166,20 @@ TEST(client, transaction_takes_messages_and_typed_kv_ops)
     }
 }
 
+TEST(client, queen_url_and_the_retry_hook)
+{
+    std::string env = Harness::get().dead_url() + ", " + Harness::get().main_url();
+    setenv("QUEEN_URL", env.c_str(), 1);
+    std::vector<std::string> seen;
+    Client c(Options{}, [&seen](int attempt, const Error &e, int wait_ms) {
+        seen.push_back(std::to_string(attempt) + " " + e.code() + " " + e.kind() + (wait_ms >= 0 ? "" : " negative"));
+    });
+    unsetenv("QUEEN_URL");
+    c.health();
+    EXPECT_EQ(seen, std::vector<std::string>{"1 unreachable transport"});
+    EXPECT_THROW(Client{Options{}}, BadRequest);
+}
+
 TEST(client, refusals_map_to_classes)
 {
     Client c = client_for(Harness::get().main_url());

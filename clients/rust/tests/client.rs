@@ -287,12 +287,19 @@ fn typed_transaction_and_queen_url() {
     need_broker!();
     let b = Broker::start(&[]);
     std::env::set_var("QUEEN_URL", format!("http://127.0.0.1:{}, {}", support::free_port(), b.base));
-    let c = Client::new(Options::with_urls(vec![])).unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut o = Options::with_urls(vec![]);
+    let log = seen.clone();
+    o.on_retry = Some(std::sync::Arc::new(move |attempt: u32, e: &queen_client::Error, _wait: Duration| {
+        log.lock().unwrap().push(format!("{} {}", attempt, e.code));
+    }));
+    let c = Client::new(o).unwrap();
     std::env::remove_var("QUEEN_URL");
     assert!(Client::new(Options::with_urls(vec![])).is_err());
     let (ns, q) = (format!("rs-tx-{}", token()), format!("rs-tx-{}", token()));
     c.push(&[PushItem::new(&q, json!(1)).transaction_id("t1")]).unwrap();
     assert_eq!(c.retries(), 1, "the dead URL of QUEEN_URL first");
+    assert_eq!(*seen.lock().unwrap(), vec!["1 unreachable".to_string()], "the retry hook, once");
     let mut o = PopOptions::queue(&q);
     o.wait = Some(Duration::from_secs(5));
     let m = c.pop(&o).unwrap().expect("a message").messages().remove(0);
