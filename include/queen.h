@@ -15,6 +15,7 @@
 #ifndef QUEEN_H
 #define QUEEN_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -275,8 +276,11 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
 int queen_kv_admit(queen *q, const char *tenant, int reads, int writes, int creating, long bytes, int *retry_after_s,
                    queen_error *err);
 
-/* Expiry is explicit on every write: QUEEN_FOREVER or a ttl in seconds > 0. */
-#define QUEEN_FOREVER 0L
+/* Expiry is explicit on every write: QUEEN_FOREVER or a ttl in seconds > 0;
+ * 0 and every other negative are refused (kv_bad_ttl). LONG_MIN, not 0 or
+ * -1, so that no ttl computed by arithmetic (a deadline minus now, an
+ * unset zero) stores a key forever by accident. */
+#define QUEEN_FOREVER LONG_MIN
 
 /* Typed conveniences: each builds one op (jansson), sends it to
  * kv_apply_v1 in one prepared call, and returns the single result element

@@ -40,6 +40,8 @@
 
 typedef struct queen_client queen_client;
 
+struct queen_client_error; /* below; the retry hook takes one */
+
 typedef struct queen_client_options {
     /* Broker base URLs ("http://127.0.0.1:6632"), tried in order for
      * failover. At least one. */
@@ -51,6 +53,11 @@ typedef struct queen_client_options {
     int max_backoff_ms;    /* cap of one wait, Retry-After included; 0: 5000 */
     int timeout_ms;        /* one attempt (a long poll adds its wait); 0: 30000 */
     int connect_timeout_ms;/* 0: 3000 */
+    /* The retry hook (clients/API.md): NULL, or called on the calling thread
+     * before every retry with on_retry_ctx, the attempt that failed (1 for
+     * the first), its error and the wait before the next attempt. */
+    void (*on_retry)(void *ctx, int attempt, const struct queen_client_error *err, int wait_ms);
+    void *on_retry_ctx;
 } queen_client_options;
 
 /* What went wrong. Filled whole by every failing call. */
@@ -74,10 +81,17 @@ typedef struct queen_client_error {
     } precondition;
 } queen_client_error;
 
+/* clients/API.md's error kind of e, the same set in every client:
+ * "bad_request", "auth", "not_found", "conflict", "precondition",
+ * "rate_limited", "unavailable", "server" or "transport" (a static string). */
+const char *queen_client_error_kind(const queen_client_error *e);
+
 /* ---- Handle ---------------------------------------------------------------- */
 void queen_client_options_defaults(queen_client_options *o);
 /* Copies what it needs from o. Makes no connection (the first call does).
- * NULL with err filled when o has no URL or memory runs out. */
+ * With no URL in o it reads QUEEN_URL (a comma-separated list, failover
+ * order), as every Queen client does. NULL with err filled when there is no
+ * URL either way or memory runs out. */
 queen_client *queen_client_open(const queen_client_options *o, queen_client_error *err);
 void queen_client_close(queen_client *c);
 /* Attempts made beyond the first, by every call of this handle so far
@@ -104,8 +118,9 @@ int queen_client_kv_apply(queen_client *c, const char *tenant, const char *ops_j
 /* One op each; *result_json is the single result element. ns and key are
  * sent as they are (any bytes, '/' and '%' included: the client escapes
  * them once for the path). value_json is JSON text, sent byte for byte.
- * ttl_seconds: QUEEN_FOREVER (0) or seconds > 0; < 0 sends no expiry at all
- * (the broker refuses it: kv_expiry_not_specified). expect < 0: none. */
+ * ttl_seconds: QUEEN_FOREVER or seconds > 0; anything else is refused
+ * before anything is sent (-1, category QUEEN_ERR_BAD_REQUEST, status 0,
+ * code bad_argument: clients/API.md, "Expiry"). expect < 0: none. */
 int queen_client_kv_get(queen_client *c, const char *tenant, const char *ns, const char *key, char **result_json,
                         queen_client_error *err);
 int queen_client_kv_put(queen_client *c, const char *tenant, const char *ns, const char *key, const char *value_json,
@@ -186,6 +201,17 @@ int queen_client_tx_push(queen_client_tx *tx, const char *queue, const char *par
                          const char *transaction_id);
 /* op_json: one kv op object, sent as it is. */
 int queen_client_tx_kv(queen_client_tx *tx, const char *op_json);
+/* The typed kv ops, as queen_client_kv_put and its siblings take them
+ * (expiry, expect < 0: none). -1 with err filled: an expiry that is not
+ * exactly one (bad_argument, nothing added) or memory ran out. */
+int queen_client_tx_kv_put(queen_client_tx *tx, const char *ns, const char *key, const char *value_json,
+                           long ttl_seconds, long long expect, bool required, queen_client_error *err);
+int queen_client_tx_kv_put_if_absent(queen_client_tx *tx, const char *ns, const char *key, const char *value_json,
+                                     long ttl_seconds, bool required, queen_client_error *err);
+int queen_client_tx_kv_delete(queen_client_tx *tx, const char *ns, const char *key, long long expect, bool required,
+                              queen_client_error *err);
+int queen_client_tx_kv_incr(queen_client_tx *tx, const char *ns, const char *key, double delta, const double *min,
+                            const double *max, long ttl_seconds, bool required, queen_client_error *err);
 int queen_client_tx_require_lease(queen_client_tx *tx, const char *lease_id);
 /* The bundle's JSON text (malloc'd), or NULL after an allocation failure. */
 char *queen_client_tx_json(const queen_client_tx *tx);

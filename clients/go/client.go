@@ -22,6 +22,7 @@ import (
 	"math/rand"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ type Options struct {
 	MaxBackoff     time.Duration // cap of one wait, Retry-After included; 0: 5s
 	Timeout        time.Duration // one attempt (a long poll adds its wait); 0: 30s
 	ConnectTimeout time.Duration // 0: 3s
+	// OnRetry, when set, is called before every retry with the attempt that
+	// failed (1 for the first), its error and the wait before the next.
+	OnRetry func(attempt int, err error, wait time.Duration)
 }
 
 // Client is safe for use by many goroutines; connections are kept alive
@@ -49,6 +53,7 @@ type Client struct {
 	backoff     time.Duration
 	maxBackoff  time.Duration
 	timeout     time.Duration
+	onRetry     func(attempt int, err error, wait time.Duration)
 	http        *http.Client
 	current     atomic.Int64 // index of the URL that answered last
 	retries     atomic.Int64
@@ -57,12 +62,21 @@ type Client struct {
 }
 
 // New makes a client; it connects on the first call.
+// With no URLs it reads QUEEN_URL (a comma-separated list), as every Queen
+// client does.
 func New(o Options) (*Client, error) {
 	if len(o.URLs) == 0 {
-		return nil, ownError("bad_request", "no broker URL given", 0)
+		for _, u := range strings.Split(os.Getenv("QUEEN_URL"), ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				o.URLs = append(o.URLs, u)
+			}
+		}
+	}
+	if len(o.URLs) == 0 {
+		return nil, ownError("bad_argument", "no broker URL given (Options.URLs, or QUEEN_URL)", 0)
 	}
 	c := &Client{token: o.Token, maxAttempts: o.MaxAttempts, backoff: o.Backoff, maxBackoff: o.MaxBackoff,
-		timeout: o.Timeout, rng: rand.New(rand.NewSource(time.Now().UnixNano()))}
+		timeout: o.Timeout, onRetry: o.OnRetry, rng: rand.New(rand.NewSource(time.Now().UnixNano()))}
 	for _, u := range o.URLs {
 		c.urls = append(c.urls, strings.TrimRight(u, "/")) // paths bring their own '/'
 	}
@@ -162,7 +176,11 @@ func (c *Client) do(ctx context.Context, rq request) (*reply, error) {
 		if failure.Status != 0 {
 			c.current.Store(int64(urlIndex))
 		}
-		if ctx.Err() != nil || !retryable || attempt >= c.maxAttempts {
+		if ctx.Err() != nil {
+			failure.cause = ctx.Err() // errors.Is(err, context.DeadlineExceeded) holds
+			return nil, failure
+		}
+		if !retryable || attempt >= c.maxAttempts {
 			return nil, failure
 		}
 		wait := c.backoffFor(attempt)
@@ -175,10 +193,14 @@ func (c *Client) do(ctx context.Context, rq request) (*reply, error) {
 		if nextURL {
 			urlIndex = (urlIndex + 1) % len(c.urls)
 		}
+		if c.onRetry != nil {
+			c.onRetry(attempt, failure, wait)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			failure.cause = ctx.Err()
 			return nil, failure
 		case <-t.C:
 		}
@@ -209,13 +231,17 @@ func (c *Client) attempt(ctx context.Context, rq request, base, tenant string, n
 	if err != nil {
 		if noConnection(err) {
 			// Nothing was sent without a connection: any call may go again.
-			return nil, ownError("unreachable", base+": "+err.Error(), n), true, true
+			e := ownError("unreachable", base+": "+err.Error(), n)
+			e.cause = err
+			return nil, e, true, true
 		}
 		code := "transport"
 		if actx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 			code = "timeout"
 		}
-		return nil, ownError(code, base+": "+err.Error(), n), rq.safe, true
+		e := ownError(code, base+": "+err.Error(), n)
+		e.cause = err // an attempt's own deadline unwraps to context.DeadlineExceeded too
+		return nil, e, rq.safe, true
 	}
 	data, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -245,7 +271,7 @@ func decode(rep *reply, out any) error {
 	d := json.NewDecoder(bytes.NewReader(rep.body))
 	d.UseNumber()
 	if err := d.Decode(out); err != nil {
-		return &Error{Status: rep.status, Code: "bad_response", Reason: "bad_response",
+		return &Error{Kind: KindTransport, Status: rep.status, Code: "bad_response", Reason: "bad_response",
 			Detail: "the answer is not the JSON the route gives: " + err.Error()}
 	}
 	return nil

@@ -42,7 +42,12 @@ func TestBearerTokenReachesAnAuthenticatedBroker(t *testing.T) {
 		t.Fatalf("without a token: %v, expected a 401 unauthorized not retried", err)
 	}
 
-	c, _ := New(Options{URLs: []string{b.base}, Token: hs256(secret, `{"sub":"go-client","role":"admin"}`)})
+	// With tokens tenancy is on: the token names a tenant of its own, granted kv here (so the suite runs alone).
+	const tenant = "3f6c1d2e-8a4b-4c7d-9e0f-1a2b3c4d5e6f"
+	psql(t, "INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('"+tenant+"', true) "+
+		"ON CONFLICT (tenant_id) DO UPDATE SET enabled = true")
+	c, _ := New(Options{URLs: []string{b.base},
+		Token: hs256(secret, `{"sub":"go-client","role":"admin","tenant":"`+tenant+`"}`)})
 	if _, err := c.Put(ctx, ns, "k", json.RawMessage(`12345678901234567890`), Forever); err != nil {
 		t.Fatalf("with the token: %v", err)
 	}

@@ -350,13 +350,16 @@ func into(v any, out any) error {
 	return d.Decode(out)
 }
 
+// expiry is the scenario's: both, or neither, is the zero Expiry, which the
+// client refuses as it refuses a bad TTL.
 func (a args) expiry() Expiry {
-	if a.boolean("forever") {
+	n, ttl := a.num("ttlSeconds")
+	if a.boolean("forever") && !ttl {
 		return Forever
 	}
-	if n, ok := a.num("ttlSeconds"); ok {
+	if ttl && !a.boolean("forever") {
 		s, _ := n.Int64()
-		return TTL(s)
+		return TTL(time.Duration(s) * time.Second)
 	}
 	return Expiry{}
 }
@@ -487,7 +490,7 @@ func doCall(ctx context.Context, c *Client, call string, a args) (any, error) {
 		}
 		return out, nil
 	case "lease_extend":
-		return c.ExtendLease(ctx, a.str("leaseId"), a.int("seconds"))
+		return c.LeaseExtend(ctx, a.str("leaseId"), a.int("seconds"))
 	case "configure":
 		cfg := QueueConfig{Queue: a.str("queue"), Namespace: a.str("namespace"), Task: a.str("task")}
 		if o, ok := a["options"].(map[string]any); ok {
@@ -497,7 +500,7 @@ func doCall(ctx context.Context, c *Client, call string, a args) (any, error) {
 	case "queues":
 		return c.Queues(ctx)
 	case "queue_delete":
-		return c.DeleteQueue(ctx, a.str("queue"))
+		return c.QueueDelete(ctx, a.str("queue"))
 	case "transaction":
 		tx := NewTx()
 		ops, _ := a["ops"].([]any)
@@ -517,7 +520,11 @@ func doCall(ctx context.Context, c *Client, call string, a args) (any, error) {
 				}
 				tx.Push(item)
 			case m["kv"] != nil:
-				tx.KV(m["kv"])
+				var op KVOp
+				if err := into(m["kv"], &op); err != nil {
+					return nil, err
+				}
+				tx.KV(op)
 			default:
 				return nil, fmt.Errorf("unknown transaction op %s", render(op))
 			}
@@ -571,7 +578,11 @@ func runConsume(ctx context.Context, c *Client, a args) (any, error) {
 					return errors.New("the first delivery fails")
 				}
 				if effect, ok := h["effect"]; ok {
-					tx.KV(effect)
+					var op KVOp
+					if err := into(effect, &op); err != nil {
+						return err
+					}
+					tx.KV(op)
 				}
 				mu.Lock()
 				handled++

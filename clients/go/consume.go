@@ -129,7 +129,7 @@ func (c *Client) handleOne(ctx, work context.Context, o ConsumeOptions, m *Messa
 			case <-renewing:
 				return
 			case <-tick.C:
-				c.ExtendLease(work, m.LeaseID, o.LeaseSeconds)
+				c.LeaseExtend(work, m.LeaseID, o.LeaseSeconds)
 			}
 		}
 	}()

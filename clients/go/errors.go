@@ -6,11 +6,56 @@ import (
 	"fmt"
 )
 
+// Kind is clients/API.md's error kind: one set in every client.
+type Kind string
+
+const (
+	KindBadRequest   Kind = "bad_request"  // 400, 413, other 4xx; and what the client refuses itself (bad_argument)
+	KindAuth         Kind = "auth"         // 401, 403
+	KindNotFound     Kind = "not_found"    // 404
+	KindConflict     Kind = "conflict"     // 409
+	KindPrecondition Kind = "precondition" // a required KV op lost (200 kv_precondition)
+	KindRateLimited  Kind = "rate_limited" // 429
+	KindUnavailable  Kind = "unavailable"  // 503
+	KindServer       Kind = "server"       // 500, other 5xx
+	KindTransport    Kind = "transport"    // no usable answer: unreachable, timeout, transport, bad_response
+)
+
+// kindOf is the kind of a status and code (clients/API.md's table).
+func kindOf(status int, code string) Kind {
+	switch {
+	case code == "kv_precondition":
+		return KindPrecondition
+	case status == 0 && code == "bad_argument":
+		return KindBadRequest
+	case status == 0:
+		return KindTransport
+	case status == 401 || status == 403:
+		return KindAuth
+	case status == 404:
+		return KindNotFound
+	case status == 409:
+		return KindConflict
+	case status == 429:
+		return KindRateLimited
+	case status == 503:
+		return KindUnavailable
+	case status >= 500:
+		return KindServer
+	case status >= 400:
+		return KindBadRequest
+	}
+	return KindTransport // a 2xx that did not read: bad_response
+}
+
 // Error is every failure a call returns: the broker's error envelope as it
 // was sent, a KV precondition verdict (Status 200, Code "kv_precondition"),
-// or the client's own failure (Status 0; Code "unreachable", "timeout",
-// "transport" or "bad_response").
+// or the client's own failure (Status 0; Code "bad_argument", "unreachable",
+// "timeout", "transport" or "bad_response"). errors.Is(err,
+// context.DeadlineExceeded) and context.Canceled hold when the call's
+// context ended it (Unwrap).
 type Error struct {
+	Kind       Kind   // clients/API.md's error kind
 	Status     int    // HTTP status; 0: no HTTP answer; 200: a KV precondition verdict
 	Code       string // the envelope's code, or the client's own
 	Reason     string // the envelope's reason (the client's own: the same as Code)
@@ -21,15 +66,22 @@ type Error struct {
 	// A KV precondition verdict's members (Code "kv_precondition"), as sent.
 	FailedIndex  int
 	KVReason     string          // exists | absent | version | limit | type
-	Version      json.Number     // the live row's version; 0: none
+	Version      int64           // the live row's version; 0: none
 	Value        json.RawMessage // the live value's JSON text (null: none)
 	ValueOmitted bool
 	ValueBytes   int64
+
+	cause error // what ended the call below HTTP: the context's error, a dial error
 }
+
+// Unwrap gives what ended the call below HTTP (context.DeadlineExceeded,
+// context.Canceled, a network error), or nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 func (e *Error) Error() string {
 	if e.Code == "kv_precondition" {
-		return fmt.Sprintf("queen: kv precondition failed at op %d (%s)", e.FailedIndex, e.KVReason)
+		// clients/API.md's one wording, whatever the language.
+		return fmt.Sprintf("kv precondition failed at op %d: %s", e.FailedIndex, e.KVReason)
 	}
 	if e.Status == 0 {
 		return fmt.Sprintf("queen: %s: %s", e.Code, e.Detail)
@@ -59,16 +111,12 @@ func StatusOf(err error) int {
 func (e *Error) MarshalJSON() ([]byte, error) {
 	m := map[string]any{
 		"status": e.Status, "code": e.Code, "reason": e.Reason, "detail": e.Detail,
-		"retryAfter": e.RetryAfter, "attempts": e.Attempts,
+		"retryAfter": e.RetryAfter, "attempts": e.Attempts, "kind": e.Kind,
 	}
 	if e.Code == "kv_precondition" || e.KVReason != "" {
 		m["failedIndex"] = e.FailedIndex
 		m["kvReason"] = e.KVReason
-		v := e.Version
-		if v == "" {
-			v = "0"
-		}
-		m["version"] = v
+		m["version"] = e.Version
 		val := e.Value
 		if val == nil {
 			val = json.RawMessage("null")
@@ -89,7 +137,7 @@ type verdictBody struct {
 	Error        string          `json:"error"`
 	FailedIndex  *int            `json:"failedIndex"`
 	KVReason     string          `json:"kvReason"`
-	Version      json.Number     `json:"version"`
+	Version      int64           `json:"version"`
 	Value        json.RawMessage `json:"value"`
 	ValueOmitted bool            `json:"valueOmitted"`
 	ValueBytes   int64           `json:"valueBytes"`
@@ -119,8 +167,8 @@ func kvVerdict(body []byte, attempts int) *Error {
 	if json.Unmarshal(body, &v) != nil || v.OK == nil || *v.OK || v.Reason != "kv_precondition" {
 		return nil
 	}
-	e := &Error{Status: 200, Code: "kv_precondition", Reason: "kv_precondition", Detail: "a required op lost",
-		Attempts: attempts}
+	e := &Error{Kind: KindPrecondition, Status: 200, Code: "kv_precondition", Reason: "kv_precondition",
+		Detail: "a required op lost", Attempts: attempts}
 	e.takePrecondition(&v)
 	return e
 }
@@ -138,14 +186,16 @@ func envelopeError(status int, body []byte, retryAfter, attempts int) *Error {
 		if v.FailedIndex != nil {
 			e.takePrecondition(&v)
 		}
+		e.Kind = kindOf(status, e.Code)
 		return e
 	}
 	e.Code = fmt.Sprintf("http_%d", status)
 	e.Reason = e.Code
 	e.Detail = fmt.Sprintf("HTTP %d without the error envelope", status)
+	e.Kind = kindOf(status, e.Code)
 	return e
 }
 
 func ownError(code, detail string, attempts int) *Error {
-	return &Error{Code: code, Reason: code, Detail: detail, Attempts: attempts}
+	return &Error{Kind: kindOf(0, code), Code: code, Reason: code, Detail: detail, Attempts: attempts}
 }

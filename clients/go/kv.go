@@ -3,26 +3,41 @@ package queen
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"time"
 )
 
-// Expiry is a KV write's lifetime. The broker requires one on every write
-// and the client never invents it: use Forever or TTL(seconds). The zero
-// Expiry sends none, which the broker refuses (kv_expiry_not_specified).
-type Expiry struct{ ttl int64 }
+// Expiry is a KV write's lifetime: Forever or TTL(d). The client never
+// invents one, and a write without exactly one valid expiry fails before
+// anything is sent (Kind bad_request, Code bad_argument): the zero Expiry,
+// and a TTL that is not a whole number of seconds > 0 (clients/API.md).
+type Expiry struct {
+	ttl     time.Duration
+	forever bool
+}
 
 // Forever keeps the key until it is deleted.
-var Forever = Expiry{ttl: -1}
+var Forever = Expiry{forever: true}
 
-// TTL expires the key after seconds (> 0).
-func TTL(seconds int64) Expiry { return Expiry{ttl: seconds} }
+// TTL expires the key after d, a whole number of seconds > 0 (a
+// time.Duration, as PopOptions.Wait is: TTL(time.Hour)).
+func TTL(d time.Duration) Expiry { return Expiry{ttl: d} }
 
-func (e Expiry) into(m map[string]any) {
-	if e.ttl < 0 {
+const expiryRule = "expiry: give ttl (seconds > 0) or forever"
+
+func (e Expiry) into(m map[string]any) error {
+	switch {
+	case e.forever:
 		m["forever"] = true
-	} else if e.ttl > 0 {
-		m["ttlSeconds"] = e.ttl
+	case e.ttl >= time.Second && e.ttl%time.Second == 0:
+		m["ttlSeconds"] = int64(e.ttl / time.Second)
+	case e.ttl == 0:
+		return ownError("bad_argument", expiryRule+" (the zero Expiry is none)", 0)
+	default:
+		return ownError("bad_argument", fmt.Sprintf("%s (TTL %v)", expiryRule, e.ttl), 0)
 	}
+	return nil
 }
 
 // Cond is a KV write's condition or bound.
@@ -46,7 +61,7 @@ func formatFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) 
 type KVRow struct {
 	Key       string          `json:"key"`
 	Value     json.RawMessage `json:"value,omitempty"`
-	Version   json.Number     `json:"version,omitempty"`
+	Version   int64           `json:"version,omitempty"`
 	ExpiresAt *string         `json:"expiresAt,omitempty"`
 }
 
@@ -59,7 +74,7 @@ type KVResult struct {
 	Found     bool            `json:"found"`   // get
 	Applied   bool            `json:"applied"` // put, putIfAbsent, delete, incr
 	Reason    string          `json:"reason"`  // why not applied: exists, absent, version, limit, type
-	Version   json.Number     `json:"version"`
+	Version   int64           `json:"version"` // the type Expect takes
 	Value     json.RawMessage `json:"value"`
 	ExpiresAt *string         `json:"expiresAt"`
 	Rows      []KVRow         `json:"rows"`      // getMany, getPrefix
@@ -127,7 +142,9 @@ func (c *Client) Put(ctx context.Context, ns, key string, value any, exp Expiry,
 		return nil, err
 	}
 	m := map[string]any{"value": json.RawMessage(raw)}
-	exp.into(m)
+	if err := exp.into(m); err != nil {
+		return nil, err
+	}
 	for _, cond := range conds {
 		cond(m)
 	}
@@ -169,14 +186,9 @@ func (c *Client) Delete(ctx context.Context, ns, key string, conds ...Cond) (*KV
 // PutIfAbsent writes only when the key is absent (else Reason exists, with
 // the live value). Never retried after a request was sent.
 func (c *Client) PutIfAbsent(ctx context.Context, ns, key string, value any, exp Expiry, conds ...Cond) (*KVResult, error) {
-	raw, err := marshal(value)
+	op, err := putIfAbsentOp(ns, key, value, exp, conds)
 	if err != nil {
 		return nil, err
-	}
-	op := KVOp{"op": "putIfAbsent", "ns": ns, "key": key, "value": json.RawMessage(raw)}
-	exp.into(op)
-	for _, cond := range conds {
-		cond(op)
 	}
 	return c.oneOp(ctx, op)
 }
@@ -184,10 +196,9 @@ func (c *Client) PutIfAbsent(ctx context.Context, ns, key string, value any, exp
 // Incr adds delta to a numeric key (Min and Max bound it). Never retried
 // after a request was sent.
 func (c *Client) Incr(ctx context.Context, ns, key string, delta float64, exp Expiry, conds ...Cond) (*KVResult, error) {
-	op := KVOp{"op": "incr", "ns": ns, "key": key, "delta": json.Number(formatFloat(delta))}
-	exp.into(op)
-	for _, cond := range conds {
-		cond(op)
+	op, err := incrOp(ns, key, delta, exp, conds)
+	if err != nil {
+		return nil, err
 	}
 	return c.oneOp(ctx, op)
 }
@@ -292,7 +303,7 @@ func (c *Client) Apply(ctx context.Context, ops []KVOp) ([]*KVResult, error) {
 		return nil, err
 	}
 	if batch.Results == nil {
-		return nil, &Error{Status: rep.status, Code: "bad_response", Reason: "bad_response",
+		return nil, &Error{Kind: KindTransport, Status: rep.status, Code: "bad_response", Reason: "bad_response",
 			Detail: "a kv batch answered without results"}
 	}
 	out := make([]*KVResult, 0, len(batch.Results))
@@ -312,7 +323,7 @@ func (c *Client) oneOp(ctx context.Context, op KVOp) (*KVResult, error) {
 		return nil, err
 	}
 	if len(results) != 1 {
-		return nil, &Error{Status: 200, Code: "bad_response", Reason: "bad_response",
+		return nil, &Error{Kind: KindTransport, Status: 200, Code: "bad_response", Reason: "bad_response",
 			Detail: "a one-op batch answered no element"}
 	}
 	return results[0], nil
@@ -326,4 +337,36 @@ func (c *Client) Namespaces(ctx context.Context) (json.RawMessage, error) {
 	}
 	var raw json.RawMessage
 	return raw, decode(rep, &raw)
+}
+
+// The wire ops the one-op calls and the transaction builder share.
+
+func writeOp(name, ns, key string, value any, exp Expiry, conds []Cond) (KVOp, error) {
+	raw, err := marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	op := KVOp{"op": name, "ns": ns, "key": key, "value": json.RawMessage(raw)}
+	if err := exp.into(op); err != nil {
+		return nil, err
+	}
+	for _, cond := range conds {
+		cond(op)
+	}
+	return op, nil
+}
+
+func putIfAbsentOp(ns, key string, value any, exp Expiry, conds []Cond) (KVOp, error) {
+	return writeOp("putIfAbsent", ns, key, value, exp, conds)
+}
+
+func incrOp(ns, key string, delta float64, exp Expiry, conds []Cond) (KVOp, error) {
+	op := KVOp{"op": "incr", "ns": ns, "key": key, "delta": json.Number(formatFloat(delta))}
+	if err := exp.into(op); err != nil {
+		return nil, err
+	}
+	for _, cond := range conds {
+		cond(op)
+	}
+	return op, nil
 }

@@ -62,6 +62,13 @@ type Message struct {
 	Raw             json.RawMessage `json:"-"`
 }
 
+// AckItem is the ack settling m (Status "": completed; "failed": deliver it
+// again), for Ack and Tx.Ack.
+func (m *Message) AckItem(status string) AckItem {
+	return AckItem{TransactionID: m.TransactionID, PartitionID: m.PartitionID, LeaseID: m.LeaseID, Status: status,
+		ConsumerGroup: m.ConsumerGroup}
+}
+
 // PopResult is a pop's body: the messages leased to the caller.
 type PopResult struct {
 	Success     bool            `json:"success"`
@@ -209,8 +216,8 @@ func (c *Client) Ack(ctx context.Context, acks []AckItem, group string) ([]AckRe
 	return out, nil
 }
 
-// ExtendLease renews a lease for seconds more.
-func (c *Client) ExtendLease(ctx context.Context, leaseID string, seconds int) (json.RawMessage, error) {
+// LeaseExtend renews a lease for seconds more.
+func (c *Client) LeaseExtend(ctx context.Context, leaseID string, seconds int) (json.RawMessage, error) {
 	body, _ := marshal(map[string]any{"seconds": seconds})
 	return c.rawCall(ctx, "POST", "/api/v1/lease/"+pathEscape(leaseID)+"/extend", body)
 }
@@ -238,8 +245,8 @@ func (c *Client) Queues(ctx context.Context) (json.RawMessage, error) {
 	return c.rawCall(ctx, "GET", "/api/v1/resources/queues", nil)
 }
 
-// DeleteQueue deletes a queue and its messages.
-func (c *Client) DeleteQueue(ctx context.Context, queue string) (json.RawMessage, error) {
+// QueueDelete deletes a queue and its messages.
+func (c *Client) QueueDelete(ctx context.Context, queue string) (json.RawMessage, error) {
 	return c.rawCall(ctx, "DELETE", "/api/v1/resources/queues/"+pathEscape(queue), nil)
 }
 

@@ -12,8 +12,9 @@ type Tx struct {
 	ops       []map[string]any
 	kv        []any
 	leases    []string
-	openPush  bool // the last operation is a push still taking items
-	carriesID bool // an ack or an item with a transactionId: a repeat rolls back whole
+	openPush  bool  // the last operation is a push still taking items
+	carriesID bool  // an ack or an item with a transactionId: a repeat rolls back whole
+	err       error // the first op refused while building (a bad expiry): JSON and Commit return it
 }
 
 // NewTx starts an empty transaction.
@@ -51,10 +52,44 @@ func (t *Tx) Push(item PushItem) *Tx {
 	return t
 }
 
-// KV adds a kv op (a KVOp, or any value that renders as one wire op).
-func (t *Tx) KV(op any) *Tx {
+// KV adds a kv op as the wire has it.
+func (t *Tx) KV(op KVOp) *Tx {
 	t.kv = append(t.kv, op)
 	return t
+}
+
+func (t *Tx) add(op KVOp, err error) *Tx {
+	if err != nil {
+		if t.err == nil {
+			t.err = err
+		}
+		return t
+	}
+	return t.KV(op)
+}
+
+// KVPut adds a put, as Client.Put takes it.
+func (t *Tx) KVPut(ns, key string, value any, exp Expiry, conds ...Cond) *Tx {
+	return t.add(writeOp("put", ns, key, value, exp, conds))
+}
+
+// KVPutIfAbsent adds a putIfAbsent, as Client.PutIfAbsent takes it.
+func (t *Tx) KVPutIfAbsent(ns, key string, value any, exp Expiry, conds ...Cond) *Tx {
+	return t.add(putIfAbsentOp(ns, key, value, exp, conds))
+}
+
+// KVDelete adds a delete, as Client.Delete takes it.
+func (t *Tx) KVDelete(ns, key string, conds ...Cond) *Tx {
+	op := KVOp{"op": "delete", "ns": ns, "key": key}
+	for _, cond := range conds {
+		cond(op)
+	}
+	return t.KV(op)
+}
+
+// KVIncr adds an incr, as Client.Incr takes it.
+func (t *Tx) KVIncr(ns, key string, delta float64, exp Expiry, conds ...Cond) *Tx {
+	return t.add(incrOp(ns, key, delta, exp, conds))
 }
 
 // RequireLease makes the commit fail unless leaseID is still held.
@@ -65,6 +100,9 @@ func (t *Tx) RequireLease(leaseID string) *Tx {
 
 // JSON is the bundle as it is sent.
 func (t *Tx) JSON() ([]byte, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	m := map[string]any{}
 	if len(t.ops) > 0 {
 		m["operations"] = t.ops

@@ -20,8 +20,10 @@ export function stringify(value: unknown): string;
 export function decimalKey(text: string): string;
 
 export interface QueenOptions {
-  /** Broker base URLs, tried in order for failover. */
-  urls: string | string[];
+  /** Broker base URLs, tried in order for failover. None: QUEEN_URL (a comma-separated list). */
+  urls?: string | string[];
+  /** Called before every retry with the attempt that failed (1 for the first), its error and the wait. */
+  onRetry?: (attempt: number, error: QueenError, waitMs: number) => void;
   /** Sent as `Authorization: Bearer <token>`. */
   token?: string;
   /** Attempts per call, the first included (default 3). */
@@ -38,33 +40,38 @@ export interface QueenOptions {
   transport?: 'node' | 'fetch';
 }
 
-export interface Tenanted { /** The tenant uuid, sent as x-queen-tenant (a broker behind a trusted proxy). */ tenant?: string }
-export interface Expiry {
-  /** Seconds to live. A write needs this or `forever`; the client invents neither. */
-  ttlSeconds?: number;
-  forever?: boolean;
+export interface Tenanted {
+  /** The tenant uuid, sent as x-queen-tenant (a broker behind a trusted proxy). */ tenant?: string;
+  /** Aborting it ends the call (a waiting pop included): it rejects with TransportError, code aborted. */ signal?: AbortSignal;
 }
-export interface WriteOptions extends Expiry, Tenanted {
+/** A write's expiry: exactly one of a ttl (whole seconds > 0) and forever. A write without one does not
+ * compile; at run time neither, both or a bad ttl rejects with BadArgument before anything is sent. */
+export type Expiry = { ttlSeconds: number | bigint; forever?: false } | { forever: true; ttlSeconds?: undefined };
+/** A key's version: a number, or a bigint beyond 2^53 (JSON numbers are read exactly); what expect takes. */
+export type Version = number | bigint;
+export type WriteOptions = Expiry & Tenanted & {
   /** Apply only while the key holds this version (0: absent). */
-  expect?: number | bigint;
+  expect?: Version;
   /** A lost precondition rejects with PreconditionFailed instead of answering applied: false. */
   required?: boolean;
-}
-export interface IncrOptions extends Expiry, Tenanted { min?: Json; max?: Json; required?: boolean }
+};
+export type IncrOptions = Expiry & Tenanted & { min?: Json; max?: Json; required?: boolean };
 
-export interface GetResult { op: 'get'; key: string; found: boolean; value?: Json; version?: number; expiresAt?: string | null; [member: string]: unknown }
+export interface GetResult { op: 'get'; key: string; found: boolean; value?: Json; version?: Version; expiresAt?: string | null; [member: string]: unknown }
 export interface WriteResult {
   op: 'put' | 'putIfAbsent' | 'delete' | 'incr'; key: string; applied: boolean;
   /** Why not applied: exists, absent, version, limit. */
-  reason?: string; version?: number; value?: Json; expiresAt?: string | null; [member: string]: unknown;
+  reason?: string; version?: Version; value?: Json; expiresAt?: string | null; [member: string]: unknown;
 }
-export interface Row { key: string; value?: Json; version?: number; expiresAt?: string | null; [member: string]: unknown }
+export interface Row { key: string; value?: Json; version?: Version; expiresAt?: string | null; [member: string]: unknown }
 export interface GetManyResult { op: 'getMany'; rows: Row[]; missing: string[]; [member: string]: unknown }
 export interface PrefixPage { op: 'getPrefix'; rows: Row[]; truncated: boolean; nextAfter?: string | null; [member: string]: unknown }
 export type KvOp = { op: string; ns: string; [member: string]: unknown };
 
-export interface PushItem { queue: string; payload: Json; partition?: string; transactionId?: string; [member: string]: unknown }
-export interface QueueItem { payload: Json; partition?: string; transactionId?: string; [member: string]: unknown }
+/** The message: payload, or data as the reference client's users write it (not both). */
+export type Payload = { payload: Json; data?: never } | { data: Json; payload?: never };
+export type QueueItem = Payload & { partition?: string; transactionId?: string; [member: string]: unknown };
+export type PushItem = QueueItem & { queue: string };
 export interface PushResult { index: number; status: 'queued' | 'duplicate' | string; transaction_id?: string; [member: string]: unknown }
 export interface Message {
   transactionId: string; partitionId: string; leaseId?: string; data: Json; deliveryAttempt?: number;
@@ -72,6 +79,7 @@ export interface Message {
 }
 export interface PopResult { success: boolean; messages: Message[]; leaseId?: string; partitionId?: string; queue?: string; partition?: string; consumerGroup?: string; [member: string]: unknown }
 export interface PopOptions extends Tenanted {
+  /** wait: a long poll of up to timeoutMs; `signal` cancels it. */
   partition?: string; group?: string; batch?: number; wait?: boolean; timeoutMs?: number; leaseSeconds?: number; autoAck?: boolean;
 }
 export interface AckItem { transactionId: string; partitionId: string; leaseId?: string; status?: 'completed' | 'failed' | string; error?: string }
@@ -92,18 +100,37 @@ export interface ConsumeOptions extends Tenanted {
 export interface ConsumeStats { handled: number; failed: number }
 export type Handler = (message: Message, tx: Tx) => unknown | Promise<unknown>;
 
+/** clients/API.md's error kinds, the same in every client. */
+export type ErrorKind = 'bad_request' | 'auth' | 'not_found' | 'conflict' | 'precondition' | 'rate_limited' | 'unavailable' | 'server' | 'transport';
 export class QueenError extends Error {
+  readonly kind: ErrorKind;
   status: number; code: string; reason: string; detail: string;
   /** Retry-After seconds of the last answer, 0 when none. */
   retryAfter: number;
   attempts: number;
-  toJSON(): { status: number; code: string; reason: string; detail: string; retryAfter: number };
+  toJSON(): { status: number; code: string; reason: string; detail: string; retryAfter: number; kind: ErrorKind };
 }
-/** The broker answered 4xx or 500. */
+/** The broker refused the input (4xx but 429). */
 export class QueenRefused extends QueenError {}
-/** 429 or 503, or no whole answer (status 0: code unreachable, timeout, transport). */
+/** 400, 413, other 4xx. */
+export class BadRequest extends QueenRefused {}
+/** Refused by the client before anything was sent: status 0, code bad_argument. */
+export class BadArgument extends BadRequest { constructor(detail: string) }
+/** 401, 403. */
+export class AuthError extends QueenRefused {}
+/** 404. */
+export class NotFound extends QueenRefused {}
+/** 409. */
+export class Conflict extends QueenRefused {}
+/** 500 and other 5xx but 503. */
+export class ServerError extends QueenError {}
+/** Try later: 429, 503, or no whole answer. */
 export class QueenUnavailable extends QueenError {}
-/** The answer was not the JSON the route gives. */
+export class RateLimited extends QueenUnavailable {}
+export class Unavailable extends QueenUnavailable {}
+/** No whole answer (status 0): code unreachable, timeout, transport, aborted. */
+export class TransportError extends QueenUnavailable {}
+/** The answer was not the JSON the route gives (kind transport). */
 export class QueenBadResponse extends QueenError {}
 /** A required KV op lost (status 200, code kv_precondition). */
 export class PreconditionFailed extends QueenError {
@@ -112,10 +139,10 @@ export class PreconditionFailed extends QueenError {
 
 /** Wire kv op builders. */
 export const ops: {
-  put(ns: string, key: string, value: Json, o?: WriteOptions): KvOp;
-  putIfAbsent(ns: string, key: string, value: Json, o?: Expiry & { required?: boolean }): KvOp;
-  delete(ns: string, key: string, o?: { expect?: number | bigint; required?: boolean }): KvOp;
-  incr(ns: string, key: string, delta?: Json, o?: IncrOptions): KvOp;
+  put(ns: string, key: string, value: Json, o: WriteOptions): KvOp;
+  putIfAbsent(ns: string, key: string, value: Json, o: Expiry & { required?: boolean }): KvOp;
+  delete(ns: string, key: string, o?: { expect?: Version; required?: boolean }): KvOp;
+  incr(ns: string, key: string, delta: Json, o: IncrOptions): KvOp;
   get(ns: string, key: string): KvOp;
   getMany(ns: string, keys: Iterable<string>): KvOp;
   getPrefix(ns: string, prefix: string, o?: { after?: string; limit?: number; keysOnly?: boolean }): KvOp;
@@ -125,14 +152,14 @@ export class Tx {
   ack(message: Message | AckItem, o?: { status?: string; group?: string }): this;
   push(queue: string, items: Iterable<QueueItem>, o?: { partition?: string }): this;
   kv(op: KvOp): this;
-  kvPut(ns: string, key: string, value: Json, o?: WriteOptions): this;
-  kvPutIfAbsent(ns: string, key: string, value: Json, o?: Expiry & { required?: boolean }): this;
-  kvDelete(ns: string, key: string, o?: { expect?: number | bigint; required?: boolean }): this;
-  kvIncr(ns: string, key: string, delta?: Json, o?: IncrOptions): this;
+  kvPut(ns: string, key: string, value: Json, o: WriteOptions): this;
+  kvPutIfAbsent(ns: string, key: string, value: Json, o: Expiry & { required?: boolean }): this;
+  kvDelete(ns: string, key: string, o?: { expect?: Version; required?: boolean }): this;
+  kvIncr(ns: string, key: string, delta: Json, o: IncrOptions): this;
   requireLease(lease: string | Message): this;
   /** The wire body. */
   bundle(): { operations?: unknown[]; kv?: KvOp[]; requiredLeases?: string[] };
-  commit(): Promise<TxResult>;
+  commit(o?: Tenanted): Promise<TxResult>;
 }
 
 export class Batch {
@@ -140,23 +167,24 @@ export class Batch {
   op(op: KvOp): this;
   get(ns: string, key: string): this;
   getMany(ns: string, keys: Iterable<string>): this;
-  put(ns: string, key: string, value: Json, o?: WriteOptions): this;
-  putIfAbsent(ns: string, key: string, value: Json, o?: Expiry & { required?: boolean }): this;
-  delete(ns: string, key: string, o?: { expect?: number | bigint; required?: boolean }): this;
-  incr(ns: string, key: string, delta?: Json, o?: IncrOptions): this;
-  apply(): Promise<Array<Record<string, unknown>>>;
+  put(ns: string, key: string, value: Json, o: WriteOptions): this;
+  putIfAbsent(ns: string, key: string, value: Json, o: Expiry & { required?: boolean }): this;
+  delete(ns: string, key: string, o?: { expect?: Version; required?: boolean }): this;
+  incr(ns: string, key: string, delta: Json, o: IncrOptions): this;
+  apply(o?: Tenanted): Promise<Array<Record<string, unknown>>>;
 }
 
 export class Kv {
   get(ns: string, key: string, o?: Tenanted): Promise<GetResult>;
   getMany(ns: string, keys: Iterable<string>, o?: Tenanted): Promise<GetManyResult>;
-  getPrefixPage(ns: string, prefix: string, o?: Tenanted & { after?: string; limit?: number; keysOnly?: boolean }): Promise<PrefixPage>;
+  /** One page: rows, truncated, nextAfter. */
+  getPrefix(ns: string, prefix: string, o?: Tenanted & { after?: string; limit?: number; keysOnly?: boolean }): Promise<PrefixPage>;
   /** Every row under prefix, page after page. */
-  getPrefix(ns: string, prefix: string, o?: Tenanted & { pageSize?: number; keysOnly?: boolean }): AsyncGenerator<Row, void, undefined>;
-  put(ns: string, key: string, value: Json, o?: WriteOptions): Promise<WriteResult>;
-  putIfAbsent(ns: string, key: string, value: Json, o?: Expiry & Tenanted & { required?: boolean }): Promise<WriteResult>;
-  delete(ns: string, key: string, o?: Tenanted & { expect?: number | bigint; required?: boolean }): Promise<WriteResult>;
-  incr(ns: string, key: string, delta?: Json, o?: IncrOptions): Promise<WriteResult>;
+  scan(ns: string, prefix: string, o?: Tenanted & { pageSize?: number; keysOnly?: boolean }): AsyncGenerator<Row, void, undefined>;
+  put(ns: string, key: string, value: Json, o: WriteOptions): Promise<WriteResult>;
+  putIfAbsent(ns: string, key: string, value: Json, o: Expiry & Tenanted & { required?: boolean }): Promise<WriteResult>;
+  delete(ns: string, key: string, o?: Tenanted & { expect?: Version; required?: boolean }): Promise<WriteResult>;
+  incr(ns: string, key: string, delta: Json, o: IncrOptions): Promise<WriteResult>;
   apply(ops: Iterable<KvOp>, o?: Tenanted): Promise<Array<Record<string, unknown>>>;
   batch(o?: Tenanted): Batch;
   namespaces(o?: Tenanted): Promise<unknown[]>;
@@ -173,19 +201,21 @@ export class QueueHandle {
 }
 
 export class Queen {
-  constructor(options: QueenOptions | string | string[]);
+  constructor(options?: QueenOptions | string | string[]);
   /** Attempts made beyond the first, by every call so far. */
   retries: number;
   readonly kv: Kv;
   close(): Promise<void>;
-  health(): Promise<{ status: string; version: string; [member: string]: unknown }>;
+  health(o?: Tenanted): Promise<{ status: string; version: string; [member: string]: unknown }>;
   push(items: Iterable<PushItem>, o?: Tenanted): Promise<PushResult[]>;
   pop(queue: string, o?: PopOptions): Promise<PopResult | null>;
-  ack(acks: Message | AckItem | Array<Message | AckItem>, o?: Tenanted & { status?: string; error?: string; group?: string }): Promise<AckResult[]>;
-  renew(lease: string | Message, seconds: number, o?: Tenanted): Promise<RenewResult>;
+  /** One message gives one result; an array gives an array. */
+  ack(acks: Message | AckItem, o?: Tenanted & { status?: string; error?: string; group?: string }): Promise<AckResult>;
+  ack(acks: Array<Message | AckItem>, o?: Tenanted & { status?: string; error?: string; group?: string }): Promise<AckResult[]>;
+  leaseExtend(lease: string | Message, seconds: number, o?: Tenanted): Promise<RenewResult>;
   configure(queue: string, options?: Record<string, Json>, extra?: Tenanted & { namespace?: string; task?: string }): Promise<Record<string, unknown>>;
   queues(o?: Tenanted): Promise<unknown[]>;
-  deleteQueue(queue: string, o?: Tenanted): Promise<Record<string, unknown>>;
+  queueDelete(queue: string, o?: Tenanted): Promise<Record<string, unknown>>;
   queue(name: string, o?: Tenanted & { partition?: string }): QueueHandle;
   tx(o?: Tenanted): Tx;
   consume(queue: string, handler: Handler, o?: ConsumeOptions): Promise<ConsumeStats>;

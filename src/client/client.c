@@ -22,6 +22,8 @@ struct queen_client {
     size_t nurls;
     char *auth_header;
     int max_attempts, backoff_ms, max_backoff_ms, timeout_ms, connect_timeout_ms;
+    void (*on_retry)(void *ctx, int attempt, const queen_client_error *err, int wait_ms);
+    void *on_retry_ctx;
     atomic_size_t current;       /* index of the URL that answered last */
     atomic_llong retries;
     pthread_mutex_t lock;        /* guards idle */
@@ -55,8 +57,24 @@ void client_error_set(queen_client_error *err, int status, const char *code, con
     snprintf(err->detail, sizeof err->detail, "%s", detail != NULL ? detail : "");
     err->category = strcmp(code, "bad_response") == 0 ? QUEEN_ERR_INTERNAL
                     : strcmp(code, "out_of_memory") == 0 ? QUEEN_ERR_INTERNAL
-                    : strcmp(code, "bad_request") == 0 ? QUEEN_ERR_BAD_REQUEST
+                    : strcmp(code, "bad_request") == 0 || strcmp(code, "bad_argument") == 0 ? QUEEN_ERR_BAD_REQUEST
                                                           : QUEEN_ERR_UNAVAILABLE;
+}
+
+const char *queen_client_error_kind(const queen_client_error *e)
+{
+    if (e->category == QUEEN_ERR_PRECONDITION)
+        return "precondition";
+    switch (e->status) {
+    case 0: return e->category == QUEEN_ERR_BAD_REQUEST ? "bad_request" : "transport"; /* refused before sending */
+    case 401:
+    case 403: return "auth";
+    case 404: return "not_found";
+    case 409: return "conflict";
+    case 429: return "rate_limited";
+    case 503: return "unavailable";
+    default: return e->status >= 500 ? "server" : e->status >= 400 ? "bad_request" : "transport";
+    }
 }
 
 int client_oom(queen_client_error *err)
@@ -69,9 +87,31 @@ queen_client *queen_client_open(const queen_client_options *o, queen_client_erro
 {
     if (err != NULL)
         memset(err, 0, sizeof *err);
-    if (o == NULL || o->urls == NULL || o->nurls == 0) {
-        client_error_set(err, 0, "bad_request", "no broker URL given");
+    if (o == NULL) {
+        client_error_set(err, 0, "bad_argument", "no options given");
         return NULL;
+    }
+    if (o->urls == NULL || o->nurls == 0) {
+        /* clients/API.md: with no URL given every client reads QUEEN_URL,
+         * a comma-separated list in failover order. */
+        const char *env = getenv("QUEEN_URL");
+        char *copy = env != NULL ? strdup(env) : NULL;
+        const char *urls[16];
+        size_t n = 0;
+        for (char *save = NULL, *u = copy != NULL ? strtok_r(copy, ", \t", &save) : NULL;
+             u != NULL && n < sizeof urls / sizeof urls[0]; u = strtok_r(NULL, ", \t", &save))
+            urls[n++] = u;
+        queen_client *c = NULL;
+        if (n == 0)
+            client_error_set(err, 0, "bad_argument", "no broker URL given (options.urls, or QUEEN_URL)");
+        else {
+            queen_client_options from_env = *o;
+            from_env.urls = urls;
+            from_env.nurls = n;
+            c = queen_client_open(&from_env, err);
+        }
+        free(copy);
+        return c;
     }
     pthread_once(&curl_once, curl_init_once);
     queen_client *c = calloc(1, sizeof *c);
@@ -107,6 +147,8 @@ queen_client *queen_client_open(const queen_client_options *o, queen_client_erro
     c->max_backoff_ms = o->max_backoff_ms > 0 ? o->max_backoff_ms : 5000;
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     c->connect_timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 3000;
+    c->on_retry = o->on_retry;
+    c->on_retry_ctx = o->on_retry_ctx;
     pthread_mutex_init(&c->lock, NULL);
     return c;
 }
@@ -413,6 +455,8 @@ int client_call(queen_client *c, const client_request *rq, client_reply *reply, 
             wait = c->max_backoff_ms;
         if (next_url)
             url_i = (url_i + 1) % c->nurls;
+        if (c->on_retry != NULL)
+            c->on_retry(c->on_retry_ctx, attempt, err, (int)wait);
         sleep_ms(wait);
     }
     handle_put(c, h);

@@ -34,13 +34,23 @@ static char *key_path(const char *ns, const char *key)
     return jbuf_take(&p);
 }
 
-static void add_expiry(jbuf *b, long ttl_seconds)
+/* Exactly one expiry or nothing is sent (clients/API.md, "Expiry"): a ttl
+ * of 0 or below would store a key for a time nobody chose. */
+static int add_expiry(jbuf *b, long ttl_seconds, queen_client_error *err)
 {
-    if (ttl_seconds == QUEEN_FOREVER)
+    if (ttl_seconds == QUEEN_FOREVER) {
         jbuf_add(b, ",\"forever\":true");
-    else if (ttl_seconds > 0)
+        return 0;
+    }
+    if (ttl_seconds > 0) {
         jbuf_printf(b, ",\"ttlSeconds\":%ld", ttl_seconds);
-    /* < 0: no expiry at all; the broker says what it thinks of that. */
+        return 0;
+    }
+    jbuf_free(b);
+    if (err != NULL)
+        err->attempts = 0;
+    client_error_set(err, 0, "bad_argument", "expiry: give ttl (seconds > 0) or forever (QUEEN_FOREVER)");
+    return -1;
 }
 
 /* Whether every op of a batch leaves the same state when repeated: reads,
@@ -176,7 +186,10 @@ int queen_client_kv_put(queen_client *c, const char *tenant, const char *ns, con
     } else {
         jbuf_add(&b, "\"value\":null");
     }
-    add_expiry(&b, ttl_seconds);
+    if (add_expiry(&b, ttl_seconds, err) != 0) {
+        free(path);
+        return -1;
+    }
     if (expect >= 0)
         jbuf_printf(&b, ",\"expect\":%lld", expect);
     if (required)
@@ -196,18 +209,54 @@ int queen_client_kv_put(queen_client *c, const char *tenant, const char *ns, con
     return rc != 0 ? -1 : kv_finish(&r, result_json, err);
 }
 
+/* The wire ops the one-op calls and the transaction builder share: a put or
+ * putIfAbsent, a delete, an incr, closed; -1 (op freed, err filled) for an
+ * expiry that is not exactly one. */
+static int op_write(jbuf *op, const char *name, const char *ns, const char *key, const char *value_json,
+                    long ttl_seconds, long long expect, bool required, queen_client_error *err)
+{
+    op_head(op, name, ns, key);
+    jbuf_add(op, ",\"value\":");
+    jbuf_add(op, value_json != NULL ? value_json : "null");
+    if (add_expiry(op, ttl_seconds, err) != 0)
+        return -1;
+    if (expect >= 0)
+        jbuf_printf(op, ",\"expect\":%lld", expect);
+    if (required)
+        jbuf_add(op, ",\"required\":true");
+    jbuf_add(op, "}");
+    return 0;
+}
+
+static int op_incr(jbuf *op, const char *ns, const char *key, double delta, const double *min, const double *max,
+                   long ttl_seconds, bool required, queen_client_error *err)
+{
+    op_head(op, "incr", ns, key);
+    jbuf_add(op, ",\"delta\":");
+    jbuf_double(op, delta);
+    if (min != NULL) {
+        jbuf_add(op, ",\"min\":");
+        jbuf_double(op, *min);
+    }
+    if (max != NULL) {
+        jbuf_add(op, ",\"max\":");
+        jbuf_double(op, *max);
+    }
+    if (add_expiry(op, ttl_seconds, err) != 0)
+        return -1;
+    if (required)
+        jbuf_add(op, ",\"required\":true");
+    jbuf_add(op, "}");
+    return 0;
+}
+
 int queen_client_kv_put_if_absent(queen_client *c, const char *tenant, const char *ns, const char *key,
                                   const char *value_json, long ttl_seconds, bool required, char **result_json,
                                   queen_client_error *err)
 {
     jbuf op = {0};
-    op_head(&op, "putIfAbsent", ns, key);
-    jbuf_add(&op, ",\"value\":");
-    jbuf_add(&op, value_json != NULL ? value_json : "null");
-    add_expiry(&op, ttl_seconds);
-    if (required)
-        jbuf_add(&op, ",\"required\":true");
-    jbuf_add(&op, "}");
+    if (op_write(&op, "putIfAbsent", ns, key, value_json, ttl_seconds, -1, required, err) != 0)
+        return -1;
     return one_op(c, tenant, &op, false, result_json, err);
 }
 
@@ -243,22 +292,59 @@ int queen_client_kv_incr(queen_client *c, const char *tenant, const char *ns, co
                          queen_client_error *err)
 {
     jbuf op = {0};
-    op_head(&op, "incr", ns, key);
-    jbuf_add(&op, ",\"delta\":");
-    jbuf_double(&op, delta);
-    if (min != NULL) {
-        jbuf_add(&op, ",\"min\":");
-        jbuf_double(&op, *min);
-    }
-    if (max != NULL) {
-        jbuf_add(&op, ",\"max\":");
-        jbuf_double(&op, *max);
-    }
-    add_expiry(&op, ttl_seconds);
+    if (op_incr(&op, ns, key, delta, min, max, ttl_seconds, required, err) != 0)
+        return -1;
+    return one_op(c, tenant, &op, false, result_json, err);
+}
+
+/* ---- the transaction builder's typed kv ops ---------------------------------- */
+
+static int tx_add(queen_client_tx *tx, jbuf *op, queen_client_error *err)
+{
+    char *text = jbuf_take(op);
+    int rc = text != NULL ? queen_client_tx_kv(tx, text) : -1;
+    free(text);
+    return rc != 0 ? client_oom(err) : 0;
+}
+
+int queen_client_tx_kv_put(queen_client_tx *tx, const char *ns, const char *key, const char *value_json,
+                           long ttl_seconds, long long expect, bool required, queen_client_error *err)
+{
+    jbuf op = {0};
+    if (op_write(&op, "put", ns, key, value_json, ttl_seconds, expect, required, err) != 0)
+        return -1;
+    return tx_add(tx, &op, err);
+}
+
+int queen_client_tx_kv_put_if_absent(queen_client_tx *tx, const char *ns, const char *key, const char *value_json,
+                                     long ttl_seconds, bool required, queen_client_error *err)
+{
+    jbuf op = {0};
+    if (op_write(&op, "putIfAbsent", ns, key, value_json, ttl_seconds, -1, required, err) != 0)
+        return -1;
+    return tx_add(tx, &op, err);
+}
+
+int queen_client_tx_kv_delete(queen_client_tx *tx, const char *ns, const char *key, long long expect, bool required,
+                              queen_client_error *err)
+{
+    jbuf op = {0};
+    op_head(&op, "delete", ns, key);
+    if (expect >= 0)
+        jbuf_printf(&op, ",\"expect\":%lld", expect);
     if (required)
         jbuf_add(&op, ",\"required\":true");
     jbuf_add(&op, "}");
-    return one_op(c, tenant, &op, false, result_json, err);
+    return tx_add(tx, &op, err);
+}
+
+int queen_client_tx_kv_incr(queen_client_tx *tx, const char *ns, const char *key, double delta, const double *min,
+                            const double *max, long ttl_seconds, bool required, queen_client_error *err)
+{
+    jbuf op = {0};
+    if (op_incr(&op, ns, key, delta, min, max, ttl_seconds, required, err) != 0)
+        return -1;
+    return tx_add(tx, &op, err);
 }
 
 int queen_client_kv_get_many(queen_client *c, const char *tenant, const char *ns, const char *const *keys,

@@ -181,7 +181,7 @@ static int set_expiry(json_t *op, long ttl_seconds, queen_error *err)
 {
     if (ttl_seconds == QUEEN_FOREVER)
         return json_object_set_new(op, "forever", json_true());
-    if (ttl_seconds < 0) {
+    if (ttl_seconds <= 0) {
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_bad_ttl", "ttl_seconds must be > 0 or QUEEN_FOREVER");
         return -1;
     }

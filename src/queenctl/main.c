@@ -104,7 +104,8 @@ int ctl_parse(int argc, char **argv, const ctl_opt *spec, const char **pos, int 
 int ctl_fail(const char *what, const queen_client_error *e)
 {
     if (e->status == 200 && strcmp(e->code, "kv_precondition") == 0) {
-        fprintf(stderr, "queenctl: %s: precondition failed: op %d lost (%s), live version %lld, value %s\n", what,
+        /* clients/API.md's one wording of a lost precondition, then the live row. */
+        fprintf(stderr, "queenctl: %s: kv precondition failed at op %d: %s (live version %lld, value %s)\n", what,
                 e->precondition.index, e->precondition.reason, e->precondition.version,
                 e->precondition.value_omitted ? "(too large to carry)" : e->precondition.value);
         return CTL_REFUSED;
@@ -118,7 +119,10 @@ int ctl_fail(const char *what, const queen_client_error *e)
      * applied already. */
     if (e->category == QUEEN_ERR_OUTCOME_UNKNOWN)
         return CTL_OUTCOME_UNKNOWN;
-    if (e->status == 0 || e->status >= 500 || e->status == 429 || e->status == 408)
+    /* By kind: what the client refused itself (bad_argument) is a refusal, not an outage. */
+    const char *kind = queen_client_error_kind(e);
+    if (strcmp(kind, "transport") == 0 || strcmp(kind, "unavailable") == 0 || strcmp(kind, "rate_limited") == 0 ||
+        strcmp(kind, "server") == 0 || e->status == 408)
         return CTL_UNAVAILABLE;
     return CTL_REFUSED;
 }

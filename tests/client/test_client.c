@@ -513,6 +513,25 @@ static void test_builder_shapes_one_bundle(void **state)
     free(json);
     queen_client_tx_free(t2);
     queen_client_tx_free(tx);
+
+    /* The typed kv ops: the wire ops the one-op calls send; a bad expiry adds nothing. */
+    queen_client_tx *t3 = queen_client_tx_new();
+    queen_client_error err;
+    double max = 9;
+    assert_int_equal(queen_client_tx_kv_put(t3, "n", "a", "1", 60, 3, true, &err), 0);
+    assert_int_equal(queen_client_tx_kv_put_if_absent(t3, "n", "b", "true", QUEEN_FOREVER, false, &err), 0);
+    assert_int_equal(queen_client_tx_kv_delete(t3, "n", "c", -1, false, &err), 0);
+    assert_int_equal(queen_client_tx_kv_incr(t3, "n", "d", 2, NULL, &max, QUEEN_FOREVER, false, &err), 0);
+    assert_int_equal(queen_client_tx_kv_put(t3, "n", "e", "1", 0, -1, false, &err), -1);
+    assert_string_equal(err.code, "bad_argument");
+    assert_int_equal(queen_client_tx_kv_incr(t3, "n", "e", 1, NULL, NULL, -3, false, &err), -1);
+    json = queen_client_tx_json(t3);
+    assert_string_equal(json, "{\"kv\":[{\"op\":\"put\",\"ns\":\"n\",\"key\":\"a\",\"value\":1,\"ttlSeconds\":60,"
+                              "\"expect\":3,\"required\":true},{\"op\":\"putIfAbsent\",\"ns\":\"n\",\"key\":\"b\","
+                              "\"value\":true,\"forever\":true},{\"op\":\"delete\",\"ns\":\"n\",\"key\":\"c\"},"
+                              "{\"op\":\"incr\",\"ns\":\"n\",\"key\":\"d\",\"delta\":2,\"max\":9,\"forever\":true}]}");
+    free(json);
+    queen_client_tx_free(t3);
 }
 
 static int setup(void **state)
@@ -528,9 +547,110 @@ static int teardown(void **state)
     return 0;
 }
 
+/* clients/API.md, "Expiry": a write without one valid expiry never leaves
+ * the client (no broker listens at the URL: a sent call would fail
+ * unreachable, not bad_argument). */
+static void test_expiry_is_refused_before_sending(void **state)
+{
+    (void)state;
+    char *url = fmt("http://127.0.0.1:%d", broker_free_port());
+    queen_client *c = open_client(url, 3);
+    const long bad[] = {0, -1, -5, LONG_MIN + 1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        queen_client_error err;
+        char *out = NULL;
+        assert_int_equal(queen_client_kv_put(c, NULL, "ns", "k", "1", bad[i], -1, false, &out, &err), -1);
+        assert_int_equal(err.status, 0);
+        assert_string_equal(err.code, "bad_argument");
+        assert_int_equal(err.category, QUEEN_ERR_BAD_REQUEST);
+        assert_string_equal(queen_client_error_kind(&err), "bad_request");
+        assert_non_null(strstr(err.detail, "expiry: give ttl (seconds > 0) or forever"));
+        assert_int_equal(queen_client_kv_put_if_absent(c, NULL, "ns", "k", "1", bad[i], false, &out, &err), -1);
+        assert_string_equal(err.code, "bad_argument");
+        assert_int_equal(queen_client_kv_incr(c, NULL, "ns", "k", 1, NULL, NULL, bad[i], false, &out, &err), -1);
+        assert_string_equal(err.code, "bad_argument");
+        assert_null(out);
+    }
+    assert_int_equal(queen_client_retries(c), 0);
+    /* A valid one is sent, and so meets the dead URL. */
+    queen_client_error err;
+    assert_int_equal(queen_client_kv_put(c, NULL, "ns", "k", "1", QUEEN_FOREVER, -1, false, NULL, &err), -1);
+    assert_string_equal(err.code, "unreachable");
+    assert_string_equal(queen_client_error_kind(&err), "transport");
+    queen_client_close(c);
+    free(url);
+}
+
+struct seen_retry {
+    int calls, attempt, wait_ms;
+    char code[64];
+};
+
+static void note_retry(void *ctx, int attempt, const queen_client_error *err, int wait_ms)
+{
+    struct seen_retry *s = ctx;
+    s->calls++;
+    s->attempt = attempt;
+    s->wait_ms = wait_ms;
+    snprintf(s->code, sizeof s->code, "%s", err->code);
+}
+
+/* With no URL in the options the client reads QUEEN_URL, in failover order;
+ * and the retry hook sees each retry. */
+static void test_queen_url_is_read(void **state)
+{
+    (void)state;
+    char *env = fmt("http://127.0.0.1:%d, %s", broker_free_port(), b.base);
+    setenv("QUEEN_URL", env, 1);
+    queen_client_options o;
+    queen_client_options_defaults(&o);
+    queen_client_error err;
+    queen_client *c = queen_client_open(&o, &err);
+    assert_non_null(c);
+    char version[32];
+    assert_int_equal(queen_client_health(c, version, sizeof version, &err), 0);
+    assert_int_equal(queen_client_retries(c), 1); /* the dead URL first */
+    queen_client_close(c);
+    /* The retry hook: called once, before the retry, with the refusal. */
+    struct seen_retry seen = {0};
+    o.on_retry = note_retry;
+    o.on_retry_ctx = &seen;
+    c = queen_client_open(&o, &err);
+    assert_non_null(c);
+    assert_int_equal(queen_client_health(c, version, sizeof version, &err), 0);
+    assert_int_equal(seen.calls, 1);
+    assert_int_equal(seen.attempt, 1);
+    assert_string_equal(seen.code, "unreachable");
+    assert_true(seen.wait_ms >= 0);
+    queen_client_close(c);
+    o.on_retry = NULL;
+    unsetenv("QUEEN_URL");
+    assert_null(queen_client_open(&o, &err));
+    assert_non_null(strstr(err.detail, "QUEEN_URL"));
+    free(env);
+}
+
+/* One kind per status, as in every client (clients/API.md, "Errors"). */
+static void test_error_kinds(void **state)
+{
+    (void)state;
+    static const struct { int status; const char *kind; } cases[] = {
+        {400, "bad_request"}, {413, "bad_request"}, {401, "auth"}, {403, "auth"}, {404, "not_found"},
+        {409, "conflict"}, {429, "rate_limited"}, {503, "unavailable"}, {500, "server"}, {502, "server"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        queen_client_error e = {.status = cases[i].status, .category = QUEEN_ERR_BAD_REQUEST};
+        assert_string_equal(queen_client_error_kind(&e), cases[i].kind);
+    }
+    queen_client_error p = {.status = 200, .category = QUEEN_ERR_PRECONDITION};
+    assert_string_equal(queen_client_error_kind(&p), "precondition");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expiry_is_refused_before_sending),
+        cmocka_unit_test(test_error_kinds),
+        cmocka_unit_test(test_queen_url_is_read),
         cmocka_unit_test(test_jdoc_keeps_raw_numbers),
         cmocka_unit_test(test_number_equality_is_exact),
         cmocka_unit_test(test_shortest_double_text),

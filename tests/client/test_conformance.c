@@ -273,12 +273,14 @@ static bool match(const jd *p, const jd *v, const char *path, char *why, size_t 
 
 static const char *arg_str(const jd *a, const char *k) { return jd_str(a, k); }
 
+/* The scenario's expiry as the C call takes it. Neither, or both: 0, which
+ * the client refuses as it refuses any ttl that is not > 0. */
 static long arg_ttl(const jd *a)
 {
-    if (jd_true(a, "forever"))
-        return QUEEN_FOREVER;
     const jd *t = jd_get(a, "ttlSeconds");
-    return t != NULL ? (long)jd_int(a, "ttlSeconds", -1) : -1;
+    if (jd_true(a, "forever"))
+        return t != NULL ? 0 : QUEEN_FOREVER;
+    return t != NULL ? (long)jd_int(a, "ttlSeconds", 0) : 0;
 }
 
 static char *arg_raw(const jd *a, const char *k) { return jd_text(jd_get(a, k)); }
@@ -294,7 +296,8 @@ static char *error_json(const queen_client_error *e)
     jbuf_str(&b, e->reason);
     jbuf_add(&b, ",\"detail\":");
     jbuf_str(&b, e->detail);
-    jbuf_printf(&b, ",\"retryAfter\":%d", e->retry_after_s);
+    jbuf_printf(&b, ",\"retryAfter\":%d,\"kind\":", e->retry_after_s);
+    jbuf_str(&b, queen_client_error_kind(e));
     if (e->category == QUEEN_ERR_PRECONDITION) {
         jbuf_printf(&b, ",\"failedIndex\":%d,\"kvReason\":", e->precondition.index);
         jbuf_str(&b, e->precondition.reason);

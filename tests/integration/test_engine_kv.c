@@ -391,6 +391,11 @@ static void bad_input_is_refused_with_a_category(void **state)
     assert_int_equal(e.category, QUEEN_ERR_BAD_REQUEST);
     assert_int_equal(queen_kv_put(q, NULL, "ns", "k", "1", -5, -1, false, &out, &e), -1);
     assert_string_equal(e.reason, "kv_bad_ttl");
+    /* 0 is no expiry, not forever (QUEEN_FOREVER is LONG_MIN): a zero left unset stores nothing. */
+    assert_int_equal(queen_kv_put(q, NULL, "ns", "k", "1", 0, -1, false, &out, &e), -1);
+    assert_string_equal(e.reason, "kv_bad_ttl");
+    assert_int_equal(queen_kv_incr(q, NULL, "ns", "k", 1, NULL, NULL, 0, false, &out, &e), -1);
+    assert_string_equal(e.reason, "kv_bad_ttl");
     assert_int_equal(queen_kv_get(q, NULL, "Bad NS", "k", &out, &e), -1);
     assert_int_equal(e.category, QUEEN_ERR_BAD_REQUEST);
     assert_string_equal(e.reason, "kv_bad_namespace");

@@ -14,6 +14,7 @@
 #ifndef QUEEN_CLIENT_HPP
 #define QUEEN_CLIENT_HPP
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -52,13 +53,15 @@ private:
     std::string text_;
 };
 
-// Every KV write names its expiry: a ttl in seconds, or forever. none()
-// sends no expiry at all, which the broker refuses (kv_expiry_not_specified).
+// Every KV write names its expiry: a ttl in seconds (> 0), or forever. There
+// is no other way to make one, so a write without an expiry does not compile;
+// ttl(0) or below throws BadRequest (status 0, code bad_argument) before
+// anything is sent (clients/API.md, "Expiry").
 class Expiry {
 public:
-    static Expiry ttl(long seconds) { return Expiry(seconds); }
+    static Expiry ttl(long seconds);
+    static Expiry ttl(std::chrono::seconds s) { return ttl(static_cast<long>(s.count())); }
     static Expiry forever() { return Expiry(QUEEN_FOREVER); }
-    static Expiry none() { return Expiry(-1); }
     long c_value() const { return seconds_; }
 
 private:
@@ -67,7 +70,7 @@ private:
 };
 
 struct Options {
-    std::vector<std::string> urls;   // tried in order for failover; at least one
+    std::vector<std::string> urls;   // tried in order for failover; empty: QUEEN_URL (comma-separated)
     std::optional<std::string> token; // sent as Authorization: Bearer
     int max_attempts = 3;             // per call, the first included (1: never retry)
     int backoff_ms = 50;              // base of the jittered exponential backoff
@@ -87,34 +90,40 @@ public:
     int retry_after() const { return retry_after_; }      // seconds; 0: none
     int attempts() const { return attempts_; }            // HTTP attempts made
     queen_error_category category() const { return category_; }
+    // clients/API.md's error kind; each class below is one kind (an Error
+    // itself, as the retry hook gets it, carries the kind of its status).
+    virtual const char *kind() const { return kind_; }
 
 private:
+    const char *kind_;
     int status_, retry_after_, attempts_;
     std::string code_, reason_, detail_;
     queen_error_category category_;
 };
-// 400 and 413: the input was refused; nothing was written.
-struct BadRequest : Error { using Error::Error; };
+// 400, 413 and other 4xx: the input was refused; nothing was written. Also
+// what the client refuses itself before sending (status 0, code bad_argument).
+struct BadRequest : Error { using Error::Error; const char *kind() const override { return "bad_request"; } };
 // 401 / 403: the token is missing or bad, or may not make this call.
-struct AuthError : Error { using Error::Error; };
+struct AuthError : Error { using Error::Error; const char *kind() const override { return "auth"; } };
 // 404: no such queue, lease or route.
-struct NotFound : Error { using Error::Error; };
+struct NotFound : Error { using Error::Error; const char *kind() const override { return "not_found"; } };
 // 409: a transaction id seen before, a lease not held.
-struct Conflict : Error { using Error::Error; };
+struct Conflict : Error { using Error::Error; const char *kind() const override { return "conflict"; } };
 // 429: the tenant's rate or quota; Retry-After tells when.
-struct RateLimited : Error { using Error::Error; };
-// 503 and other retryable server states: try again later.
-struct Unavailable : Error { using Error::Error; };
-// Another 5xx.
-struct ServerError : Error { using Error::Error; };
+struct RateLimited : Error { using Error::Error; const char *kind() const override { return "rate_limited"; } };
+// 503: try again later.
+struct Unavailable : Error { using Error::Error; const char *kind() const override { return "unavailable"; } };
+// 500 and another 5xx: the broker failed.
+struct ServerError : Error { using Error::Error; const char *kind() const override { return "server"; } };
 // No whole HTTP answer: unreachable, timeout, transport, bad_response.
-struct TransportError : Error { using Error::Error; };
+struct TransportError : Error { using Error::Error; const char *kind() const override { return "transport"; } };
 
 // A required KV op lost (status 200, code kv_precondition): which op, why,
 // and the key's live version and value.
 class PreconditionFailed : public Error {
 public:
     explicit PreconditionFailed(const queen_client_error &e);
+    const char *kind() const override { return "precondition"; }
     int failed_index() const { return failed_index_; }
     const std::string &kv_reason() const { return kv_reason_; } // exists | absent | version | limit | type
     long long version() const { return version_; }              // 0: no live row
@@ -162,6 +171,8 @@ struct Message {
     Json data;
     int delivery_attempt = 0;
     Json raw; // the whole message object
+    // The wire ack item settling it (status: completed when nullopt), for Client::ack.
+    Json ack_item(const std::optional<std::string> &status = std::nullopt) const;
 };
 struct PopResult {
     std::vector<Message> messages;
@@ -193,7 +204,20 @@ public:
     Transaction &push(const std::string &queue, const Json &payload,
                       const std::optional<std::string> &partition = std::nullopt,
                       const std::optional<std::string> &transaction_id = std::nullopt);
+    // Settle a popped message (its ids and lease; status nullopt: completed).
+    Transaction &ack(const Message &m, const std::optional<std::string> &status = std::nullopt,
+                     const std::optional<std::string> &consumer_group = std::nullopt);
     Transaction &kv(const Json &op);
+    // The typed kv ops, as Client::kv_put and its siblings take them.
+    Transaction &kv_put(const std::string &ns, const std::string &key, const Json &value, Expiry expiry,
+                        std::optional<long long> expect = std::nullopt, bool required = false);
+    Transaction &kv_put_if_absent(const std::string &ns, const std::string &key, const Json &value, Expiry expiry,
+                                  bool required = false);
+    Transaction &kv_delete(const std::string &ns, const std::string &key, std::optional<long long> expect = std::nullopt,
+                           bool required = false);
+    Transaction &kv_incr(const std::string &ns, const std::string &key, double delta, Expiry expiry,
+                         std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt,
+                         bool required = false);
     Transaction &require_lease(const std::string &lease_id);
     std::string json() const; // the bundle's text
     queen_client_tx *c_handle() const { return tx_.get(); }
@@ -240,13 +264,17 @@ private:
 // to tx); false, or an exception, fails the message (the broker redelivers it).
 using Handler = std::function<bool(const Message &, Transaction &)>;
 
+// Called before every retry with the attempt that failed (1 for the first),
+// its error and the wait in ms (clients/API.md's retry hook).
+using RetryHook = std::function<void(int attempt, const Error &error, int wait_ms)>;
+
 class Client {
 public:
-    explicit Client(const Options &o);
+    explicit Client(const Options &o, RetryHook on_retry = nullptr);
     ~Client();
     Client(const Client &) = delete;
     Client &operator=(const Client &) = delete;
-    Client(Client &&o) noexcept : c_(o.c_) { o.c_ = nullptr; }
+    Client(Client &&o) noexcept : c_(o.c_), on_retry_(std::move(o.on_retry_)) { o.c_ = nullptr; }
     Client &operator=(Client &&o) noexcept;
 
     // Attempts beyond the first made by every call so far.
@@ -306,6 +334,7 @@ public:
 
 private:
     queen_client *c_;
+    std::unique_ptr<RetryHook> on_retry_; // where the C client's hook context points: stable across moves
 };
 
 } // namespace queen_cpp

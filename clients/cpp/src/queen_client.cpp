@@ -7,6 +7,7 @@ extern "C" {
 #include "jdoc.h"
 }
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -113,8 +114,36 @@ Json Json::raw(std::string text)
 
 // ---- errors -------------------------------------------------------------------------
 
+namespace {
+std::string error_message(const queen_client_error &e)
+{
+    // clients/API.md's one wording of a lost precondition, in every client.
+    if (e.category == QUEEN_ERR_PRECONDITION)
+        return "kv precondition failed at op " + std::to_string(e.precondition.index) + ": " + e.precondition.reason;
+    return std::string(e.code) + " (" + std::to_string(e.status) + "): " + e.detail;
+}
+
+// The client's own refusal of an argument: status 0, code bad_argument.
+[[noreturn]] void bad_argument(const std::string &detail)
+{
+    queen_client_error e{};
+    e.category = QUEEN_ERR_BAD_REQUEST;
+    std::snprintf(e.code, sizeof e.code, "bad_argument");
+    std::snprintf(e.reason, sizeof e.reason, "bad_argument");
+    std::snprintf(e.detail, sizeof e.detail, "%s", detail.c_str());
+    throw BadRequest(e);
+}
+} // namespace
+
+Expiry Expiry::ttl(long seconds)
+{
+    if (seconds <= 0)
+        bad_argument("expiry: give ttl (seconds > 0) or forever (ttl " + std::to_string(seconds) + ")");
+    return Expiry(seconds);
+}
+
 Error::Error(const queen_client_error &e)
-    : std::runtime_error(std::string(e.code) + " (" + std::to_string(e.status) + "): " + e.detail),
+    : std::runtime_error(error_message(e)), kind_(queen_client_error_kind(&e)),
       status_(e.status), retry_after_(e.retry_after_s), attempts_(e.attempts), code_(e.code), reason_(e.reason),
       detail_(e.detail), category_(e.category)
 {
@@ -132,6 +161,8 @@ void throw_error(const queen_client_error &e)
 {
     if (e.category == QUEEN_ERR_PRECONDITION)
         throw PreconditionFailed(e);
+    if (e.status == 0 && e.category == QUEEN_ERR_BAD_REQUEST)
+        throw BadRequest(e); // refused by the client before sending
     if (e.status == 0)
         throw TransportError(e);
     if (e.status == 401 || e.status == 403)
@@ -181,6 +212,62 @@ Transaction &Transaction::push(const std::string &queue, const Json &payload,
     return *this;
 }
 
+Transaction &Transaction::ack(const Message &m, const std::optional<std::string> &status,
+                              const std::optional<std::string> &consumer_group)
+{
+    return ack(m.transaction_id, m.partition_id, m.lease_id, status,
+               consumer_group ? consumer_group : m.consumer_group);
+}
+
+Transaction &Transaction::kv_put(const std::string &ns, const std::string &key, const Json &value, Expiry expiry,
+                                 std::optional<long long> expect, bool required)
+{
+    queen_client_error e;
+    if (queen_client_tx_kv_put(tx_.get(), ns.c_str(), key.c_str(), value.text().c_str(), expiry.c_value(),
+                               expect ? *expect : -1, required, &e) != 0)
+        throw_error(e);
+    return *this;
+}
+
+Transaction &Transaction::kv_put_if_absent(const std::string &ns, const std::string &key, const Json &value,
+                                           Expiry expiry, bool required)
+{
+    queen_client_error e;
+    if (queen_client_tx_kv_put_if_absent(tx_.get(), ns.c_str(), key.c_str(), value.text().c_str(), expiry.c_value(),
+                                         required, &e) != 0)
+        throw_error(e);
+    return *this;
+}
+
+Transaction &Transaction::kv_delete(const std::string &ns, const std::string &key, std::optional<long long> expect,
+                                    bool required)
+{
+    queen_client_error e;
+    if (queen_client_tx_kv_delete(tx_.get(), ns.c_str(), key.c_str(), expect ? *expect : -1, required, &e) != 0)
+        throw_error(e);
+    return *this;
+}
+
+Transaction &Transaction::kv_incr(const std::string &ns, const std::string &key, double delta, Expiry expiry,
+                                  std::optional<double> min, std::optional<double> max, bool required)
+{
+    queen_client_error e;
+    if (queen_client_tx_kv_incr(tx_.get(), ns.c_str(), key.c_str(), delta, min ? &*min : nullptr,
+                                max ? &*max : nullptr, expiry.c_value(), required, &e) != 0)
+        throw_error(e);
+    return *this;
+}
+
+Json Message::ack_item(const std::optional<std::string> &status) const
+{
+    nlohmann::json a = {{"transactionId", transaction_id}, {"partitionId", partition_id}};
+    if (!lease_id.empty())
+        a["leaseId"] = lease_id;
+    if (status)
+        a["status"] = *status;
+    return Json(a);
+}
+
 Transaction &Transaction::kv(const Json &op)
 {
     if (queen_client_tx_kv(tx_.get(), op.text().c_str()) != 0)
@@ -205,7 +292,7 @@ std::string Transaction::json() const
 
 // ---- the client ------------------------------------------------------------------------
 
-Client::Client(const Options &o)
+Client::Client(const Options &o, RetryHook on_retry)
 {
     std::vector<const char *> urls;
     for (const auto &u : o.urls)
@@ -220,6 +307,17 @@ Client::Client(const Options &o)
     co.max_backoff_ms = o.max_backoff_ms;
     co.timeout_ms = o.timeout_ms;
     co.connect_timeout_ms = o.connect_timeout_ms;
+    if (on_retry) {
+        on_retry_ = std::make_unique<RetryHook>(std::move(on_retry));
+        co.on_retry = [](void *ctx, int attempt, const queen_client_error *err, int wait_ms) {
+            try {
+                (*static_cast<RetryHook *>(ctx))(attempt, Error(*err), wait_ms);
+            } catch (...) {
+                // an exception may not cross the C client; a hook's failure changes nothing
+            }
+        };
+        co.on_retry_ctx = on_retry_.get();
+    }
     queen_client_error e;
     c_ = queen_client_open(&co, &e);
     if (c_ == nullptr)
@@ -239,6 +337,7 @@ Client &Client::operator=(Client &&o) noexcept
             queen_client_close(c_);
         c_ = o.c_;
         o.c_ = nullptr;
+        on_retry_ = std::move(o.on_retry_);
     }
     return *this;
 }

@@ -16,6 +16,7 @@ extern "C" {
 #include <cstring>
 #include <ctime>
 #include <thread>
+#include <type_traits>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -40,10 +41,13 @@ Client client_for(const std::string &url, std::optional<std::string> token = std
 std::string ns() { return "cpp-" + queen_test::unique_token(); }
 
 const char SECRET[] = "cpp-client-secret-41c9";
+// The tokens' own tenant, granted kv by the test that uses it (so the suite passes run alone).
+const char TOKEN_TENANT[] = "5b1e2c0a-3f4d-4e8a-9c61-7d2f0e9b4a17";
 
 std::string mint(const std::string &secret, const std::string &role)
 {
-    std::string payload = "{\"sub\":\"cpp-test\",\"role\":\"" + role + "\",\"exp\":" +
+    std::string payload = "{\"sub\":\"cpp-test\",\"role\":\"" + role + "\",\"tenant\":\"" + TOKEN_TENANT +
+                          "\",\"exp\":" +
                           std::to_string(static_cast<long long>(std::time(nullptr)) + 600) + "}";
     char *t = mint_jwt("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", payload.c_str(), secret.data(), secret.size(), nullptr);
     std::string s(t);
@@ -111,15 +115,80 @@ TEST(client, precondition_is_its_own_exception)
     EXPECT_EQ(lost.reason, std::optional<std::string>("exists"));
 }
 
+// clients/API.md, "Expiry": no expiry does not compile (Expiry has no unset
+// value); a ttl of 0 or below is refused before anything is sent.
+TEST(client, bad_ttl_never_leaves_the_client)
+{
+    for (long bad : {0L, -1L, -5L}) {
+        try {
+            (void)Expiry::ttl(bad);
+            FAIL() << "ttl " << bad << " was accepted";
+        } catch (const BadRequest &e) {
+            EXPECT_EQ(e.status(), 0);
+            EXPECT_EQ(e.code(), "bad_argument");
+            EXPECT_EQ(std::string(e.kind()), "bad_request");
+            EXPECT_NE(std::string(e.what()).find("expiry: give ttl (seconds > 0) or forever"), std::string::npos);
+        }
+    }
+    EXPECT_EQ(Expiry::ttl(std::chrono::minutes(2)).c_value(), 120);
+    static_assert(!std::is_default_constructible_v<Expiry>, "an Expiry is always ttl or forever");
+}
+
+TEST(client, transaction_takes_messages_and_typed_kv_ops)
+{
+    Client c = client_for(Harness::get().main_url());
+    std::string n = ns(), q = "q-" + queen_test::unique_token();
+    c.push(nlohmann::json::array({{{"queue", q}, {"payload", 1}, {"transactionId", "t1"}}}));
+    auto popped = c.pop(q, PopOptions{std::nullopt, std::nullopt, 1, 0, false, true, 5000});
+    ASSERT_TRUE(popped.has_value());
+    ASSERT_EQ(popped->messages.size(), 1u);
+    const Message &m = popped->messages[0];
+    EXPECT_NE(m.ack_item().text().find("\"leaseId\""), std::string::npos);
+    Transaction tx;
+    tx.ack(m).kv_put(n, "a", Json::raw("1"), Expiry::forever()).kv_put_if_absent(n, "b", Json::raw("2"), Expiry::ttl(60))
+        .kv_incr(n, "c", 3, Expiry::forever(), std::nullopt, 10.0).kv_delete(n, "d");
+    auto r = c.commit(tx);
+    EXPECT_TRUE(r.success) << r.raw.text();
+    EXPECT_EQ(c.kv_get(n, "c").value->text(), "3");
+    EXPECT_EQ(c.kv_get(n, "b").value->text(), "2");
+    EXPECT_THROW(tx.kv_incr(n, "c", 1, Expiry::ttl(0)), BadRequest);
+    try {
+        c.commit(Transaction().kv_put_if_absent(n, "a", Json::raw("9"), Expiry::forever(), true));
+    } catch (const PreconditionFailed &e) {
+        ADD_FAILURE() << "a transaction's lost kv op is a result, not an exception: " << e.what();
+    }
+    try {
+        c.kv_put_if_absent(n, "a", Json::raw("9"), Expiry::forever(), true);
+        FAIL() << "a lost required put did not throw";
+    } catch (const PreconditionFailed &e) {
+        EXPECT_STREQ(e.what(), "kv precondition failed at op 0: exists");
+        EXPECT_EQ(std::string(e.kind()), "precondition");
+    }
+}
+
+TEST(client, queen_url_and_the_retry_hook)
+{
+    std::string env = Harness::get().dead_url() + ", " + Harness::get().main_url();
+    setenv("QUEEN_URL", env.c_str(), 1);
+    std::vector<std::string> seen;
+    Client c(Options{}, [&seen](int attempt, const Error &e, int wait_ms) {
+        seen.push_back(std::to_string(attempt) + " " + e.code() + " " + e.kind() + (wait_ms >= 0 ? "" : " negative"));
+    });
+    unsetenv("QUEEN_URL");
+    c.health();
+    EXPECT_EQ(seen, std::vector<std::string>{"1 unreachable transport"});
+    EXPECT_THROW(Client{Options{}}, BadRequest);
+}
+
 TEST(client, refusals_map_to_classes)
 {
     Client c = client_for(Harness::get().main_url());
     try {
-        c.kv_put(ns(), "k", Json::raw("1"), Expiry::none());
-        FAIL() << "no expiry was accepted";
+        c.kv_put("Bad NS", "k", Json::raw("1"), Expiry::forever());
+        FAIL() << "a bad namespace was accepted";
     } catch (const BadRequest &e) {
         EXPECT_EQ(e.status(), 400);
-        EXPECT_EQ(e.reason(), "kv_expiry_not_specified");
+        EXPECT_EQ(std::string(e.kind()), "bad_request");
         EXPECT_EQ(e.attempts(), 1);
     }
     EXPECT_THROW(c.ack(Json::raw("[{\"transactionId\":\"t\",\"partitionId\":\"nope\",\"leaseId\":\"x\"}]")), BadRequest);
@@ -172,6 +241,8 @@ TEST(client, bearer_token_on_an_authenticated_broker)
 {
     std::string secret_env = std::string("QUEEN_JWT_SECRET=") + SECRET;
     auto b = Harness::get().start({"QUEEN_AUTH=jwt", secret_env, "QUEEN_JWT_DEFAULT_TENANT=1"});
+    Harness::get().sql(std::string("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('") + TOKEN_TENANT +
+                       "', true) ON CONFLICT (tenant_id) DO UPDATE SET enabled = true");
     std::string url = b["url"].get<std::string>();
     std::string n = ns();
     Client authed = client_for(url, mint(SECRET, "admin"));

@@ -1,16 +1,24 @@
 // Each call shaped once: method, path, body, whether a repeat is safe, and how to read its 2xx answer.
 // client.js sends them. The retry rules are the conformance README's: a refused connection sent nothing
 // and is retried for every call; a 429, a 503, a timeout or a broken connection only where `safe`.
-import { PreconditionFailed, QueenBadResponse } from './errors.js';
+import { BadArgument, PreconditionFailed, QueenBadResponse } from './errors.js';
 
 /**
  * @typedef {{method: string, path: string, body?: any, hasBody: boolean, safe: boolean,
- *   tenant?: string, extraMs: number, finish: (status: number, body: any) => any}} Call
+ *   tenant?: string, extraMs: number, signal?: AbortSignal, finish: (status: number, body: any) => any}} Call
  */
 
 /** @returns {Call} */
 function call(method, path, finish, { body, hasBody = body !== undefined, safe = false, tenant, extraMs = 0 } = {}) {
   return { method, path, finish, body, hasBody, safe, tenant, extraMs };
+}
+
+/** A push item as the wire has it: `data` (the reference client's name) is taken for `payload`. */
+export function pushItem(it) {
+  if (it === null || typeof it !== 'object' || !('data' in it)) return it;
+  if ('payload' in it) throw new BadArgument('a push item has payload or data, not both');
+  const { data, ...rest } = it;
+  return { ...rest, payload: data };
 }
 
 const bad = (what, got) => new QueenBadResponse(200, 'bad_response', 'bad_response', `${what} answered ${got === null ? 'null' : typeof got}`);
@@ -37,10 +45,19 @@ const plain = (status, body) => body;
 export const pct = (s) => encodeURIComponent(String(s)).replace(/[!'()*]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
 const keyPath = (ns, key) => `/api/v1/kv/${pct(ns)}/${pct(key)}`;
 
-/** The client invents no expiry: with neither ttlSeconds nor forever the broker refuses the write. */
+const EXPIRY_RULE = 'expiry: give ttl (seconds > 0) or forever';
+
+/** Exactly one expiry, checked before anything is sent (clients/API.md, "Expiry"): neither, both, or a
+ * ttlSeconds that is not a whole number > 0 would store a key for a time nobody chose. */
 function expiry(op, o = {}) {
-  if (o.forever) op.forever = true;
-  else if (o.ttlSeconds !== undefined && o.ttlSeconds !== null) op.ttlSeconds = o.ttlSeconds;
+  const ttl = o.ttlSeconds;
+  const hasTtl = ttl !== undefined && ttl !== null;
+  if (o.forever === true && !hasTtl) { op.forever = true; return op; }
+  if (o.forever || !hasTtl) throw new BadArgument(EXPIRY_RULE + (o.forever ? ' (not both)' : ''));
+  if (!(typeof ttl === 'bigint' || Number.isInteger(ttl)) || ttl <= 0) {
+    throw new BadArgument(`${EXPIRY_RULE} (ttlSeconds ${String(ttl)})`);
+  }
+  op.ttlSeconds = ttl;
   return op;
 }
 
@@ -117,6 +134,7 @@ export const kvNamespaces = (tenant) =>
   call('GET', '/api/v1/resources/kv/namespaces', (s, b) => object(b, 'namespaces').namespaces ?? [], { safe: true, tenant });
 
 export function push(items, tenant) {
+  items = items.map(pushItem);
   // A repeat is answered "duplicate" only when every item names itself.
   const safe = items.length > 0 && items.every((i) => i && typeof i.transactionId === 'string' && i.transactionId !== '');
   return call('POST', '/api/v1/push', (s, b) => array(b, 'push'), { body: { items }, safe, tenant });
@@ -169,8 +187,8 @@ export function ack(acks, o = {}) {
   return call('POST', '/api/v1/ack/batch', (s, b) => array(b, 'ack'), { body, safe: true, tenant: o.tenant });
 }
 
-export const renew = (leaseId, seconds, tenant) =>
-  call('POST', `/api/v1/lease/${pct(leaseId)}/extend`, (s, b) => object(b, 'renew'), { body: { seconds }, safe: true, tenant });
+export const leaseExtend = (leaseId, seconds, tenant) =>
+  call('POST', `/api/v1/lease/${pct(leaseId)}/extend`, (s, b) => object(b, 'leaseExtend'), { body: { seconds }, safe: true, tenant });
 
 export function configure(queue, options, o = {}) {
   const body = { queue };
@@ -183,7 +201,7 @@ export function configure(queue, options, o = {}) {
 export const queues = (tenant) =>
   call('GET', '/api/v1/resources/queues', (s, b) => object(b, 'queues').queues ?? [], { safe: true, tenant });
 
-export const deleteQueue = (queue, tenant) =>
+export const queueDelete = (queue, tenant) =>
   call('DELETE', `/api/v1/resources/queues/${pct(queue)}`, plain, { safe: true, tenant });
 
 // A bundle naming a message (an ack, or an item with a transactionId) rolls back whole when repeated
@@ -224,7 +242,8 @@ export class TxBuilder {
       this._openPush = true;
     }
     const target = this._ops[this._ops.length - 1].items;
-    for (const it of items) {
+    for (const raw of items) {
+      const it = pushItem(raw);
       const item = { queue };
       const p = it.partition ?? partition;
       if (p !== undefined && p !== null) item.partition = p;

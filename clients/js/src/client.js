@@ -1,6 +1,6 @@
 // The client: options, the retrying loop with failover, the calls, the consume loop.
 import * as calls from './calls.js';
-import { QueenBadResponse, QueenError, QueenRefused, QueenUnavailable } from './errors.js';
+import { QueenBadResponse, QueenError, QueenRefused, TransportError, errorClass } from './errors.js';
 import { parse, stringify } from './json.js';
 import { AttemptFailed, fetchTransport, isNode, nodeTransport } from './transport.js';
 
@@ -20,7 +20,7 @@ function parseRetryAfter(v) {
 function answerError(status, text, retryAfter, attempts) {
   let env = null;
   try { env = text ? parse(text) : null; } catch { env = null; }
-  const Cls = status === 429 || status === 503 ? QueenUnavailable : QueenRefused;
+  const Cls = errorClass(status);
   if (env && typeof env === 'object' && typeof env.code === 'string') {
     return new Cls(status, env.code, String(env.reason ?? env.code), String(env.detail ?? env.error ?? ''), retryAfter, attempts);
   }
@@ -29,13 +29,18 @@ function answerError(status, text, retryAfter, attempts) {
 
 export class Queen {
   /**
-   * @param {{urls: string|string[], token?: string, maxAttempts?: number, backoffMs?: number,
-   *   maxBackoffMs?: number, timeoutMs?: number, connectTimeoutMs?: number, transport?: 'node'|'fetch'}} options
+   * @param {{urls?: string|string[], token?: string, maxAttempts?: number, backoffMs?: number,
+   *   maxBackoffMs?: number, timeoutMs?: number, connectTimeoutMs?: number, transport?: 'node'|'fetch',
+   *   onRetry?: (attempt: number, error: QueenError, waitMs: number) => void}} [options]
    */
   constructor(options) {
     const o = typeof options === 'string' || Array.isArray(options) ? { urls: options } : options ?? {};
-    const urls = typeof o.urls === 'string' ? [o.urls] : [...(o.urls ?? [])];
-    if (urls.length === 0) throw new TypeError('at least one broker URL is needed');
+    // clients/API.md: with no URL given every client reads QUEEN_URL (a comma-separated list).
+    const env = globalThis.process?.env?.QUEEN_URL ?? '';
+    const given = o.urls ?? env.split(',').map((u) => u.trim()).filter((u) => u !== '');
+    const urls = typeof given === 'string' ? [given] : [...given];
+    if (urls.length === 0) throw new TypeError('at least one broker URL is needed (urls, or QUEEN_URL)');
+    this._onRetry = o.onRetry;
     this._urls = urls.map((u) => u.replace(/\/+$/, ''));
     this._token = o.token || undefined;
     this._maxAttempts = Math.max(1, o.maxAttempts ?? 3);
@@ -61,8 +66,8 @@ export class Queen {
     return Math.min(w, this._maxBackoffMs);
   }
 
-  /** Send one call with the retry rules and failover; its result, or a typed error. */
-  async _run(call) {
+  /** Send one call with the retry rules and failover; its result, or a typed error. `signal` aborts it. */
+  async _run(call, { signal } = {}) {
     const transport = await this._transport;
     const n = this._urls.length;
     let i = this._current % n;
@@ -76,7 +81,7 @@ export class Queen {
       let err, retry, nextUrl = true;
       try {
         const a = await transport.send({ method: call.method, url: this._urls[i] + call.path, headers, body,
-          timeoutMs: this._timeoutMs + call.extraMs, connectTimeoutMs: this._connectTimeoutMs });
+          timeoutMs: this._timeoutMs + call.extraMs, connectTimeoutMs: this._connectTimeoutMs, signal });
         this._current = i;
         if (a.status >= 200 && a.status < 300) {
           let parsed;
@@ -93,39 +98,49 @@ export class Queen {
         nextUrl = a.status !== 429; // a rate limit is the tenant's on every broker
       } catch (e) {
         if (!(e instanceof AttemptFailed)) throw e;
-        err = new QueenUnavailable(0, e.code, e.code, e.detail, 0, attempt);
-        retry = e.code === 'unreachable' || call.safe; // nothing was sent without a connection
+        err = new TransportError(0, e.code, e.code, e.detail, 0, attempt);
+        if (e.code === 'aborted') err.cause = signal?.reason;
+        retry = e.code === 'unreachable' || (call.safe && e.code !== 'aborted'); // nothing was sent without a connection
       }
-      if (!retry || attempt >= this._maxAttempts) throw err;
+      if (!retry || attempt >= this._maxAttempts || signal?.aborted) throw err;
       const w = this._wait(attempt, err.retryAfter);
       if (nextUrl) i = (i + 1) % n;
-      await sleep(w);
+      this._onRetry?.(attempt, err, w);
+      await sleep(w, signal);
+      if (signal?.aborted) {
+        throw Object.assign(new TransportError(0, 'aborted', 'aborted', "aborted by the call's signal", 0, attempt),
+          { cause: signal.reason });
+      }
     }
   }
 
-  /** GET /health. */
-  health() { return this._run(calls.health()); }
+  /** GET /health. Every call's options take `signal` (an AbortSignal): aborting it ends the call. */
+  health(o = {}) { return this._run(calls.health(), o); }
 
-  /** Push wire items ({queue, payload, partition?, transactionId?}); one result each. */
-  push(items, { tenant } = {}) { return this._run(calls.push([...items], tenant)); }
+  /** Push wire items ({queue, payload (or data), partition?, transactionId?}); one result each. */
+  async push(items, o = {}) { return this._run(calls.push([...items], o.tenant), o); }
 
   /** Lease messages; null when none. With wait, a long poll of up to timeoutMs (default 30000). */
-  pop(queue, options = {}) { return this._run(calls.pop(queue, options)); }
+  pop(queue, options = {}) { return this._run(calls.pop(queue, options), options); }
 
-  /** Settle messages (popped messages or wire acks); status 'failed' releases them for redelivery. */
-  ack(acks, { status, error, group, tenant } = {}) {
-    const list = Array.isArray(acks) ? acks : [acks];
-    return this._run(calls.ack(list.map((m) => calls.ackItem(m, status, error)), { group, tenant }));
+  /** Settle messages (popped messages or wire acks); status 'failed' releases them for redelivery. One
+   * message gives one result; an array gives an array. */
+  async ack(acks, o = {}) {
+    const one = !Array.isArray(acks);
+    const list = one ? [acks] : acks;
+    const results = await this._run(calls.ack(list.map((m) => calls.ackItem(m, o.status, o.error)),
+      { group: o.group, tenant: o.tenant }), o);
+    return one ? results[0] : results;
   }
 
   /** Extend a lease (its id, or a message's) to seconds from now. */
-  renew(lease, seconds, { tenant } = {}) {
-    return this._run(calls.renew(typeof lease === 'string' ? lease : lease.leaseId, seconds, tenant));
+  leaseExtend(lease, seconds, o = {}) {
+    return this._run(calls.leaseExtend(typeof lease === 'string' ? lease : lease.leaseId, seconds, o.tenant), o);
   }
 
-  configure(queue, options, extra = {}) { return this._run(calls.configure(queue, options, extra)); }
-  queues({ tenant } = {}) { return this._run(calls.queues(tenant)); }
-  deleteQueue(queue, { tenant } = {}) { return this._run(calls.deleteQueue(queue, tenant)); }
+  configure(queue, options, extra = {}) { return this._run(calls.configure(queue, options, extra), extra); }
+  queues(o = {}) { return this._run(calls.queues(o.tenant), o); }
+  queueDelete(queue, o = {}) { return this._run(calls.queueDelete(queue, o.tenant), o); }
 
   /** A handle on one queue (and optionally one partition). */
   queue(name, { partition, tenant } = {}) { return new QueueHandle(this, name, partition, tenant); }
@@ -158,7 +173,7 @@ export class Queen {
       const tx = new Tx(this, o.tenant).ack(m, { group: o.group });
       const period = Math.max(100, (leaseSeconds * 1000) / 3);
       const renewing = setInterval(() => {
-        this.renew(m.leaseId, leaseSeconds, { tenant: o.tenant }).catch(() => {}); // a lost lease shows at commit
+        this.leaseExtend(m.leaseId, leaseSeconds, { tenant: o.tenant }).catch(() => {}); // a lost lease shows at commit
       }, period);
       let ok, why = 'handler returned false';
       try {
@@ -211,40 +226,42 @@ export class Queen {
 export class Tx extends calls.TxBuilder {
   constructor(client, tenant) { super(tenant); this._client = client; }
   /** Send it. success false (rolled back) is a result; a refusal rejects. */
-  commit() { return this._client._run(this.call()); }
+  commit(o = {}) { return this._client._run(this.call(), o); }
 }
 
 /** KV ops applied in one transaction: q.kv.batch().put(...).incr(...).apply(). */
 export class Batch extends calls.BatchBuilder {
   constructor(client, tenant) { super(tenant); this._client = client; }
-  apply() { return this._client._run(this.call()); }
+  apply(o = {}) { return this._client._run(this.call(), o); }
 }
 
-/** The KV calls. Every write needs ttlSeconds or forever: true; the broker refuses a write with neither. */
+/** The KV calls. Every write needs exactly one of ttlSeconds (> 0) and forever: true, else it throws
+ * BadArgument before anything is sent. */
 export class Kv {
   constructor(c) { this._c = c; }
-  get(ns, key, { tenant } = {}) { return this._c._run(calls.kvGet(ns, key, tenant)); }
-  getMany(ns, keys, { tenant } = {}) { return this._c._run(calls.oneOp(calls.ops.getMany(ns, keys), tenant)); }
-  /** One page: {rows, truncated, nextAfter}. */
-  getPrefixPage(ns, prefix, o = {}) { return this._c._run(calls.oneOp(calls.ops.getPrefix(ns, prefix, o), o.tenant)); }
+  get(ns, key, o = {}) { return this._c._run(calls.kvGet(ns, key, o.tenant), o); }
+  getMany(ns, keys, o = {}) { return this._c._run(calls.oneOp(calls.ops.getMany(ns, keys), o.tenant), o); }
+  /** One page: {rows, truncated, nextAfter} (scan reads every page). */
+  getPrefix(ns, prefix, o = {}) { return this._c._run(calls.oneOp(calls.ops.getPrefix(ns, prefix, o), o.tenant), o); }
   /** Every row under prefix, page after page (pageSize rows each) until a page is not truncated. */
-  async *getPrefix(ns, prefix, { pageSize, keysOnly, tenant } = {}) {
+  async *scan(ns, prefix, { pageSize, keysOnly, tenant, signal } = {}) {
     let after;
     for (;;) {
-      const page = await this.getPrefixPage(ns, prefix, { after, limit: pageSize, keysOnly, tenant });
+      const page = await this.getPrefix(ns, prefix, { after, limit: pageSize, keysOnly, tenant, signal });
       yield* page.rows ?? [];
       if (!page.truncated || page.nextAfter === undefined || page.nextAfter === null) return;
       after = page.nextAfter;
     }
   }
-  put(ns, key, value, o = {}) { return this._c._run(calls.kvPut(ns, key, value, o)); }
-  putIfAbsent(ns, key, value, o = {}) { return this._c._run(calls.oneOp(calls.ops.putIfAbsent(ns, key, value, o), o.tenant)); }
-  delete(ns, key, o = {}) { return this._c._run(calls.kvDelete(ns, key, o)); }
-  incr(ns, key, delta = 1, o = {}) { return this._c._run(calls.oneOp(calls.ops.incr(ns, key, delta, o), o.tenant)); }
+  // async: a refused expiry rejects the promise, as a broker's refusal would.
+  async put(ns, key, value, o = {}) { return this._c._run(calls.kvPut(ns, key, value, o), o); }
+  async putIfAbsent(ns, key, value, o = {}) { return this._c._run(calls.oneOp(calls.ops.putIfAbsent(ns, key, value, o), o.tenant), o); }
+  delete(ns, key, o = {}) { return this._c._run(calls.kvDelete(ns, key, o), o); }
+  async incr(ns, key, delta = 1, o = {}) { return this._c._run(calls.oneOp(calls.ops.incr(ns, key, delta, o), o.tenant), o); }
   /** Wire ops in one transaction; one result element each. */
-  apply(ops, { tenant } = {}) { return this._c._run(calls.kvApply([...ops], tenant)); }
+  apply(ops, o = {}) { return this._c._run(calls.kvApply([...ops], o.tenant), o); }
   batch({ tenant } = {}) { return new Batch(this._c, tenant); }
-  namespaces({ tenant } = {}) { return this._c._run(calls.kvNamespaces(tenant)); }
+  namespaces(o = {}) { return this._c._run(calls.kvNamespaces(o.tenant), o); }
 }
 
 /** One queue: q.queue('orders').push([{payload, transactionId}]). */
@@ -260,7 +277,7 @@ export class QueueHandle {
   }
   pop(o = {}) { return this._c.pop(this.name, { partition: this.partition, tenant: this._tenant, ...o }); }
   configure(options, extra = {}) { return this._c.configure(this.name, options, { tenant: this._tenant, ...extra }); }
-  delete() { return this._c.deleteQueue(this.name, { tenant: this._tenant }); }
+  delete() { return this._c.queueDelete(this.name, { tenant: this._tenant }); }
   consume(handler, o = {}) { return this._c.consume(this.name, handler, { partition: this.partition, tenant: this._tenant, ...o }); }
 }
 

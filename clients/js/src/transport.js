@@ -3,7 +3,7 @@
 // browser: fetch, where the two cannot be told apart, so every network failure counts as after-send
 // (only safe calls are repeated).
 
-/** A failed attempt with no whole answer: code unreachable, timeout or transport. */
+/** A failed attempt with no whole answer: code unreachable, timeout, transport, or aborted (the call's signal). */
 export class AttemptFailed extends Error {
   constructor(code, detail) { super(detail); this.code = code; this.detail = detail; }
 }
@@ -13,7 +13,7 @@ const NO_CONNECTION = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTU
 
 /**
  * @typedef {{method: string, url: string, headers: Record<string,string>, body?: string,
- *   timeoutMs: number, connectTimeoutMs: number}} Attempt
+ *   timeoutMs: number, connectTimeoutMs: number, signal?: AbortSignal}} Attempt
  * @typedef {{status: number, retryAfter: string|null, body: string}} Answer
  */
 
@@ -34,10 +34,23 @@ export async function nodeTransport() {
     const mod = mods[u.protocol];
     if (!mod) { reject(new AttemptFailed('unreachable', `${a.url}: not http or https`)); return; }
     let connected = false, answered = false, settled = false;
-    const finish = (fn, v) => { if (!settled) { settled = true; clearTimeout(whole); clearTimeout(connecting); fn(v); } };
+    const finish = (fn, v) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(whole);
+      clearTimeout(connecting);
+      a.signal?.removeEventListener('abort', aborted);
+      fn(v);
+    };
     const headers = { ...a.headers };
     if (a.body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(a.body));
     const req = mod.request(u, { method: a.method, headers, agent: fresh ? false : agents[u.protocol] });
+    function aborted() {
+      req.destroy();
+      finish(reject, new AttemptFailed('aborted', `${a.url}: aborted by the call's signal`));
+    }
+    if (a.signal?.aborted) { aborted(); return; }
+    a.signal?.addEventListener('abort', aborted, { once: true });
     const whole = setTimeout(() => {
       req.destroy();
       finish(reject, connected
@@ -96,16 +109,21 @@ export async function fetchTransport() {
     async send(a) {
       const ctl = new AbortController();
       const timer = setTimeout(() => ctl.abort(), a.timeoutMs);
+      const aborted = () => ctl.abort();
+      a.signal?.addEventListener('abort', aborted, { once: true });
+      if (a.signal?.aborted) ctl.abort();
       try {
         const res = await fetch(a.url, { method: a.method, headers: a.headers, body: a.body, signal: ctl.signal });
         const body = await res.text();
         return { status: res.status, retryAfter: res.headers.get('retry-after'), body };
       } catch (e) {
+        if (a.signal?.aborted) throw new AttemptFailed('aborted', `${a.url}: aborted by the call's signal`);
         if (ctl.signal.aborted) throw new AttemptFailed('timeout', `${a.url}: no whole answer within ${a.timeoutMs} ms`);
         const code = e?.cause?.code;
         throw new AttemptFailed(NO_CONNECTION.has(code) ? 'unreachable' : 'transport', `${a.url}: ${code || e.message}`);
       } finally {
         clearTimeout(timer);
+        a.signal?.removeEventListener('abort', aborted);
       }
     },
     close() {},

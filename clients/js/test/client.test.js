@@ -10,8 +10,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
-import { Queen, QueenRefused, QueenUnavailable, PreconditionFailed, JsonNumber, parse, stringify } from '../src/index.js';
-import { Broker, deadUrl, mintHs256, waitUntil } from './harness.js';
+import http from 'node:http';
+import { Queen, QueenRefused, QueenUnavailable, PreconditionFailed, JsonNumber, parse, stringify, BadArgument, BadRequest,
+  AuthError, NotFound, Conflict, RateLimited, Unavailable, ServerError, TransportError } from '../src/index.js';
+import { Broker, deadUrl, mintHs256, psql, waitUntil } from './harness.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const unique = (p) => `${p}-${Math.random().toString(36).slice(2, 12)}`;
@@ -83,19 +85,115 @@ describe('errors', () => {
   test('a refusal and a verdict are typed', async () => {
     const q = new Queen(broker.base);
     const ns = unique('js');
-    await assert.rejects(q.kv.put(ns, 'k', 1), (e) => e instanceof QueenRefused && e.status === 400 && e.reason === 'kv_expiry_not_specified');
     await q.kv.put(ns, 'k', 'live', { forever: true });
     await assert.rejects(q.kv.putIfAbsent(ns, 'k', 2, { forever: true, required: true }),
-      (e) => e instanceof PreconditionFailed && e.status === 200 && e.kvReason === 'exists' && e.value === 'live');
+      (e) => e instanceof PreconditionFailed && e.status === 200 && e.kvReason === 'exists' && e.value === 'live' &&
+        e.kind === 'precondition' && e.message === 'kv precondition failed at op 0: exists');
     assert.equal((await q.kv.putIfAbsent(ns, 'k', 2, { forever: true })).applied, false);
     await q.close();
+  });
+});
+
+/** An HTTP listener answering every request with one status and the error envelope. */
+async function answering(status) {
+  const srv = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(status, { 'Content-Type': 'application/json' });
+      res.end('{"error":"x","code":"x","reason":"x","detail":"d"}');
+    });
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${srv.address().port}`, close: () => new Promise((r) => srv.close(r)) };
+}
+
+describe('vocabulary (clients/API.md)', () => {
+  test('a write without one valid expiry never leaves the client', async () => {
+    const q = new Queen({ urls: await deadUrl(), maxAttempts: 3, backoffMs: 1 }); // a sent call would fail unreachable
+    for (const o of [{}, { ttlSeconds: 0 }, { ttlSeconds: -5 }, { ttlSeconds: 1.5 }, { ttlSeconds: 60, forever: true },
+      { forever: false }, { ttlSeconds: '60' }]) {
+      for (const write of [() => q.kv.put('ns', 'k', 1, o), () => q.kv.putIfAbsent('ns', 'k', 1, o), () => q.kv.incr('ns', 'k', 1, o)]) {
+        await assert.rejects(write(), (e) => e instanceof BadArgument && e instanceof BadRequest && e.status === 0 &&
+          e.code === 'bad_argument' && e.kind === 'bad_request' && e.message.includes('expiry: give ttl (seconds > 0) or forever'),
+          JSON.stringify(o));
+      }
+      assert.throws(() => q.tx().kvPut('ns', 'k', 1, o), BadArgument);
+      assert.throws(() => q.kv.batch().incr('ns', 'k', 1, o), BadArgument);
+    }
+    assert.equal(q.retries, 0);
+    await assert.rejects(q.kv.put('ns', 'k', 1, { ttlSeconds: 60 }), (e) => e instanceof TransportError && e.code === 'unreachable');
+    await q.close();
+  });
+
+  test('each status has its kind and class', async () => {
+    const cases = [[400, BadRequest, 'bad_request'], [413, BadRequest, 'bad_request'], [401, AuthError, 'auth'],
+      [403, AuthError, 'auth'], [404, NotFound, 'not_found'], [409, Conflict, 'conflict'], [429, RateLimited, 'rate_limited'],
+      [503, Unavailable, 'unavailable'], [500, ServerError, 'server'], [502, ServerError, 'server']];
+    for (const [status, Cls, kind] of cases) {
+      const peer = await answering(status);
+      const q = new Queen({ urls: peer.url, maxAttempts: 1 });
+      await assert.rejects(q.kv.get('ns', 'k'), (e) => e instanceof Cls && e.kind === kind && e.toJSON().kind === kind &&
+        // a 500 is the broker's failure, not a refusal of the input
+        (e instanceof QueenRefused) === (status >= 400 && status < 500 && status !== 429), String(status));
+      await q.close();
+      await peer.close();
+    }
+  });
+
+  for (const transport of ['node', 'fetch']) {
+    test(`a signal cancels a waiting pop (${transport})`, async () => {
+      const q = new Queen({ urls: broker.base, transport });
+      const ctl = new AbortController();
+      const t0 = Date.now();
+      setTimeout(() => ctl.abort(), 200);
+      await assert.rejects(q.pop(unique('q'), { wait: true, timeoutMs: 20000, signal: ctl.signal }),
+        (e) => e instanceof TransportError && e.code === 'aborted' && e.attempts === 1);
+      assert.ok(Date.now() - t0 < 10000, 'the pop waited out its long poll');
+      await q.close();
+    });
+  }
+
+  test('one message acks to one result; data is taken for payload', async () => {
+    const q = new Queen(broker.base);
+    const queue = unique('q');
+    await q.push([{ queue, data: { n: 1 }, transactionId: 'a' }]);
+    await q.queue(queue).push([{ data: 2, transactionId: 'b' }, { payload: 3, transactionId: 'c' }]);
+    await assert.rejects(q.push([{ queue, data: 1, payload: 1 }]), BadArgument);
+    const popped = await q.pop(queue, { batch: 3, wait: true, timeoutMs: 5000 });
+    assert.deepEqual(popped.messages.map((m) => m.data), [{ n: 1 }, 2, 3]);
+    const one = await q.ack(popped.messages[0]);
+    assert.equal(Array.isArray(one), false);
+    assert.equal(one.success, true);
+    assert.equal((await q.ack(popped.messages.slice(1))).length, 2);
+    await q.close();
+  });
+
+  test('QUEEN_URL is read when no URL is given, and every retry is hooked', async () => {
+    const old = process.env.QUEEN_URL;
+    process.env.QUEEN_URL = `${await deadUrl()}, ${broker.base}`;
+    try {
+      const seen = [];
+      const q = new Queen({ onRetry: (n, e, w) => seen.push([n, e.code, w >= 0]) });
+      await q.health();
+      assert.deepEqual(seen, [[1, 'unreachable', true]]);
+      await q.close();
+      delete process.env.QUEEN_URL;
+      assert.throws(() => new Queen(), TypeError);
+    } finally {
+      if (old !== undefined) process.env.QUEEN_URL = old;
+    }
   });
 });
 
 describe('auth', () => {
   const secret = 'a-test-secret-of-enough-length-for-hs256-0123456789';
   let b;
-  before(async () => { b = await Broker.start({ QUEEN_AUTH: 'jwt', QUEEN_JWT_SECRET: secret, QUEEN_JWT_DEFAULT_TENANT: '1' }); });
+  // With tokens tenancy is on: the tokens name a tenant of their own, granted kv here (so the suite runs alone).
+  const tenant = '7c2d9e4f-1b3a-4d5c-8e6f-0a1b2c3d4e5f';
+  before(async () => {
+    b = await Broker.start({ QUEEN_AUTH: 'jwt', QUEEN_JWT_SECRET: secret, QUEEN_JWT_DEFAULT_TENANT: '1' });
+    await psql(`INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('${tenant}', true) ON CONFLICT (tenant_id) DO UPDATE SET enabled = true`);
+  });
   after(async () => { await b?.stop(); });
 
   for (const transport of ['node', 'fetch']) {
@@ -104,7 +202,7 @@ describe('auth', () => {
       const anon = new Queen({ urls: b.base, transport });
       await assert.rejects(anon.kv.get(ns, 'k'), (e) => e instanceof QueenRefused && e.status === 401 && e.code === 'unauthorized');
       await anon.close();
-      const token = mintHs256(secret, { sub: 'js-producer', role: 'admin', exp: Math.floor(Date.now() / 1000) + 600 });
+      const token = mintHs256(secret, { sub: 'js-producer', role: 'admin', tenant, exp: Math.floor(Date.now() / 1000) + 600 });
       const q = new Queen({ urls: b.base, token, transport });
       assert.equal((await q.kv.put(ns, 'k', 1, { forever: true })).applied, true);
       assert.equal((await q.kv.get(ns, 'k')).value, 1);
@@ -215,8 +313,10 @@ describe('builders', () => {
     for (let k = 0; k < 7; k++) batch.put(ns, `p/${k}`, k, { forever: true });
     assert.equal((await batch.incr(ns, 'n', 2, { forever: true }).apply()).length, 8);
     const values = [];
-    for await (const row of q.kv.getPrefix(ns, 'p/', { pageSize: 3 })) values.push(row.value);
+    for await (const row of q.kv.scan(ns, 'p/', { pageSize: 3 })) values.push(row.value);
     assert.deepEqual(values, [0, 1, 2, 3, 4, 5, 6]);
+    const page = await q.kv.getPrefix(ns, 'p/', { limit: 3 }); // one page, as in every client
+    assert.deepEqual([page.rows.map((r) => r.value), page.truncated, page.nextAfter], [[0, 1, 2], true, 'p/2']);
     await q.close();
   });
 });

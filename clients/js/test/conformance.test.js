@@ -165,18 +165,18 @@ async function doCall(c, call, a) {
     case 'kv_delete': return c.kv.delete(a.ns, a.key, { expect: a.expect, required: a.required, tenant });
     case 'kv_incr': return c.kv.incr(a.ns, a.key, a.delta, { ...expiry, min: a.min, max: a.max, required: a.required, tenant });
     case 'kv_get_many': return c.kv.getMany(a.ns, a.keys ?? [], { tenant });
-    case 'kv_get_prefix': return c.kv.getPrefixPage(a.ns, a.prefix, { after: a.after, limit: num(a.limit), keysOnly: a.keysOnly, tenant });
+    case 'kv_get_prefix': return c.kv.getPrefix(a.ns, a.prefix, { after: a.after, limit: num(a.limit), keysOnly: a.keysOnly, tenant });
     case 'kv_scan': {
       // pages counted on the wire: the iterator asks one page at a time
       let pages = 0;
-      const page = c.kv.getPrefixPage.bind(c.kv);
-      c.kv.getPrefixPage = (...args) => { pages++; return page(...args); };
+      const page = c.kv.getPrefix.bind(c.kv);
+      c.kv.getPrefix = (...args) => { pages++; return page(...args); };
       try {
         const keys = [];
-        for await (const row of c.kv.getPrefix(a.ns, a.prefix, { pageSize: num(a.limit), keysOnly: a.keysOnly, tenant })) keys.push(row.key);
+        for await (const row of c.kv.scan(a.ns, a.prefix, { pageSize: num(a.limit), keysOnly: a.keysOnly, tenant })) keys.push(row.key);
         return { keys, pages };
       } finally {
-        delete c.kv.getPrefixPage;
+        delete c.kv.getPrefix;
       }
     }
     case 'kv_apply': return c.kv.apply(a.ops ?? [], { tenant });
@@ -184,11 +184,11 @@ async function doCall(c, call, a) {
     case 'push': return c.push(a.items ?? [], { tenant });
     case 'pop': return c.pop(a.queue, { partition: a.partition, group: a.group, batch: num(a.batch), wait: a.wait,
       timeoutMs: num(a.timeoutMs), leaseSeconds: num(a.leaseSeconds), autoAck: a.autoAck, tenant });
-    case 'ack': return c.ack(a.acks ?? [], { group: a.group, tenant });
-    case 'lease_extend': return c.renew(a.leaseId, num(a.seconds) ?? 60, { tenant });
+    case 'ack': return c.ack([...(a.acks ?? [])], { group: a.group, tenant });
+    case 'lease_extend': return c.leaseExtend(a.leaseId, num(a.seconds) ?? 60, { tenant });
     case 'configure': return c.configure(a.queue, a.options, { namespace: a.namespace, task: a.task, tenant });
     case 'queues': return { queues: await c.queues({ tenant }) };
-    case 'queue_delete': return c.deleteQueue(a.queue, { tenant });
+    case 'queue_delete': return c.queueDelete(a.queue, { tenant });
     case 'transaction': {
       const tx = c.tx({ tenant });
       for (const op of a.ops ?? []) {

@@ -1,5 +1,5 @@
 // Compiled by `tsc --noEmit` (tests/client/js.sh): the declarations describe the surface a program uses.
-import { Queen, QueenError, PreconditionFailed, JsonNumber, parse, stringify, type Message, type Tx, type Row } from '@queen/client';
+import { Queen, QueenError, PreconditionFailed, JsonNumber, parse, stringify, type Message, type Tx, type Row, type AckResult } from '@queen/client';
 
 async function surface(): Promise<void> {
   const q = new Queen({ urls: ['http://127.0.0.1:6632', 'http://127.0.0.1:6633'], token: 't', maxAttempts: 3 });
@@ -10,7 +10,24 @@ async function surface(): Promise<void> {
   await q.kv.putIfAbsent('app', 'k', 1, { ttlSeconds: 60, required: true });
   await q.kv.incr('app', 'n', 1, { forever: true, max: 10 });
   await q.kv.delete('app', 'k', { expect: 3 });
-  for await (const row of q.kv.getPrefix('app', 'user/', { pageSize: 100 })) {
+  if (got.version !== undefined) await q.kv.put('app', 'k', 1, { forever: true, expect: got.version }); // a Version is what expect takes
+  const page = await q.kv.getPrefix('app', 'user/', { limit: 10, signal: AbortSignal.timeout(1000) });
+  console.log(page.rows.length, page.nextAfter);
+  // A write without exactly one expiry does not compile (clients/API.md, "Expiry").
+  // @ts-expect-error no expiry
+  await q.kv.put('app', 'k', 1);
+  // @ts-expect-error no expiry
+  await q.kv.put('app', 'k', 1, { expect: 0 });
+  // @ts-expect-error both
+  await q.kv.incr('app', 'n', 1, { ttlSeconds: 60, forever: true });
+  // @ts-expect-error no expiry
+  q.tx().kvPutIfAbsent('app', 'k', 1, { required: true });
+  await q.push([{ queue: 'orders', data: { id: 3 } }]); // data, as the reference client's users write it
+  // @ts-expect-error payload and data
+  await q.push([{ queue: 'orders', data: 1, payload: 1 }]);
+  const fromEnv = new Queen({ onRetry: (attempt: number, e: QueenError, waitMs: number) => console.log(attempt, e.kind, waitMs) });
+  await fromEnv.close();
+  for await (const row of q.kv.scan('app', 'user/', { pageSize: 100 })) {
     const r: Row = row;
     console.log(r.key);
   }
@@ -19,10 +36,12 @@ async function surface(): Promise<void> {
   const popped = await q.pop('orders', { wait: true, timeoutMs: 1000 });
   const m: Message | undefined = popped?.messages[0];
   if (m) {
-    await q.renew(m, 60);
+    await q.leaseExtend(m, 60);
     const r = await q.tx().ack(m).push('invoices', [{ payload: 1 }]).kvPutIfAbsent('done', m.transactionId, true, { forever: true, required: true }).commit();
     if (!r.success) console.log(r.reason, r.failedIndex);
-    await q.ack(m, { status: 'failed', error: 'boom' });
+    const one: AckResult = await q.ack(m, { status: 'failed', error: 'boom' });
+    const many: AckResult[] = await q.ack([m]);
+    console.log(one.success, many.length);
   }
   const ctl = new AbortController();
   const stats = await q.consume('orders', async (msg: Message, tx: Tx) => {

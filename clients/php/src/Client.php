@@ -27,16 +27,19 @@ final class Client
     private ?string $tenant;
 
     /**
-     * @param string|list<string> $urls broker base URLs, tried in order for failover
+     * @param string|list<string>|null $urls broker base URLs, tried in order for failover; null: QUEEN_URL
+     *   (a comma-separated list), as every Queen client reads it
      * @param array{token?: ?string, maxAttempts?: int, backoffMs?: int, maxBackoffMs?: int,
      *              timeoutMs?: int, connectTimeoutMs?: int, tenant?: ?string, assoc?: bool} $options
      *   token: sent as Authorization: Bearer; maxAttempts per call, the first included (3);
      *   backoffMs (50) and maxBackoffMs (5000): the jittered backoff and the cap of one wait;
      *   timeoutMs (30000): one attempt (a long poll adds its wait); connectTimeoutMs (3000);
-     *   tenant: the default x-queen-tenant; assoc (true): objects as arrays, false: as stdClass.
+     *   tenant: the default x-queen-tenant; assoc (true): objects as arrays, false: as stdClass;
+     *   onRetry: callable(int $attempt, QueenException $e, int $waitMs) called before every retry.
      */
-    public function __construct(string|array $urls, array $options = [])
+    public function __construct(string|array|null $urls = null, array $options = [])
     {
+        $urls = $urls ?? array_filter(array_map('trim', explode(',', (string) getenv('QUEEN_URL'))), fn ($u) => $u !== '');
         $urls = array_values((array) $urls);
         $this->transport = new Transport(
             array_map(fn (string $u) => rtrim($u, '/'), $urls),
@@ -46,6 +49,7 @@ final class Client
             max(1, (int) ($options['maxBackoffMs'] ?? 5000)),
             max(1, (int) ($options['timeoutMs'] ?? 30000)),
             max(1, (int) ($options['connectTimeoutMs'] ?? 3000)),
+            $options['onRetry'] ?? null,
         );
         $this->assoc = (bool) ($options['assoc'] ?? true);
         $this->tenant = $options['tenant'] ?? null;
@@ -98,8 +102,7 @@ final class Client
     public function kvPutIfAbsent(string $ns, string $key, mixed $value, Expiry $expiry, bool $required = false,
                                   ?string $tenant = null): mixed
     {
-        $op = ['op' => 'putIfAbsent', 'ns' => $ns, 'key' => $key, 'value' => $value] + $expiry->members();
-        return $this->oneOp($op + ($required ? ['required' => true] : []), false, $tenant);
+        return $this->oneOp(self::writeOp('putIfAbsent', $ns, $key, $value, $expiry, null, $required), false, $tenant);
     }
 
     public function kvDelete(string $ns, string $key, ?int $expect = null, bool $required = false,
@@ -121,6 +124,24 @@ final class Client
                            int|float|Number|null $min = null, int|float|Number|null $max = null,
                            bool $required = false, ?string $tenant = null): mixed
     {
+        return $this->oneOp(self::incrOp($ns, $key, $delta, $expiry, $min, $max, $required), false, $tenant);
+    }
+
+    /** @internal the wire ops the one-op calls and the transaction builder share */
+    public static function writeOp(string $op, string $ns, string $key, mixed $value, Expiry $expiry, ?int $expect,
+                                   bool $required): array
+    {
+        $o = ['op' => $op, 'ns' => $ns, 'key' => $key, 'value' => $value] + $expiry->members();
+        if ($expect !== null) {
+            $o['expect'] = $expect;
+        }
+        return $o + ($required ? ['required' => true] : []);
+    }
+
+    /** @internal */
+    public static function incrOp(string $ns, string $key, int|float|Number $delta, Expiry $expiry,
+                                  int|float|Number|null $min, int|float|Number|null $max, bool $required): array
+    {
         $op = ['op' => 'incr', 'ns' => $ns, 'key' => $key, 'delta' => $delta];
         if ($min !== null) {
             $op['min'] = $min;
@@ -129,7 +150,7 @@ final class Client
             $op['max'] = $max;
         }
         $op += $expiry->members();
-        return $this->oneOp($op + ($required ? ['required' => true] : []), false, $tenant);
+        return $op + ($required ? ['required' => true] : []);
     }
 
     /** @param list<string> $keys  the getMany element: rows and missing. */

@@ -5,9 +5,10 @@ declare(strict_types=1);
 namespace Queen;
 
 /**
- * Every KV write names its expiry: a ttl in seconds, or forever. The
- * client never picks one for you; Expiry::none() sends none at all, which
- * the broker refuses (kv_expiry_not_specified).
+ * Every KV write names its expiry: a ttl in seconds (> 0), or forever. It is
+ * a required argument of every write and there is no "none", so a write
+ * without one does not run; ttl(0) or below throws BadRequestException
+ * (status 0, code bad_argument) before anything is sent (clients/API.md).
  */
 final class Expiry
 {
@@ -17,6 +18,10 @@ final class Expiry
 
     public static function ttl(int $seconds): self
     {
+        if ($seconds <= 0) {
+            throw new Exception\BadRequestException(0, 'bad_argument', 'bad_argument',
+                "expiry: give ttl (seconds > 0) or forever (ttl $seconds)", 0, 0);
+        }
         return new self($seconds, false);
     }
 
@@ -25,17 +30,9 @@ final class Expiry
         return new self(null, true);
     }
 
-    public static function none(): self
-    {
-        return new self(null, false);
-    }
-
-    /** The op members it adds: ["forever" => true], ["ttlSeconds" => N] or none. */
+    /** The op members it adds: ["forever" => true] or ["ttlSeconds" => N]. */
     public function members(): array
     {
-        if ($this->forever) {
-            return ['forever' => true];
-        }
-        return $this->ttlSeconds !== null ? ['ttlSeconds' => $this->ttlSeconds] : [];
+        return $this->forever ? ['forever' => true] : ['ttlSeconds' => $this->ttlSeconds];
     }
 }

@@ -22,10 +22,24 @@ final class Transaction
     {
     }
 
-    /** Settles a leased message; status null: completed (or "failed" to have it redelivered). */
-    public function ack(string $transactionId, string $partitionId, ?string $leaseId = null, ?string $status = null,
-                        ?string $consumerGroup = null): self
+    /**
+     * Settles a leased message: a popped message (its transactionId,
+     * partitionId, leaseId), or its ids; status null: completed (or "failed"
+     * to have it redelivered).
+     */
+    public function ack(string|array|\stdClass $transactionId, ?string $partitionId = null, ?string $leaseId = null,
+                        ?string $status = null, ?string $consumerGroup = null): self
     {
+        if (!is_string($transactionId)) {
+            $m = (array) $transactionId;
+            $transactionId = (string) ($m['transactionId'] ?? '');
+            $partitionId ??= $m['partitionId'] ?? null;
+            $leaseId ??= $m['leaseId'] ?? null;
+            $consumerGroup ??= $m['consumerGroup'] ?? null;
+        }
+        if ($partitionId === null) {
+            throw new \InvalidArgumentException('ack needs a partitionId (or a popped message)');
+        }
         $op = ['type' => 'ack', 'transactionId' => $transactionId, 'partitionId' => $partitionId];
         if ($leaseId !== null) {
             $op['leaseId'] = $leaseId;
@@ -67,6 +81,34 @@ final class Transaction
     {
         $this->kv[] = $op;
         return $this;
+    }
+
+    /** The typed kv ops, as Client::kvPut and its siblings take them. */
+    public function kvPut(string $ns, string $key, mixed $value, Expiry $expiry, ?int $expect = null,
+                          bool $required = false): self
+    {
+        return $this->kv(Client::writeOp('put', $ns, $key, $value, $expiry, $expect, $required));
+    }
+
+    public function kvPutIfAbsent(string $ns, string $key, mixed $value, Expiry $expiry, bool $required = false): self
+    {
+        return $this->kv(Client::writeOp('putIfAbsent', $ns, $key, $value, $expiry, null, $required));
+    }
+
+    public function kvDelete(string $ns, string $key, ?int $expect = null, bool $required = false): self
+    {
+        $op = ['op' => 'delete', 'ns' => $ns, 'key' => $key];
+        if ($expect !== null) {
+            $op['expect'] = $expect;
+        }
+        return $this->kv($op + ($required ? ['required' => true] : []));
+    }
+
+    public function kvIncr(string $ns, string $key, int|float|Number $delta, Expiry $expiry,
+                           int|float|Number|null $min = null, int|float|Number|null $max = null,
+                           bool $required = false): self
+    {
+        return $this->kv(Client::incrOp($ns, $key, $delta, $expiry, $min, $max, $required));
     }
 
     /** The bundle rolls back unless this lease is still held at commit. */

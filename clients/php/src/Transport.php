@@ -29,9 +29,11 @@ final class Transport
         private readonly int $maxBackoffMs,
         private readonly int $timeoutMs,
         private readonly int $connectTimeoutMs,
+        /** @var ?callable(int, QueenException, int): void called before every retry */
+        private readonly mixed $onRetry = null,
     ) {
         if ($urls === []) {
-            throw new \InvalidArgumentException('at least one broker URL');
+            throw new \InvalidArgumentException('at least one broker URL (give urls, or set QUEEN_URL)');
         }
     }
 
@@ -122,6 +124,9 @@ final class Transport
             $wait = min($wait, $this->maxBackoffMs);
             if ($nextUrl) {
                 $url = ($url + 1) % count($this->urls);
+            }
+            if ($this->onRetry !== null) {
+                ($this->onRetry)($attempt, $error, $wait);
             }
             usleep($wait * 1000);
         }

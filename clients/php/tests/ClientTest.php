@@ -9,8 +9,10 @@ use Queen\Client;
 use Queen\Exception\AuthException;
 use Queen\Exception\BadRequestException;
 use Queen\Exception\PreconditionFailedException;
+use Queen\Exception\QueenException;
 use Queen\Exception\TransportException;
 use Queen\Expiry;
+use Queen\Json;
 use Queen\Number;
 
 /**
@@ -33,11 +35,14 @@ final class ClientTest extends TestCase
         return 'php-' . Harness::token();
     }
 
+    /** The tokens' own tenant, granted kv by the test that uses it (so the suite passes run alone). */
+    private const TOKEN_TENANT = '2e4f6a8c-0b1d-4e3f-9a5b-7c9d1e3f5a7b';
+
     private static function mint(string $secret, string $role): string
     {
         $b64 = fn (string $s) => rtrim(strtr(base64_encode($s), '+/', '-_'), '=');
         $head = $b64('{"alg":"HS256","typ":"JWT"}');
-        $body = $b64(json_encode(['sub' => 'php-test', 'role' => $role, 'exp' => time() + 600]));
+        $body = $b64(json_encode(['sub' => 'php-test', 'role' => $role, 'tenant' => self::TOKEN_TENANT, 'exp' => time() + 600]));
         return "$head.$body." . $b64(hash_hmac('sha256', "$head.$body", $secret, true));
     }
 
@@ -77,15 +82,70 @@ final class ClientTest extends TestCase
         $this->assertSame('exists', $lost['reason']);
     }
 
+    /** clients/API.md, "Expiry": there is no Expiry::none(); a ttl of 0 or below never leaves the client. */
+    public function testBadTtlNeverLeavesTheClient(): void
+    {
+        $this->assertFalse(method_exists(Expiry::class, 'none'));
+        foreach ([0, -1, -5] as $bad) {
+            try {
+                Expiry::ttl($bad);
+                $this->fail("ttl $bad was accepted");
+            } catch (BadRequestException $e) {
+                $this->assertSame([0, 'bad_argument', 'bad_request'], [$e->status, $e->errorCode, $e->kind()]);
+                $this->assertStringContainsString('expiry: give ttl (seconds > 0) or forever', $e->getMessage());
+            }
+        }
+    }
+
+    public function testTransactionTakesMessagesAndTypedKvOps(): void
+    {
+        $c = self::client();
+        $ns = self::ns();
+        $q = 'php-tx-' . bin2hex(random_bytes(5));
+        $c->push([['queue' => $q, 'payload' => 1, 'transactionId' => 't1']]);
+        $popped = $c->pop($q, wait: true, timeoutMs: 5000);
+        $m = $popped['messages'][0];
+        $r = $c->transaction()->ack($m)->kvPutIfAbsent($ns, 'done', true, Expiry::forever())
+            ->kvIncr($ns, 'n', 2, Expiry::ttl(3600), max: 10)->kvPut($ns, 'p', 'x', Expiry::forever())
+            ->kvDelete($ns, 'nothing')->commit();
+        $this->assertTrue($r['success'], Json::encode($r));
+        $this->assertSame(2, $c->kvGet($ns, 'n')['value']);
+        try {
+            $c->kvPutIfAbsent($ns, 'done', 1, Expiry::forever(), true);
+            $this->fail('a lost required put did not throw');
+        } catch (PreconditionFailedException $e) {
+            $this->assertSame('kv precondition failed at op 0: exists', $e->getMessage());
+            $this->assertSame('precondition', $e->kind());
+        }
+    }
+
+    public function testQueenUrlAndTheRetryHook(): void
+    {
+        $seen = [];
+        putenv('QUEEN_URL=' . Harness::get()->deadUrl() . ', ' . Harness::get()->mainUrl());
+        try {
+            $c = new Client(null, ['onRetry' => function (int $n, QueenException $e, int $wait) use (&$seen) {
+                $seen[] = [$n, $e->errorCode];
+            }]);
+            $c->health();
+            $this->assertSame([[1, 'unreachable']], $seen);
+            putenv('QUEEN_URL');
+            $this->expectException(\InvalidArgumentException::class);
+            new Client();
+        } finally {
+            putenv('QUEEN_URL');
+        }
+    }
+
     public function testRefusalsMapToClasses(): void
     {
         $c = self::client();
         try {
-            $c->kvPut(self::ns(), 'k', 1, Expiry::none());
-            $this->fail('a put without expiry was accepted');
+            $c->kvPut('Bad NS', 'k', 1, Expiry::forever());
+            $this->fail('a bad namespace was accepted');
         } catch (BadRequestException $e) {
             $this->assertSame(400, $e->status);
-            $this->assertSame('kv_expiry_not_specified', $e->reason);
+            $this->assertSame('bad_request', $e->kind());
             $this->assertSame(1, $e->attempts);
         }
         $dead = self::client(['maxAttempts' => 2], Harness::get()->deadUrl());
@@ -126,6 +186,8 @@ final class ClientTest extends TestCase
     public function testBearerTokenOnAnAuthenticatedBroker(): void
     {
         $b = Harness::get()->start(['QUEEN_AUTH=jwt', 'QUEEN_JWT_SECRET=' . self::SECRET, 'QUEEN_JWT_DEFAULT_TENANT=1']);
+        Harness::get()->sql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('" . self::TOKEN_TENANT . "', true) "
+            . 'ON CONFLICT (tenant_id) DO UPDATE SET enabled = true');
         try {
             $ns = self::ns();
             $admin = self::client(['token' => self::mint(self::SECRET, 'admin')], $b['url']);

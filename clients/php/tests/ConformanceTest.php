@@ -318,12 +318,14 @@ final class ConformanceTest extends TestCase
 
     // ---- the calls ------------------------------------------------------------------------
 
+    /** The scenario's expiry. Neither, or both, has no Expiry value: Expiry::ttl(0)'s refusal, as every client's. */
     private static function expiry(\stdClass $a): Expiry
     {
-        if (($a->forever ?? false) === true) {
+        $forever = ($a->forever ?? false) === true;
+        if ($forever && !isset($a->ttlSeconds)) {
             return Expiry::forever();
         }
-        return isset($a->ttlSeconds) ? Expiry::ttl($a->ttlSeconds) : Expiry::none();
+        return Expiry::ttl(!$forever && isset($a->ttlSeconds) ? (int) $a->ttlSeconds : 0);
     }
 
     private function call(Client $c, string $call, \stdClass $a): mixed

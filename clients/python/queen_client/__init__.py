@@ -5,9 +5,11 @@ over between several broker URLs, send a bearer token, retry only what is safe t
 exactly (fractions as ``Decimal``, integers as ``int``)."""
 from .aio import AsyncBatch, AsyncKv, AsyncQueen, AsyncQueueHandle, AsyncTx
 from .client import Batch, Kv, Queen, QueueHandle, Tx
-from .errors import PreconditionFailed, QueenBadResponse, QueenError, QueenRefused, QueenUnavailable
-from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, Message, PopResult, PrefixPage,
-                      PushResult, RenewResult, Row, TxResult, WriteResult)
+from .errors import (AuthError, BadArgument, BadRequest, Conflict, NotFound, PreconditionFailed, QueenBadResponse,
+                     QueenError, QueenRefused, QueenUnavailable, RateLimited, ServerError, TransportError,
+                     Unavailable)
+from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message, PopResult,
+                      PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
 from ._json import dumps, loads
 
 __version__ = "0.1.0"
@@ -15,6 +17,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Queen", "AsyncQueen", "Kv", "AsyncKv", "Batch", "AsyncBatch", "Tx", "AsyncTx", "QueueHandle",
     "AsyncQueueHandle", "QueenError", "QueenRefused", "QueenUnavailable", "PreconditionFailed", "QueenBadResponse",
+    "BadRequest", "BadArgument", "AuthError", "NotFound", "Conflict", "RateLimited", "Unavailable", "ServerError",
+    "TransportError", "QueueOptions",
     "GetResult", "WriteResult", "Row", "GetManyResult", "PrefixPage", "PushResult", "Message", "PopResult",
-    "AckResult", "RenewResult", "TxResult", "ConsumeStats", "dumps", "loads", "__version__",
+    "AckResult", "LeaseResult", "TxResult", "ConsumeStats", "dumps", "loads", "__version__",
 ]

@@ -4,6 +4,8 @@ the attempts and the retry policy (``Attempts``: which URL, the value of an answ
 the error envelope, and the builders. No I/O here: ``client.py`` and ``aio.py`` send the calls."""
 from __future__ import annotations
 
+import logging
+import os
 import random
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -11,9 +13,12 @@ from typing import Any, Callable, Generic, Iterable, Mapping, Optional, Self, Ty
 from urllib.parse import quote, urlsplit
 
 from . import _json
-from .errors import PreconditionFailed, QueenBadResponse, QueenError, QueenRefused, QueenUnavailable
-from .results import (AckResult, GetManyResult, GetResult, Message, PopResult, PrefixPage, PushResult, RenewResult,
+from .errors import BadArgument, PreconditionFailed, QueenBadResponse, QueenError, TransportError, error_class
+from .results import (AckResult, GetManyResult, GetResult, LeaseResult, Message, PopResult, PrefixPage, PushResult,
                       Row, TxResult, WriteResult)
+
+#: every retry is logged here (WARNING when the attempts run out is the caller's to log: it gets the error)
+log = logging.getLogger("queen_client")
 
 Ttl = Union[int, float, timedelta, None]
 AckLike = Union[Message, Mapping[str, Any]]
@@ -49,17 +54,21 @@ class Options:
     max_backoff: float = 5.0
     timeout: float = 30.0
     connect_timeout: float = 3.0
-    #: called with each call's attempts beyond the first (tests and metrics)
-    on_retry: Optional[Callable[[], None]] = field(default=None, repr=False)
+    #: called before every retry with (attempt just failed, its error, seconds it will wait)
+    on_retry: Optional[Callable[[int, QueenError, float], None]] = field(default=None, repr=False)
 
 
-def make_options(urls: Union[str, Iterable[str]], token: Optional[str], max_attempts: int, backoff: float,
-                 max_backoff: float, timeout: float, connect_timeout: float) -> Options:
+def make_options(urls: Union[str, Iterable[str], None], token: Optional[str], max_attempts: int, backoff: float,
+                 max_backoff: float, timeout: float, connect_timeout: float,
+                 on_retry: Optional[Callable[[int, QueenError, float], None]] = None) -> Options:
+    if urls is None:
+        # clients/API.md: with no URL given every client reads QUEEN_URL (a comma-separated list).
+        urls = [u.strip() for u in os.environ.get("QUEEN_URL", "").split(",") if u.strip()]
     lst = [urls] if isinstance(urls, str) else list(urls)
     if not lst:
-        raise ValueError("at least one broker URL is needed")
+        raise ValueError("at least one broker URL is needed (give urls, or set QUEEN_URL)")
     return Options([u.rstrip("/") for u in lst], token or None, max(1, int(max_attempts)), backoff, max_backoff,
-                   timeout, connect_timeout)
+                   timeout, connect_timeout, on_retry)
 
 
 def backoff_wait(opts: Options, attempt: int, retry_after: int) -> float:
@@ -106,7 +115,7 @@ def error_from_answer(status: int, body: bytes, retry_after: int, attempts: int)
         env = _json.loads(body) if body else None
     except ValueError:
         env = None
-    cls = QueenUnavailable if status in (429, 503) else QueenRefused
+    cls = error_class(status)
     if isinstance(env, dict) and isinstance(env.get("code"), str):
         detail = env.get("detail") or env.get("error") or ""
         return cls(status, env["code"], str(env.get("reason") or env["code"]), str(detail), retry_after, attempts)
@@ -116,7 +125,7 @@ def error_from_answer(status: int, body: bytes, retry_after: int, attempts: int)
 
 def own_error(code: str, detail: str, attempts: int) -> QueenError:
     """The client's own failure: no whole answer was had (status 0)."""
-    return QueenUnavailable(0, code, code, detail, 0, attempts)
+    return TransportError(0, code, code, detail, 0, attempts)
 
 
 class Failed(Exception):
@@ -174,6 +183,10 @@ class Attempts(Generic[T]):
         if not retry or self.number >= self.opts.max_attempts:
             raise err
         wait = backoff_wait(self.opts, self.number, err.retry_after)
+        log.info("attempt %d of %s %s failed (%s); retrying in %.3f s", self.number, self.call.method,
+                 self.call.path, err, wait)
+        if self.opts.on_retry is not None:
+            self.opts.on_retry(self.number, err, wait)
         if next_url:
             self.index = (self.index + 1) % len(self.opts.urls)
         return wait
@@ -249,12 +262,21 @@ def key_path(ns: str, key: str) -> str:
     return f"/api/v1/kv/{pct(ns)}/{pct(key)}"
 
 
+EXPIRY_RULE = "expiry: give ttl (seconds > 0) or forever"
+
+
 def expiry(op: dict[str, Any], ttl: Ttl, forever: bool) -> dict[str, Any]:
-    # The client invents no expiry: with neither, the broker answers kv_expiry_not_specified.
-    if forever:
+    """Exactly one expiry, checked before anything is sent (clients/API.md, "Expiry"): neither, both, or a
+    ttl that is not a whole number of seconds > 0 would store a key for a time nobody chose."""
+    if forever and ttl is None:
         op["forever"] = True
-    elif ttl is not None:
-        op["ttlSeconds"] = int(ttl.total_seconds()) if isinstance(ttl, timedelta) else int(ttl)
+        return op
+    if forever or ttl is None or isinstance(ttl, bool):
+        raise BadArgument(EXPIRY_RULE + (" (not both)" if forever else ""))
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+    if seconds != int(seconds) or int(seconds) <= 0:
+        raise BadArgument(f"{EXPIRY_RULE} (ttl {ttl!r})")
+    op["ttlSeconds"] = int(seconds)
     return op
 
 
@@ -351,7 +373,7 @@ def kv_get_many(ns: str, keys: Iterable[str], tenant: Optional[str]) -> Call[Get
     return one_op({"op": "getMany", "ns": ns, "keys": list(keys)}, GetManyResult.of, tenant)
 
 
-def kv_get_prefix_page(ns: str, prefix: str, after: Optional[str], limit: Optional[int], keys_only: bool,
+def kv_get_prefix(ns: str, prefix: str, after: Optional[str], limit: Optional[int], keys_only: bool,
                        tenant: Optional[str]) -> Call[PrefixPage]:
     return one_op(op_get_prefix(ns, prefix, after, limit, keys_only), PrefixPage.of, tenant)
 
@@ -424,6 +446,11 @@ def ack_items(acks: Union[AckLike, Iterable[AckLike]], status: Optional[str], er
     return out
 
 
+def is_one_ack(acks: Any) -> bool:
+    """Whether ack was given one message (its answer is then one result, not a list)."""
+    return isinstance(acks, (Message, Mapping))
+
+
 def ack(acks: list[dict[str, Any]], group: Optional[str], tenant: Optional[str]) -> Call[list[AckResult]]:
     body: dict[str, Any] = {"acknowledgments": acks}
     if group is not None:
@@ -433,8 +460,9 @@ def ack(acks: list[dict[str, Any]], group: Optional[str], tenant: Optional[str])
                 True, tenant)
 
 
-def renew(lease_id: str, seconds: int, tenant: Optional[str]) -> Call[RenewResult]:
-    return Call("POST", f"/api/v1/lease/{pct(lease_id)}/extend", lambda s, b: RenewResult.of(_object(b, "renew")),
+def lease_extend(lease_id: str, seconds: int, tenant: Optional[str]) -> Call[LeaseResult]:
+    return Call("POST", f"/api/v1/lease/{pct(lease_id)}/extend",
+                lambda s, b: LeaseResult.of(_object(b, "lease_extend")),
                 {"seconds": int(seconds)}, True, True, tenant)
 
 
@@ -454,7 +482,7 @@ def queues(tenant: Optional[str]) -> Call[dict[str, Any]]:
     return Call("GET", "/api/v1/resources/queues", _plain, safe=True, tenant=tenant)
 
 
-def delete_queue(queue: str, tenant: Optional[str]) -> Call[dict[str, Any]]:
+def queue_delete(queue: str, tenant: Optional[str]) -> Call[dict[str, Any]]:
     return Call("DELETE", f"/api/v1/resources/queues/{pct(queue)}", _plain, safe=True, tenant=tenant)
 
 
@@ -483,7 +511,7 @@ class PrefixPages:
         self.pages = 0
 
     def next_call(self) -> Call[PrefixPage]:
-        return kv_get_prefix_page(self._ns, self._prefix, self._after, self._page_size, self._keys_only,
+        return kv_get_prefix(self._ns, self._prefix, self._after, self._page_size, self._keys_only,
                                   self._tenant)
 
     def took(self, page: PrefixPage) -> None:

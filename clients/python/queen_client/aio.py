@@ -3,18 +3,20 @@ keep-alive, no third-party library)."""
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import inspect
 import signal
 import ssl
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Optional, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Optional, Union, overload
 from urllib.parse import urlsplit
 
 from . import _core
 from ._core import AckLike, Call, Failed, Ttl
 from .errors import QueenError, QueenRefused
-from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, Message, PopResult, PrefixPage,
-                      PushResult, RenewResult, Row, TxResult, WriteResult)
+from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message, PopResult,
+                      PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
 
 __all__ = ["AsyncQueen", "AsyncKv", "AsyncBatch", "AsyncTx", "AsyncQueueHandle", "AsyncPrefixScan"]
 
@@ -74,10 +76,12 @@ class AsyncQueen:
 
     One instance serves any number of tasks of one event loop."""
 
-    def __init__(self, urls: Union[str, Iterable[str]], *, token: Optional[str] = None, max_attempts: int = 3,
-                 backoff: float = 0.05, max_backoff: float = 5.0, timeout: float = 30.0,
-                 connect_timeout: float = 3.0) -> None:
-        self._opts = _core.make_options(urls, token, max_attempts, backoff, max_backoff, timeout, connect_timeout)
+    def __init__(self, urls: Union[str, Iterable[str], None] = None, *, token: Optional[str] = None,
+                 max_attempts: int = 3, backoff: float = 0.05, max_backoff: float = 5.0, timeout: float = 30.0,
+                 connect_timeout: float = 3.0,
+                 on_retry: Optional[Callable[[int, QueenError, float], None]] = None) -> None:
+        self._opts = _core.make_options(urls, token, max_attempts, backoff, max_backoff, timeout, connect_timeout,
+                                        on_retry)
         self._current = 0
         self._idle: dict[int, list[_Conn]] = {}
         #: attempts made beyond the first, by every call so far
@@ -181,16 +185,26 @@ class AsyncQueen:
         return await self._run(_core.pop(queue, partition, group, batch, wait, timeout, lease_seconds, auto_ack,
                                          tenant))
 
+    @overload
+    async def ack(self, acks: AckLike, *, status: Optional[str] = None, error: Optional[str] = None,
+                  group: Optional[str] = None, tenant: Optional[str] = None) -> AckResult: ...
+
+    @overload
+    async def ack(self, acks: Iterable[AckLike], *, status: Optional[str] = None, error: Optional[str] = None,
+                  group: Optional[str] = None, tenant: Optional[str] = None) -> list[AckResult]: ...
+
     async def ack(self, acks: Union[AckLike, Iterable[AckLike]], *, status: Optional[str] = None,
                   error: Optional[str] = None, group: Optional[str] = None,
-                  tenant: Optional[str] = None) -> list[AckResult]:
-        return await self._run(_core.ack(_core.ack_items(acks, status, error), group, tenant))
+                  tenant: Optional[str] = None) -> Union[AckResult, list[AckResult]]:
+        results = await self._run(_core.ack(_core.ack_items(acks, status, error), group, tenant))
+        return results[0] if _core.is_one_ack(acks) else results
 
-    async def renew(self, lease: Union[str, Message], seconds: int, *, tenant: Optional[str] = None) -> RenewResult:
+    async def lease_extend(self, lease: Union[str, Message], seconds: int, *,
+                     tenant: Optional[str] = None) -> LeaseResult:
         lease_id = (lease.lease_id or "") if isinstance(lease, Message) else lease
-        return await self._run(_core.renew(lease_id, seconds, tenant))
+        return await self._run(_core.lease_extend(lease_id, seconds, tenant))
 
-    async def configure(self, queue: str, options: Optional[Mapping[str, Any]] = None, *,
+    async def configure(self, queue: str, options: Optional[QueueOptions] = None, *,
                         namespace: Optional[str] = None, task: Optional[str] = None,
                         tenant: Optional[str] = None) -> dict[str, Any]:
         return await self._run(_core.configure(queue, options, namespace, task, tenant))
@@ -198,8 +212,15 @@ class AsyncQueen:
     async def queues(self, *, tenant: Optional[str] = None) -> list[Any]:
         return (await self._run(_core.queues(tenant))).get("queues", [])
 
-    async def delete_queue(self, queue: str, *, tenant: Optional[str] = None) -> dict[str, Any]:
-        return await self._run(_core.delete_queue(queue, tenant))
+    async def queue_delete(self, queue: str, *, tenant: Optional[str] = None) -> dict[str, Any]:
+        return await self._run(_core.queue_delete(queue, tenant))
+
+    def with_timeout(self, seconds: float) -> "AsyncQueen":
+        """This client, its connections and options shared, with one attempt's time set to ``seconds``."""
+        view = copy.copy(self)
+        view._opts = dataclasses.replace(self._opts, timeout=float(seconds))
+        view.kv = AsyncKv(view)
+        return view
 
     def queue(self, name: str, *, partition: Optional[str] = None,
               tenant: Optional[str] = None) -> "AsyncQueueHandle":
@@ -321,7 +342,7 @@ class _AsyncConsumer:
             await asyncio.sleep(period)
             for lease in list(self.held.values()):
                 try:
-                    await self.c.renew(lease, self.lease_seconds, tenant=self.tenant)
+                    await self.c.lease_extend(lease, self.lease_seconds, tenant=self.tenant)
                 except QueenError:
                     pass
 
@@ -345,7 +366,7 @@ class AsyncBatch(_core.BatchBuilder):
 
 
 class AsyncPrefixScan(_core.PrefixPages, AsyncIterator[Row]):
-    """``async for row in q.kv.get_prefix(ns, prefix)``: every row, page after page."""
+    """``async for row in q.kv.scan(ns, prefix)``: every row, page after page."""
 
     def __init__(self, c: AsyncQueen, ns: str, prefix: str, page_size: Optional[int], keys_only: bool,
                  tenant: Optional[str]) -> None:
@@ -373,14 +394,15 @@ class AsyncKv:
     async def get_many(self, ns: str, keys: Iterable[str], *, tenant: Optional[str] = None) -> GetManyResult:
         return await self._c._run(_core.kv_get_many(ns, keys, tenant))
 
-    def get_prefix(self, ns: str, prefix: str, *, page_size: Optional[int] = None, keys_only: bool = False,
-                   tenant: Optional[str] = None) -> AsyncPrefixScan:
-        return AsyncPrefixScan(self._c, ns, prefix, page_size, keys_only, tenant)
+    async def get_prefix(self, ns: str, prefix: str, *, after: Optional[str] = None,
+                         limit: Optional[int] = None, keys_only: bool = False,
+                         tenant: Optional[str] = None) -> PrefixPage:
+        """One page (``scan`` reads every page)."""
+        return await self._c._run(_core.kv_get_prefix(ns, prefix, after, limit, keys_only, tenant))
 
-    async def get_prefix_page(self, ns: str, prefix: str, *, after: Optional[str] = None,
-                              limit: Optional[int] = None, keys_only: bool = False,
-                              tenant: Optional[str] = None) -> PrefixPage:
-        return await self._c._run(_core.kv_get_prefix_page(ns, prefix, after, limit, keys_only, tenant))
+    def scan(self, ns: str, prefix: str, *, page_size: Optional[int] = None, keys_only: bool = False,
+             tenant: Optional[str] = None) -> AsyncPrefixScan:
+        return AsyncPrefixScan(self._c, ns, prefix, page_size, keys_only, tenant)
 
     async def put(self, ns: str, key: str, value: Any, *, ttl: Ttl = None, forever: bool = False,
                   expect: Optional[int] = None, required: bool = False, tenant: Optional[str] = None) -> WriteResult:
@@ -422,11 +444,11 @@ class AsyncQueueHandle:
         kw.setdefault("partition", self.partition)
         return await self._c.pop(self.name, tenant=self._tenant, **kw)
 
-    async def configure(self, options: Optional[Mapping[str, Any]] = None, **kw: Any) -> dict[str, Any]:
+    async def configure(self, options: Optional[QueueOptions] = None, **kw: Any) -> dict[str, Any]:
         return await self._c.configure(self.name, options, tenant=self._tenant, **kw)
 
     async def delete(self) -> dict[str, Any]:
-        return await self._c.delete_queue(self.name, tenant=self._tenant)
+        return await self._c.queue_delete(self.name, tenant=self._tenant)
 
     async def consume(self, handler: Callable[[Message, AsyncTx], Any], **kw: Any) -> ConsumeStats:
         kw.setdefault("partition", self.partition)

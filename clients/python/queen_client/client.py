@@ -1,20 +1,22 @@
 """The blocking client: http.client with keep-alive connections, safe to share between threads."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 import http.client
 import signal
 import socket
 import ssl
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Union, overload
 from urllib.parse import urlsplit
 
 from . import _core
 from ._core import AckLike, Call, Failed, Ttl
 from .errors import QueenError, QueenRefused
-from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, Message, PopResult, PrefixPage,
-                      PushResult, RenewResult, Row, TxResult, WriteResult)
+from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message, PopResult,
+                      PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
 
 __all__ = ["Queen", "Kv", "Batch", "Tx", "QueueHandle", "PrefixScan"]
 
@@ -31,10 +33,12 @@ class Queen:
     wait). Calls are retried only where a repeat is safe (clients/conformance/README.md, "Retry rules").
     """
 
-    def __init__(self, urls: Union[str, Iterable[str]], *, token: Optional[str] = None, max_attempts: int = 3,
-                 backoff: float = 0.05, max_backoff: float = 5.0, timeout: float = 30.0,
-                 connect_timeout: float = 3.0) -> None:
-        self._opts = _core.make_options(urls, token, max_attempts, backoff, max_backoff, timeout, connect_timeout)
+    def __init__(self, urls: Union[str, Iterable[str], None] = None, *, token: Optional[str] = None,
+                 max_attempts: int = 3, backoff: float = 0.05, max_backoff: float = 5.0, timeout: float = 30.0,
+                 connect_timeout: float = 3.0,
+                 on_retry: Optional[Callable[[int, QueenError, float], None]] = None) -> None:
+        self._opts = _core.make_options(urls, token, max_attempts, backoff, max_backoff, timeout, connect_timeout,
+                                        on_retry)
         self._current = 0
         self._lock = threading.Lock()
         self._idle: dict[int, list[http.client.HTTPConnection]] = {}
@@ -154,18 +158,29 @@ class Queen:
         ``timeout`` seconds (default 30)."""
         return self._run(_core.pop(queue, partition, group, batch, wait, timeout, lease_seconds, auto_ack, tenant))
 
+    @overload
+    def ack(self, acks: AckLike, *, status: Optional[str] = None, error: Optional[str] = None,
+            group: Optional[str] = None, tenant: Optional[str] = None) -> AckResult: ...
+
+    @overload
+    def ack(self, acks: Iterable[AckLike], *, status: Optional[str] = None, error: Optional[str] = None,
+            group: Optional[str] = None, tenant: Optional[str] = None) -> list[AckResult]: ...
+
     def ack(self, acks: Union[AckLike, Iterable[AckLike]], *, status: Optional[str] = None,
             error: Optional[str] = None, group: Optional[str] = None,
-            tenant: Optional[str] = None) -> list[AckResult]:
-        """Settle messages (Message objects or wire acks); ``status="failed"`` releases them for redelivery."""
-        return self._run(_core.ack(_core.ack_items(acks, status, error), group, tenant))
+            tenant: Optional[str] = None) -> Union[AckResult, list[AckResult]]:
+        """Settle messages (Message objects or wire acks); ``status="failed"`` releases them for redelivery.
+        One message gives one AckResult; a list gives a list."""
+        results = self._run(_core.ack(_core.ack_items(acks, status, error), group, tenant))
+        return results[0] if _core.is_one_ack(acks) else results
 
-    def renew(self, lease: Union[str, Message], seconds: int, *, tenant: Optional[str] = None) -> RenewResult:
+    def lease_extend(self, lease: Union[str, Message], seconds: int, *,
+                     tenant: Optional[str] = None) -> LeaseResult:
         """Extend a lease (by id, or a message's) to ``seconds`` from now."""
         lease_id = (lease.lease_id or "") if isinstance(lease, Message) else lease
-        return self._run(_core.renew(lease_id, seconds, tenant))
+        return self._run(_core.lease_extend(lease_id, seconds, tenant))
 
-    def configure(self, queue: str, options: Optional[Mapping[str, Any]] = None, *, namespace: Optional[str] = None,
+    def configure(self, queue: str, options: Optional[QueueOptions] = None, *, namespace: Optional[str] = None,
                   task: Optional[str] = None, tenant: Optional[str] = None) -> dict[str, Any]:
         """Create or configure a queue (``options`` as the wire names them: ``leaseTime``, ``retryLimit``, ...)."""
         return self._run(_core.configure(queue, options, namespace, task, tenant))
@@ -174,8 +189,16 @@ class Queen:
         """The queues the broker knows."""
         return self._run(_core.queues(tenant)).get("queues", [])
 
-    def delete_queue(self, queue: str, *, tenant: Optional[str] = None) -> dict[str, Any]:
-        return self._run(_core.delete_queue(queue, tenant))
+    def queue_delete(self, queue: str, *, tenant: Optional[str] = None) -> dict[str, Any]:
+        return self._run(_core.queue_delete(queue, tenant))
+
+    def with_timeout(self, seconds: float) -> "Queen":
+        """This client, its connections and options shared, with one attempt's time set to ``seconds``:
+        ``q.with_timeout(2).kv.get(ns, key)`` bounds that call (each attempt; a long poll adds its wait)."""
+        view = copy.copy(self)
+        view._opts = dataclasses.replace(self._opts, timeout=float(seconds))
+        view.kv = Kv(view)
+        return view
 
     def queue(self, name: str, *, partition: Optional[str] = None, tenant: Optional[str] = None) -> "QueueHandle":
         """A handle on one queue (and optionally one partition)."""
@@ -308,7 +331,7 @@ class _Consumer:
                 leases = list(self.held.values())
             for lease in leases:
                 try:
-                    self.c.renew(lease, self.lease_seconds, tenant=self.tenant)
+                    self.c.lease_extend(lease, self.lease_seconds, tenant=self.tenant)
                 except QueenError:
                     pass  # the next period tries again; a lost lease shows at commit
 
@@ -369,15 +392,15 @@ class Kv:
     def get_many(self, ns: str, keys: Iterable[str], *, tenant: Optional[str] = None) -> GetManyResult:
         return self._c._run(_core.kv_get_many(ns, keys, tenant))
 
-    def get_prefix(self, ns: str, prefix: str, *, page_size: Optional[int] = None, keys_only: bool = False,
-                   tenant: Optional[str] = None) -> PrefixScan:
+    def get_prefix(self, ns: str, prefix: str, *, after: Optional[str] = None, limit: Optional[int] = None,
+                   keys_only: bool = False, tenant: Optional[str] = None) -> PrefixPage:
+        """One page: ``rows``, ``truncated``, ``next_after`` (``scan`` reads every page)."""
+        return self._c._run(_core.kv_get_prefix(ns, prefix, after, limit, keys_only, tenant))
+
+    def scan(self, ns: str, prefix: str, *, page_size: Optional[int] = None, keys_only: bool = False,
+             tenant: Optional[str] = None) -> PrefixScan:
         """An iterator over every row under prefix (it pages to the end)."""
         return PrefixScan(self._c, ns, prefix, page_size, keys_only, tenant)
-
-    def get_prefix_page(self, ns: str, prefix: str, *, after: Optional[str] = None, limit: Optional[int] = None,
-                        keys_only: bool = False, tenant: Optional[str] = None) -> PrefixPage:
-        """One page: ``rows``, ``truncated``, ``next_after``."""
-        return self._c._run(_core.kv_get_prefix_page(ns, prefix, after, limit, keys_only, tenant))
 
     def put(self, ns: str, key: str, value: Any, *, ttl: Ttl = None, forever: bool = False,
             expect: Optional[int] = None, required: bool = False, tenant: Optional[str] = None) -> WriteResult:
@@ -426,11 +449,11 @@ class QueueHandle:
         kw.setdefault("partition", self.partition)
         return self._c.pop(self.name, tenant=self._tenant, **kw)
 
-    def configure(self, options: Optional[Mapping[str, Any]] = None, **kw: Any) -> dict[str, Any]:
+    def configure(self, options: Optional[QueueOptions] = None, **kw: Any) -> dict[str, Any]:
         return self._c.configure(self.name, options, tenant=self._tenant, **kw)
 
     def delete(self) -> dict[str, Any]:
-        return self._c.delete_queue(self.name, tenant=self._tenant)
+        return self._c.queue_delete(self.name, tenant=self._tenant)
 
     def consume(self, handler: Callable[[Message, Tx], Any], **kw: Any) -> ConsumeStats:
         kw.setdefault("partition", self.partition)

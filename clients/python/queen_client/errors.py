@@ -10,16 +10,18 @@ from __future__ import annotations
 from typing import Any, Optional
 
 __all__ = [
-    "QueenError",
-    "QueenRefused",
-    "QueenUnavailable",
-    "PreconditionFailed",
-    "QueenBadResponse",
+    "QueenError", "QueenRefused", "QueenUnavailable", "PreconditionFailed", "QueenBadResponse", "BadRequest",
+    "BadArgument", "AuthError", "NotFound", "Conflict", "RateLimited", "Unavailable", "ServerError",
+    "TransportError", "error_class",
 ]
 
 
 class QueenError(Exception):
-    """Base of every error the client raises."""
+    """Base of every error the client raises. ``kind`` is one of clients/API.md's error kinds (bad_request,
+    auth, not_found, conflict, precondition, rate_limited, unavailable, server, transport); each kind has
+    its class below."""
+
+    kind = "server"
 
     def __init__(self, status: int, code: str, reason: str, detail: str, retry_after: int = 0,
                  attempts: int = 1) -> None:
@@ -35,29 +37,114 @@ class QueenError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "code": self.code, "reason": self.reason, "detail": self.detail,
-                "retryAfter": self.retry_after}
+                "retryAfter": self.retry_after, "kind": self.kind}
 
 
 class QueenRefused(QueenError):
-    """The broker answered 4xx or 500: the call as made will not succeed by repeating it."""
+    """The broker answered 4xx (not 429): the call as made will not succeed by repeating it."""
+
+    kind = "bad_request"
+
+
+class BadRequest(QueenRefused):
+    """400, 413, 422 and any other 4xx: the input was refused; nothing was written."""
+
+    kind = "bad_request"
+
+
+class BadArgument(BadRequest, ValueError):
+    """Refused by the client before anything was sent (status 0, code ``bad_argument``): a KV write without
+    exactly one valid expiry, say."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(0, "bad_argument", "bad_argument", detail, 0, 0)
+
+
+class AuthError(QueenRefused):
+    """401 or 403: no token, a bad one, or one that may not make this call."""
+
+    kind = "auth"
+
+
+class NotFound(QueenRefused):
+    """404: no such queue, lease or route."""
+
+    kind = "not_found"
+
+
+class Conflict(QueenRefused):
+    """409: a transaction id seen before, a lease not held."""
+
+    kind = "conflict"
+
+
+class ServerError(QueenError):
+    """500 or another 5xx that is not 503: the broker failed; not a refusal of the input."""
+
+    kind = "server"
 
 
 class QueenUnavailable(QueenError):
     """Try later: a 429 or 503 answer (``retry_after`` from its header), or no whole answer at all
     (status 0: code ``unreachable`` when no URL accepted a connection, ``timeout``, ``transport``)."""
 
+    kind = "unavailable"
+
+
+class RateLimited(QueenUnavailable):
+    """429: the tenant's rate or quota; ``retry_after`` says when."""
+
+    kind = "rate_limited"
+
+
+class Unavailable(QueenUnavailable):
+    """503: the broker or its database cannot serve now."""
+
+    kind = "unavailable"
+
+
+class TransportError(QueenUnavailable):
+    """No whole answer (status 0): code ``unreachable``, ``timeout`` or ``transport``."""
+
+    kind = "transport"
+
 
 class QueenBadResponse(QueenError):
     """The answer was not the JSON the route gives."""
+
+    kind = "transport"
+
+
+def error_class(status: int) -> type[QueenError]:
+    """The class (and so the kind) of an answer's status: clients/API.md's table."""
+    if status == 0:
+        return TransportError
+    if status in (401, 403):
+        return AuthError
+    if status == 404:
+        return NotFound
+    if status == 409:
+        return Conflict
+    if status == 429:
+        return RateLimited
+    if status == 503:
+        return Unavailable
+    if status >= 500:
+        return ServerError
+    return BadRequest
 
 
 class PreconditionFailed(QueenError):
     """A ``required`` KV op lost: the broker's 200 verdict, nothing of the batch was written."""
 
+    kind = "precondition"
+
     def __init__(self, failed_index: int, kv_reason: str, version: int, value: Any, value_omitted: bool = False,
                  value_bytes: Optional[int] = None, attempts: int = 1) -> None:
         super().__init__(200, "kv_precondition", "kv_precondition", f"op {failed_index} lost: {kv_reason}",
                          0, attempts)
+        # clients/API.md's one wording, whatever the language
+        self.args = (f"kv precondition failed at op {failed_index}: {kv_reason}",)
         #: the index of the op that lost, in the batch (or the transaction's flat kv index)
         self.failed_index = failed_index
         #: exists | absent | version | limit | type

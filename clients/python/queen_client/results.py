@@ -3,10 +3,35 @@ for members a dataclass does not name."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, TypedDict
 
 __all__ = ["GetResult", "WriteResult", "Row", "GetManyResult", "PrefixPage", "PushResult", "Message",
-           "PopResult", "AckResult", "RenewResult", "TxResult", "ConsumeStats"]
+           "PopResult", "AckResult", "LeaseResult", "TxResult", "ConsumeStats",
+           "QueueOptions"]
+
+
+class QueueOptions(TypedDict, total=False):
+    """``configure``'s options, as the wire names them (sql/005_log_ack.sql, _log_queue_option_specs_v1,
+    is the list; a name not there is refused by the broker). None resets one to its default."""
+    priority: Optional[int]
+    leaseTime: Optional[int]
+    retryLimit: Optional[int]
+    retryDelay: Optional[int]
+    maxSize: Optional[int]
+    ttl: Optional[int]
+    deadLetterQueue: Optional[bool]
+    dlqAfterMaxRetries: Optional[bool]
+    delayedProcessing: Optional[int]
+    windowBuffer: Optional[int]
+    retentionSeconds: Optional[int]
+    completedRetentionSeconds: Optional[int]
+    retentionEnabled: Optional[bool]
+    encryptionEnabled: Optional[bool]
+    maxWaitTimeSeconds: Optional[int]
+    minPopWaitTime: Optional[int]
+    dedupWindowSeconds: Optional[int]
+    retentionSinkHold: Optional[str]
+    retentionSinkHoldMaxSeconds: Optional[int]
 
 
 def _int(v: Any, default: int = 0) -> int:
@@ -150,13 +175,13 @@ class AckResult:
 
 
 @dataclass
-class RenewResult:
+class LeaseResult:
     lease_id: str
     renewed: bool
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, d: dict[str, Any]) -> "RenewResult":
+    def of(cls, d: dict[str, Any]) -> "LeaseResult":
         return cls(d.get("leaseId", ""), bool(d.get("renewed")), d)
 
 

@@ -4,7 +4,9 @@ them, the builders, the iterator, the consume loop's clean stop on SIGTERM, and 
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
+import uuid
 import random
 import select
 import signal
@@ -15,14 +17,16 @@ import sys
 import threading
 import time
 import unittest
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from harness import HERE, Broker, dead_url, mint_hs256
+from harness import HERE, Broker, dead_url, mint_hs256, psql
 
 from queen_client._core import Call
-from queen_client import (AsyncQueen, PreconditionFailed, Queen, QueenBadResponse, QueenRefused, QueenUnavailable,
-                          _json)
+from queen_client import (AckResult, AsyncQueen, AuthError, BadArgument, BadRequest, Conflict, NotFound,
+                          PreconditionFailed, Queen, QueenBadResponse, QueenError, QueenRefused, QueenUnavailable,
+                          RateLimited, ServerError, TransportError, Unavailable, _json)
 
 PKG = os.path.dirname(HERE)
 broker: Broker
@@ -86,29 +90,34 @@ class Errors(unittest.TestCase):
     def test_refusal_and_verdict_are_typed(self) -> None:
         ns = unique("py")
         with Queen(broker.base) as c:
-            with self.assertRaises(QueenRefused) as r:
-                c.kv.put(ns, "k", 1)  # no expiry: the broker's 400, the client invents none
-            self.assertEqual((r.exception.status, r.exception.reason), (400, "kv_expiry_not_specified"))
             c.kv.put(ns, "k", "live", forever=True)
             with self.assertRaises(PreconditionFailed) as p:
                 c.kv.put_if_absent(ns, "k", 2, forever=True, required=True)
             self.assertEqual((p.exception.status, p.exception.kv_reason, p.exception.value), (200, "exists", "live"))
+            self.assertEqual(str(p.exception), "kv precondition failed at op 0: exists")
+            self.assertEqual(p.exception.kind, "precondition")
             self.assertFalse(c.kv.put_if_absent(ns, "k", 2, forever=True).applied)
 
 
 class Auth(unittest.TestCase):
     SECRET = "a-test-secret-of-enough-length-for-hs256-0123456789"
 
+    TENANT = str(uuid.uuid4())
+
     @classmethod
     def setUpClass(cls) -> None:
         cls.b = Broker({"QUEEN_AUTH": "jwt", "QUEEN_JWT_SECRET": cls.SECRET, "QUEEN_JWT_DEFAULT_TENANT": "1"})
+        # With tokens tenancy is on: the token's tenant needs its kv grant (its own, so the suite runs alone).
+        psql(f"INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('{cls.TENANT}', true) "
+             "ON CONFLICT (tenant_id) DO UPDATE SET enabled = true")
 
     @classmethod
     def tearDownClass(cls) -> None:
         cls.b.stop()
 
     def token(self) -> str:
-        return mint_hs256(self.SECRET, {"sub": "py-producer", "role": "admin", "exp": int(time.time()) + 600})
+        return mint_hs256(self.SECRET, {"sub": "py-producer", "role": "admin", "tenant": self.TENANT,
+                                        "exp": int(time.time()) + 600})
 
     def test_blocking_client_sends_the_token(self) -> None:
         ns, q = unique("py"), unique("q")
@@ -260,6 +269,129 @@ class Timeouts(unittest.TestCase):
                 c._run(Call("GET", "/metrics/prometheus", lambda s, b: b, safe=True))
 
 
+class AnsweringPeer:
+    """An HTTP listener that answers every request with one status and the error envelope."""
+
+    def __init__(self, status: int, code: str = "x", reason: str = "x") -> None:
+        body = _json.dumps({"error": code, "code": code, "reason": reason, "detail": "d"}).encode()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, *a: Any) -> None:
+                pass
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+class Vocabulary(unittest.TestCase):
+    """clients/API.md as this client holds it: expiry, error kinds, names, QUEEN_URL, the retry hook."""
+
+    def test_a_write_without_one_valid_expiry_never_leaves_the_client(self) -> None:
+        with Queen(dead_url(), max_attempts=3, backoff=0.01) as c:  # nothing listens: a sent call would say so
+            bad: list[dict[str, Any]] = [{}, {"ttl": 0}, {"ttl": -5}, {"ttl": 1.5}, {"ttl": timedelta(0)},
+                                         {"ttl": 60, "forever": True}, {"ttl": True}]
+            for kw in bad:
+                for write in (lambda: c.kv.put("ns", "k", 1, **kw), lambda: c.kv.incr("ns", "k", 1, **kw),
+                              lambda: c.kv.put_if_absent("ns", "k", 1, **kw),
+                              lambda: c.tx().kv_put("ns", "k", 1, **kw), lambda: c.kv.batch().incr("ns", "k", **kw)):
+                    with self.assertRaises(BadArgument, msg=repr(kw)) as r:
+                        write()
+                    self.assertIsInstance(r.exception, ValueError)
+                    self.assertEqual((r.exception.status, r.exception.code, r.exception.kind),
+                                     (0, "bad_argument", "bad_request"))
+                    self.assertIn("expiry: give ttl (seconds > 0) or forever", str(r.exception))
+            self.assertEqual(c.retries, 0)
+            self.assertEqual(c.tx().kv_put("ns", "k", 1, ttl=timedelta(minutes=1)).bundle()["kv"][0]["ttlSeconds"], 60)
+
+    def test_each_status_has_its_kind_and_class(self) -> None:
+        cases = [(400, BadRequest, "bad_request"), (413, BadRequest, "bad_request"), (401, AuthError, "auth"),
+                 (403, AuthError, "auth"), (404, NotFound, "not_found"), (409, Conflict, "conflict"),
+                 (429, RateLimited, "rate_limited"), (503, Unavailable, "unavailable"), (500, ServerError, "server"),
+                 (502, ServerError, "server")]
+        for status, cls, kind in cases:
+            peer = AnsweringPeer(status)
+            try:
+                with Queen(peer.url, max_attempts=1) as c:
+                    with self.assertRaises(cls, msg=str(status)) as r:
+                        c.kv.get("ns", "k")
+                    self.assertEqual((r.exception.status, r.exception.kind, r.exception.to_dict()["kind"]),
+                                     (status, kind, kind))
+                    # A 500 is the broker's failure, not a refusal of the input: not a QueenRefused.
+                    self.assertEqual(isinstance(r.exception, QueenRefused), 400 <= status < 500 and status != 429)
+            finally:
+                peer.close()
+        with Queen(dead_url(), max_attempts=1) as c:
+            with self.assertRaises(TransportError) as t:
+                c.health()
+            self.assertEqual((t.exception.kind, t.exception.code), ("transport", "unreachable"))
+
+    def test_ack_of_one_message_answers_one_result(self) -> None:
+        q = unique("q")
+        with Queen(broker.base) as c:
+            c.push([{"queue": q, "payload": i, "transactionId": f"t{i}"} for i in range(3)])
+            popped = c.pop(q, batch=3, wait=True, timeout=5)
+            assert popped is not None and len(popped.messages) == 3
+            one = c.ack(popped.messages[0])
+            self.assertIsInstance(one, AckResult)
+            self.assertTrue(one.success)
+            many = c.ack(popped.messages[1:])
+            self.assertEqual([type(r) for r in many], [AckResult, AckResult])
+
+    def test_queen_url_is_read_when_no_url_is_given(self) -> None:
+        old = os.environ.get("QUEEN_URL")
+        os.environ["QUEEN_URL"] = f"{dead_url()}, {broker.base}"
+        try:
+            with Queen() as c:
+                self.assertIn("version", c.health())
+                self.assertEqual(c.retries, 1)  # the dead URL first: the list is the failover order
+            del os.environ["QUEEN_URL"]
+            with self.assertRaises(ValueError):
+                Queen()
+        finally:
+            if old is not None:
+                os.environ["QUEEN_URL"] = old
+
+    def test_every_retry_is_hooked_and_logged(self) -> None:
+        seen: list[tuple[int, str, float]] = []
+        with self.assertLogs("queen_client", level="INFO") as logs:
+            with Queen([dead_url(), broker.base], on_retry=lambda n, e, w: seen.append((n, e.code, w))) as c:
+                c.health()
+        self.assertEqual([(n, code) for n, code, _ in seen], [(1, "unreachable")])
+        self.assertGreaterEqual(seen[0][2], 0)
+        self.assertIn("retrying", logs.output[0])
+
+    def test_with_timeout_bounds_one_call(self) -> None:
+        peer = SilentPeer()
+        try:
+            with Queen(peer.url, max_attempts=1, timeout=60) as c:
+                t0 = time.monotonic()
+                with self.assertRaises(TransportError) as r:
+                    c.with_timeout(0.2).kv.get("ns", "k")
+                self.assertEqual(r.exception.code, "timeout")
+                self.assertLess(time.monotonic() - t0, 10)
+
+            async def go() -> None:
+                async with AsyncQueen(peer.url, max_attempts=1, timeout=60) as ac:
+                    with self.assertRaises(TransportError):
+                        await ac.with_timeout(0.2).health()
+            asyncio.run(go())
+        finally:
+            peer.close()
+
+
 class Builders(unittest.TestCase):
     def test_consecutive_pushes_share_one_operation(self) -> None:
         with Queen(broker.base) as c:
@@ -282,13 +414,15 @@ class Builders(unittest.TestCase):
             for k in range(7):
                 batch.put(ns, f"p/{k}", k, forever=True)
             self.assertEqual(len(batch.incr(ns, "n", 2, forever=True).apply()), 8)
-            scan = c.kv.get_prefix(ns, "p/", page_size=3)
+            scan = c.kv.scan(ns, "p/", page_size=3)
             self.assertEqual([r.value for r in scan], list(range(7)))
             self.assertEqual(scan.pages, 3)
+            page = c.kv.get_prefix(ns, "p/", limit=3)  # one page, as in every client
+            self.assertEqual(([r.value for r in page.rows], page.truncated, page.next_after), ([0, 1, 2], True, "p/2"))
 
             async def go() -> list[Any]:
                 async with AsyncQueen(broker.base) as ac:
-                    return [r.key async for r in ac.kv.get_prefix(ns, "p/", page_size=2, keys_only=True)]
+                    return [r.key async for r in ac.kv.scan(ns, "p/", page_size=2, keys_only=True)]
             self.assertEqual(asyncio.run(go()), [f"p/{k}" for k in range(7)])
 
 

@@ -271,12 +271,12 @@ async def do_call(c: Any, call: str, a: dict[str, Any]) -> Any:
     if call == "kv_get_many":
         return wire(await maybe(c.kv.get_many(ns, a.get("keys", []), tenant=t)))
     if call == "kv_get_prefix":
-        return wire(await maybe(c.kv.get_prefix_page(ns, a.get("prefix"), after=a.get("after"),
-                                                     limit=a.get("limit"), keys_only=bool(a.get("keysOnly")),
-                                                     tenant=t)))
+        return wire(await maybe(c.kv.get_prefix(ns, a.get("prefix"), after=a.get("after"),
+                                                limit=a.get("limit"), keys_only=bool(a.get("keysOnly")),
+                                                tenant=t)))
     if call == "kv_scan":
-        scan = c.kv.get_prefix(ns, a.get("prefix"), page_size=a.get("limit"), keys_only=bool(a.get("keysOnly")),
-                               tenant=t)
+        scan = c.kv.scan(ns, a.get("prefix"), page_size=a.get("limit"), keys_only=bool(a.get("keysOnly")),
+                         tenant=t)
         if isinstance(c, AsyncQueen):
             keys = [row.key async for row in scan]
         else:
@@ -296,16 +296,16 @@ async def do_call(c: Any, call: str, a: dict[str, Any]) -> Any:
                                       lease_seconds=a.get("leaseSeconds"), auto_ack=bool(a.get("autoAck")),
                                       tenant=t)))
     if call == "ack":
-        return wire(await maybe(c.ack(a.get("acks", []), group=a.get("group"), tenant=t)))
+        return wire(await maybe(c.ack(list(a.get("acks", [])), group=a.get("group"), tenant=t)))
     if call == "lease_extend":
-        return wire(await maybe(c.renew(a["leaseId"], int(a.get("seconds", 60)), tenant=t)))
+        return wire(await maybe(c.lease_extend(a["leaseId"], int(a.get("seconds", 60)), tenant=t)))
     if call == "configure":
         return await maybe(c.configure(a["queue"], a.get("options"), namespace=a.get("namespace"),
                                        task=a.get("task"), tenant=t))
     if call == "queues":
         return {"queues": await maybe(c.queues(tenant=t))}
     if call == "queue_delete":
-        return await maybe(c.delete_queue(a["queue"], tenant=t))
+        return await maybe(c.queue_delete(a["queue"], tenant=t))
     if call == "transaction":
         tx = c.tx(tenant=t)
         for op in a.get("ops", []):

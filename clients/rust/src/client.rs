@@ -9,8 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The retry hook (clients/API.md): called before every retry with the
+/// attempt that failed (1 for the first), its error and the wait.
+pub type RetryHook = Arc<dyn Fn(u32, &Error, Duration) + Send + Sync>;
+
 /// Client options. `Options::new(url)` takes the defaults shown.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Options {
     /// Broker base URLs (`http://127.0.0.1:6632`), tried in order for failover.
     pub urls: Vec<String>,
@@ -26,6 +30,23 @@ pub struct Options {
     pub timeout: Duration,
     /// Default 3 s.
     pub connect_timeout: Duration,
+    /// None: no hook.
+    pub on_retry: Option<RetryHook>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("urls", &self.urls)
+            .field("token", &self.token.as_ref().map(|_| "(set)"))
+            .field("max_attempts", &self.max_attempts)
+            .field("backoff", &self.backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("on_retry", &self.on_retry.as_ref().map(|_| "(set)"))
+            .finish()
+    }
 }
 
 impl Options {
@@ -42,6 +63,7 @@ impl Options {
             max_backoff: Duration::from_secs(5),
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),
+            on_retry: None,
         }
     }
 
@@ -58,6 +80,7 @@ struct Shared {
     backoff: Duration,
     max_backoff: Duration,
     timeout: Duration,
+    on_retry: Option<RetryHook>,
     pool: Pool,
     current: AtomicUsize, // the URL that answered last
     retries: AtomicU64,
@@ -95,10 +118,15 @@ impl Reply {
 }
 
 impl Client {
-    /// Makes a client; it connects on the first call.
-    pub fn new(o: Options) -> Result<Client> {
+    /// Makes a client; it connects on the first call. With no URLs it reads
+    /// QUEEN_URL (a comma-separated list), as every Queen client does.
+    pub fn new(mut o: Options) -> Result<Client> {
         if o.urls.is_empty() {
-            return Err(Error::own("bad_request", "no broker URL given"));
+            let env = std::env::var("QUEEN_URL").unwrap_or_default();
+            o.urls = env.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect();
+        }
+        if o.urls.is_empty() {
+            return Err(Error::bad_argument("no broker URL given (Options::urls, or QUEEN_URL)"));
         }
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
         Ok(Client {
@@ -110,6 +138,7 @@ impl Client {
                 backoff: if o.backoff.is_zero() { Duration::from_millis(50) } else { o.backoff },
                 max_backoff: if o.max_backoff.is_zero() { Duration::from_secs(5) } else { o.max_backoff },
                 timeout: if o.timeout.is_zero() { Duration::from_secs(30) } else { o.timeout },
+                on_retry: o.on_retry,
                 pool: Pool::new(if o.connect_timeout.is_zero() { Duration::from_secs(3) } else { o.connect_timeout }),
                 current: AtomicUsize::new(0),
                 retries: AtomicU64::new(0),
@@ -200,6 +229,9 @@ impl Client {
             wait = wait.min(s.max_backoff);
             if next_url {
                 url_index = (url_index + 1) % s.urls.len();
+            }
+            if let Some(hook) = &s.on_retry {
+                hook(attempt, &err, wait);
             }
             thread::sleep(wait);
             attempt += 1;

@@ -122,7 +122,7 @@ impl Client {
         let handled = thread::scope(|s| {
             s.spawn(move || {
                 while let Err(mpsc::RecvTimeoutError::Timeout) = renewing.recv_timeout(period) {
-                    let _ = self.extend_lease(&m.lease_id, o.lease_seconds);
+                    let _ = self.lease_extend(&m.lease_id, o.lease_seconds);
                 }
             });
             let ok = matches!(catch_unwind(AssertUnwindSafe(|| handler(m, &mut tx))), Ok(Ok(())));

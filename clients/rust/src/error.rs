@@ -52,6 +52,29 @@ impl Error {
         }
     }
 
+    /// The client's own refusal of an argument, before anything was sent
+    /// (status 0, code bad_argument, kind bad_request).
+    pub fn bad_argument(detail: impl Into<String>) -> Error {
+        Error::own("bad_argument", detail)
+    }
+
+    /// clients/API.md's error kind: one set in every client.
+    pub fn kind(&self) -> &'static str {
+        match self.status {
+            _ if self.is_precondition() => "precondition",
+            0 if self.code == "bad_argument" => "bad_request",
+            0 => "transport",
+            401 | 403 => "auth",
+            404 => "not_found",
+            409 => "conflict",
+            429 => "rate_limited",
+            503 => "unavailable",
+            s if s >= 500 => "server",
+            s if s >= 400 => "bad_request",
+            _ => "transport", // a 2xx that did not read: bad_response
+        }
+    }
+
     pub(crate) fn bad_response(status: u16, detail: impl Into<String>) -> Error {
         let mut e = Error::own("bad_response", detail);
         e.status = status;
@@ -67,7 +90,7 @@ impl Error {
     pub fn to_json(&self) -> Value {
         let mut v = json!({
             "status": self.status, "code": self.code, "reason": self.reason, "detail": self.detail,
-            "retryAfter": self.retry_after, "attempts": self.attempts,
+            "retryAfter": self.retry_after, "attempts": self.attempts, "kind": self.kind(),
         });
         if let Some(p) = &self.precondition {
             let m = v.as_object_mut().expect("an object");
@@ -148,7 +171,8 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.precondition {
             Some(p) if self.is_precondition() => {
-                write!(f, "queen: kv precondition failed at op {} ({})", p.failed_index, p.kv_reason)
+                // clients/API.md's one wording, whatever the language.
+                write!(f, "kv precondition failed at op {}: {}", p.failed_index, p.kv_reason)
             }
             _ if self.status == 0 => write!(f, "queen: {}: {}", self.code, self.detail),
             _ => write!(f, "queen: HTTP {} {}/{}: {}", self.status, self.code, self.reason, self.detail),

@@ -7,29 +7,30 @@ use crate::error::{Error, Result};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
-/// A KV write's lifetime. The broker requires one on every write and the
-/// client never invents it.
+/// A KV write's lifetime, a required argument of every write: there is no
+/// "unset" value, so a write without an expiry does not compile. `Ttl(0)`
+/// is refused before anything is sent (code bad_argument, kind
+/// bad_request: clients/API.md, "Expiry").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expiry {
     /// Until deleted.
     Forever,
     /// Seconds (> 0).
     Ttl(u64),
-    /// Sends none: the broker refuses the write (kv_expiry_not_specified).
-    Unset,
 }
 
 impl Expiry {
-    fn write_into(self, m: &mut Map<String, Value>) {
+    pub(crate) fn write_into(self, m: &mut Map<String, Value>) -> Result<()> {
         match self {
             Expiry::Forever => {
                 m.insert("forever".into(), Value::Bool(true));
             }
+            Expiry::Ttl(0) => return Err(Error::bad_argument("expiry: give ttl (seconds > 0) or forever (Ttl(0))")),
             Expiry::Ttl(s) => {
                 m.insert("ttlSeconds".into(), json!(s));
             }
-            Expiry::Unset => {}
         }
+        Ok(())
     }
 }
 
@@ -66,7 +67,7 @@ impl Cond {
         self
     }
 
-    fn write_into(&self, m: &mut Map<String, Value>) {
+    pub(crate) fn write_into(&self, m: &mut Map<String, Value>) {
         if let Some(v) = self.expect {
             m.insert("expect".into(), json!(v));
         }
@@ -161,7 +162,7 @@ fn repeatable(ops: &[Value]) -> bool {
     })
 }
 
-fn op_head(op: &str, ns: &str, key: Option<&str>) -> Map<String, Value> {
+pub(crate) fn op_head(op: &str, ns: &str, key: Option<&str>) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("op".into(), json!(op));
     m.insert("ns".into(), json!(ns));
@@ -169,6 +170,23 @@ fn op_head(op: &str, ns: &str, key: Option<&str>) -> Map<String, Value> {
         m.insert("key".into(), json!(k));
     }
     m
+}
+
+/// The wire ops the one-op calls and the transaction builder share.
+pub(crate) fn write_op(op: &str, ns: &str, key: &str, value: &Value, expiry: Expiry, cond: &Cond) -> Result<Value> {
+    let mut m = op_head(op, ns, Some(key));
+    m.insert("value".into(), value.clone());
+    expiry.write_into(&mut m)?;
+    cond.write_into(&mut m);
+    Ok(Value::Object(m))
+}
+
+pub(crate) fn incr_op(ns: &str, key: &str, delta: f64, expiry: Expiry, cond: &Cond) -> Result<Value> {
+    let mut m = op_head("incr", ns, Some(key));
+    m.insert("delta".into(), number(delta));
+    expiry.write_into(&mut m)?;
+    cond.write_into(&mut m);
+    Ok(Value::Object(m))
 }
 
 impl Client {
@@ -187,7 +205,7 @@ impl Client {
     pub fn put(&self, ns: &str, key: &str, value: &Value, expiry: Expiry, cond: Cond) -> Result<KvResult> {
         let mut m = Map::new();
         m.insert("value".into(), value.clone());
-        expiry.write_into(&mut m);
+        expiry.write_into(&mut m)?;
         cond.write_into(&mut m);
         kv_answer(self.call(Request {
             method: "PUT",
@@ -214,21 +232,13 @@ impl Client {
     /// Writes only when the key is absent (else reason exists, with the
     /// live value). Never retried once sent.
     pub fn put_if_absent(&self, ns: &str, key: &str, value: &Value, expiry: Expiry, cond: Cond) -> Result<KvResult> {
-        let mut m = op_head("putIfAbsent", ns, Some(key));
-        m.insert("value".into(), value.clone());
-        expiry.write_into(&mut m);
-        cond.write_into(&mut m);
-        self.one_op(Value::Object(m))
+        self.one_op(write_op("putIfAbsent", ns, key, value, expiry, &cond)?)
     }
 
     /// Adds delta to a numeric key (cond's min and max bound it). Never
     /// retried once sent.
     pub fn incr(&self, ns: &str, key: &str, delta: f64, expiry: Expiry, cond: Cond) -> Result<KvResult> {
-        let mut m = op_head("incr", ns, Some(key));
-        m.insert("delta".into(), number(delta));
-        expiry.write_into(&mut m);
-        cond.write_into(&mut m);
-        self.one_op(Value::Object(m))
+        self.one_op(incr_op(ns, key, delta, expiry, &cond)?)
     }
 
     /// Reads several keys of one namespace: rows found, missing not.

@@ -16,7 +16,7 @@ mod kv;
 mod messages;
 mod transaction;
 
-pub use client::{Client, Options};
+pub use client::{Client, Options, RetryHook};
 pub use consume::ConsumeOptions;
 pub use error::{Error, Precondition, Result};
 pub use kv::{Cond, Expiry, KvResult, PrefixOptions};

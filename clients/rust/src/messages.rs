@@ -125,6 +125,18 @@ pub struct Message {
     pub raw: Value,
 }
 
+impl Message {
+    /// The ack settling this message (status None: completed), for
+    /// `Client::ack` and `Tx::ack`.
+    pub fn ack_item(&self) -> AckItem {
+        AckItem {
+            lease_id: if self.lease_id.is_empty() { None } else { Some(self.lease_id.clone()) },
+            consumer_group: self.consumer_group.clone(),
+            ..AckItem::new(&self.transaction_id, &self.partition_id, "")
+        }
+    }
+}
+
 /// A pop's body: the messages leased to the caller.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PopResult {
@@ -225,7 +237,7 @@ impl Client {
     }
 
     /// Renews a lease for seconds more.
-    pub fn extend_lease(&self, lease_id: &str, seconds: u32) -> Result<Value> {
+    pub fn lease_extend(&self, lease_id: &str, seconds: u32) -> Result<Value> {
         let path = format!("/api/v1/lease/{}/extend", path_escape(lease_id));
         self.json_call("POST", path, Some(&json!({ "seconds": seconds })))
     }
@@ -252,7 +264,7 @@ impl Client {
     }
 
     /// Deletes a queue and its messages.
-    pub fn delete_queue(&self, queue: &str) -> Result<Value> {
+    pub fn queue_delete(&self, queue: &str) -> Result<Value> {
         self.json_call("DELETE", format!("/api/v1/resources/queues/{}", path_escape(queue)), None)
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::client::{Client, Request};
 use crate::error::Result;
+use crate::kv::{incr_op, op_head, write_op, Cond, Expiry};
 use crate::messages::{AckItem, PushItem};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -58,6 +59,28 @@ impl Tx {
     pub fn kv(&mut self, op: Value) -> &mut Tx {
         self.kv.push(op);
         self
+    }
+
+    /// Adds a put, as `Client::put` takes it; Err (nothing added) for a bad expiry.
+    pub fn kv_put(&mut self, ns: &str, key: &str, value: &Value, expiry: Expiry, cond: Cond) -> Result<&mut Tx> {
+        Ok(self.kv(write_op("put", ns, key, value, expiry, &cond)?))
+    }
+
+    /// Adds a putIfAbsent, as `Client::put_if_absent` takes it.
+    pub fn kv_put_if_absent(&mut self, ns: &str, key: &str, value: &Value, expiry: Expiry, cond: Cond) -> Result<&mut Tx> {
+        Ok(self.kv(write_op("putIfAbsent", ns, key, value, expiry, &cond)?))
+    }
+
+    /// Adds a delete, as `Client::delete` takes it.
+    pub fn kv_delete(&mut self, ns: &str, key: &str, cond: Cond) -> &mut Tx {
+        let mut m = op_head("delete", ns, Some(key));
+        cond.write_into(&mut m);
+        self.kv(Value::Object(m))
+    }
+
+    /// Adds an incr, as `Client::incr` takes it.
+    pub fn kv_incr(&mut self, ns: &str, key: &str, delta: f64, expiry: Expiry, cond: Cond) -> Result<&mut Tx> {
+        Ok(self.kv(incr_op(ns, key, delta, expiry, &cond)?))
     }
 
     /// The commit fails unless lease_id is still held.

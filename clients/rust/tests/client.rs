@@ -4,7 +4,7 @@
 
 mod support;
 
-use queen_client::{json, Client, ConsumeOptions, Cond, Expiry, Options, PopOptions, PushItem, Value};
+use queen_client::{json, Client, ConsumeOptions, Cond, Expiry, Options, PopOptions, PushItem, Tx, Value};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -60,7 +60,14 @@ fn bearer_token_reaches_an_authenticated_broker() {
     let e = anonymous.put(&ns, "k", &json!(1), Expiry::Forever, Cond::default()).unwrap_err();
     assert_eq!((e.status, e.code.as_str(), e.attempts), (401, "unauthorized", 1), "{}", e);
 
-    let c = Client::new(Options::new(&b.base).token(&hs256(secret, r#"{"sub":"rust-client","role":"admin"}"#))).unwrap();
+    // With tokens tenancy is on: the token names a tenant of its own, granted kv here (so the suite runs alone).
+    let tenant = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
+    support::psql(&format!(
+        "INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('{}', true) ON CONFLICT (tenant_id) DO UPDATE SET enabled = true",
+        tenant
+    ));
+    let claims = format!(r#"{{"sub":"rust-client","role":"admin","tenant":"{}"}}"#, tenant);
+    let c = Client::new(Options::new(&b.base).token(&hs256(secret, &claims))).unwrap();
     let big: Value = serde_json::from_str("12345678901234567890").unwrap();
     c.put(&ns, "k", &big, Expiry::Forever, Cond::default()).expect("a put with the token");
     let got = c.get(&ns, "k").expect("a get with the token");
@@ -238,4 +245,73 @@ fn a_connection_the_broker_closed_while_idle_is_not_reused() {
             thread::yield_now();
         }
     }
+}
+
+// clients/API.md as this client holds it: a Ttl(0) never leaves the client,
+// the error kinds, the typed transaction kv ops, QUEEN_URL.
+#[test]
+fn a_zero_ttl_never_leaves_the_client() {
+    let dead = format!("http://127.0.0.1:{}", support::free_port()); // a sent call would fail unreachable
+    let c = Client::new(Options::new(&dead)).unwrap();
+    for e in [
+        c.put("ns", "k", &json!(1), Expiry::Ttl(0), Cond::default()).unwrap_err(),
+        c.put_if_absent("ns", "k", &json!(1), Expiry::Ttl(0), Cond::default()).unwrap_err(),
+        c.incr("ns", "k", 1.0, Expiry::Ttl(0), Cond::default()).unwrap_err(),
+        Tx::new().kv_put("ns", "k", &json!(1), Expiry::Ttl(0), Cond::default()).unwrap_err(),
+    ] {
+        assert_eq!((e.status, e.code.as_str(), e.kind()), (0, "bad_argument", "bad_request"), "{}", e);
+        assert!(e.detail.contains("expiry: give ttl (seconds > 0) or forever"), "{}", e);
+    }
+    assert_eq!(c.retries(), 0);
+    let e = c.put("ns", "k", &json!(1), Expiry::Ttl(60), Cond::default()).unwrap_err();
+    assert_eq!((e.code.as_str(), e.kind()), ("unreachable", "transport"));
+}
+
+#[test]
+fn each_status_has_its_kind() {
+    for (status, kind) in [(400, "bad_request"), (413, "bad_request"), (401, "auth"), (403, "auth"), (404, "not_found"),
+        (409, "conflict"), (429, "rate_limited"), (503, "unavailable"), (500, "server"), (502, "server")] {
+        let body = r#"{"error":"x","code":"x","reason":"x","detail":"d"}"#;
+        let answer = format!("HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            status, body.len(), body);
+        let mut o = Options::new(&peer(Box::leak(answer.into_boxed_str())));
+        o.max_attempts = 1;
+        let e = Client::new(o).unwrap().get("ns", "k").unwrap_err();
+        assert_eq!((e.status, e.kind()), (status, kind), "{}", e);
+        assert_eq!(e.to_json()["kind"], json!(kind));
+    }
+}
+
+#[test]
+fn typed_transaction_and_queen_url() {
+    need_broker!();
+    let b = Broker::start(&[]);
+    std::env::set_var("QUEEN_URL", format!("http://127.0.0.1:{}, {}", support::free_port(), b.base));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut o = Options::with_urls(vec![]);
+    let log = seen.clone();
+    o.on_retry = Some(std::sync::Arc::new(move |attempt: u32, e: &queen_client::Error, _wait: Duration| {
+        log.lock().unwrap().push(format!("{} {}", attempt, e.code));
+    }));
+    let c = Client::new(o).unwrap();
+    std::env::remove_var("QUEEN_URL");
+    assert!(Client::new(Options::with_urls(vec![])).is_err());
+    let (ns, q) = (format!("rs-tx-{}", token()), format!("rs-tx-{}", token()));
+    c.push(&[PushItem::new(&q, json!(1)).transaction_id("t1")]).unwrap();
+    assert_eq!(c.retries(), 1, "the dead URL of QUEEN_URL first");
+    assert_eq!(*seen.lock().unwrap(), vec!["1 unreachable".to_string()], "the retry hook, once");
+    let mut o = PopOptions::queue(&q);
+    o.wait = Some(Duration::from_secs(5));
+    let m = c.pop(&o).unwrap().expect("a message").messages().remove(0);
+    let mut tx = Tx::new();
+    tx.ack(&m.ack_item());
+    tx.kv_put_if_absent(&ns, "done", &json!(true), Expiry::Forever, Cond::default()).unwrap()
+        .kv_incr(&ns, "n", 2.0, Expiry::Ttl(3600), Cond::default().max(10.0)).unwrap()
+        .kv_put(&ns, "p", &json!("x"), Expiry::Forever, Cond::default()).unwrap()
+        .kv_delete(&ns, "nothing", Cond::default());
+    let r = c.commit(&tx).unwrap();
+    assert!(r.success(), "{}", r.raw);
+    assert_eq!(c.get(&ns, "n").unwrap().value(), Some(&json!(2)));
+    let e = c.put_if_absent(&ns, "done", &json!(1), Expiry::Forever, Cond::required()).unwrap_err();
+    assert_eq!((e.to_string().as_str(), e.kind()), ("kv precondition failed at op 0: exists", "precondition"));
 }

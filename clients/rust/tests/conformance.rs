@@ -194,13 +194,14 @@ fn flag(a: &Value, k: &str) -> bool {
     a.get(k).and_then(Value::as_bool).unwrap_or(false)
 }
 
-fn expiry(a: &Value) -> Expiry {
-    if flag(a, "forever") {
-        Expiry::Forever
-    } else if let Some(t) = a.get("ttlSeconds").and_then(Value::as_u64) {
-        Expiry::Ttl(t)
-    } else {
-        Expiry::Unset
+/// The scenario's expiry. Neither, both, or a negative ttl has no Expiry
+/// value (such a write does not compile): the runner reports the refusal
+/// the client gives for Ttl(0), as every client refuses it.
+fn expiry(a: &Value) -> Result<Expiry, queen_client::Error> {
+    match (flag(a, "forever"), a.get("ttlSeconds")) {
+        (true, None) => Ok(Expiry::Forever),
+        (false, Some(t)) if t.as_u64().is_some() => Ok(Expiry::Ttl(t.as_u64().unwrap_or(0))),
+        _ => Err(queen_client::Error::bad_argument("expiry: give ttl (seconds > 0) or forever")),
     }
 }
 
@@ -253,12 +254,12 @@ fn do_call(base: &Client, call: &str, a: &Value) -> Result<Result<Value, Error>,
     Ok(match call {
         "health" => c.health(),
         "kv_get" => c.get(ns, key).map(|r| r.raw),
-        "kv_put" => c.put(ns, key, value, expiry(a), cond(a)).map(|r| r.raw),
-        "kv_put_if_absent" => c.put_if_absent(ns, key, value, expiry(a), cond(a)).map(|r| r.raw),
+        "kv_put" => expiry(a).and_then(|e| c.put(ns, key, value, e, cond(a))).map(|r| r.raw),
+        "kv_put_if_absent" => expiry(a).and_then(|e| c.put_if_absent(ns, key, value, e, cond(a))).map(|r| r.raw),
         "kv_delete" => c.delete(ns, key, cond(a)).map(|r| r.raw),
         "kv_incr" => {
             let delta = a.get("delta").and_then(Value::as_f64).unwrap_or(0.0);
-            c.incr(ns, key, delta, expiry(a), cond(a)).map(|r| r.raw)
+            expiry(a).and_then(|e| c.incr(ns, key, delta, e, cond(a))).map(|r| r.raw)
         }
         "kv_get_many" => {
             let keys = list(a, "keys");
@@ -298,10 +299,10 @@ fn do_call(base: &Client, call: &str, a: &Value) -> Result<Result<Value, Error>,
             c.pop(&o).map(|p| p.map(|p| p.raw).unwrap_or(Value::Null))
         }
         "ack" => c.ack(&list(a, "acks").iter().map(ack_item).collect::<Vec<_>>(), s(a, "group")).map(Value::Array),
-        "lease_extend" => c.extend_lease(s(a, "leaseId").unwrap_or(""), n(a, "seconds") as u32),
+        "lease_extend" => c.lease_extend(s(a, "leaseId").unwrap_or(""), n(a, "seconds") as u32),
         "configure" => c.configure(s(a, "queue").unwrap_or(""), a.get("options"), s(a, "namespace"), s(a, "task")),
         "queues" => c.queues(),
-        "queue_delete" => c.delete_queue(s(a, "queue").unwrap_or("")),
+        "queue_delete" => c.queue_delete(s(a, "queue").unwrap_or("")),
         "transaction" => {
             let mut tx = Tx::new();
             for op in list(a, "ops") {

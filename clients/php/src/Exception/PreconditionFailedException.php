@@ -12,6 +12,9 @@ namespace Queen\Exception;
  */
 class PreconditionFailedException extends QueenException
 {
+    /** clients/API.md's error kind. */
+    public const KIND = 'precondition';
+
     public function __construct(
         public readonly int $failedIndex,
         public readonly string $kvReason,
@@ -22,6 +25,8 @@ class PreconditionFailedException extends QueenException
         int $attempts = 1,
     ) {
         parent::__construct(200, 'kv_precondition', 'kv_precondition', "a required op lost: $kvReason", 0, $attempts);
+        // clients/API.md's one wording, whatever the language.
+        $this->message = "kv precondition failed at op $failedIndex: $kvReason";
     }
 
     public function toArray(): array

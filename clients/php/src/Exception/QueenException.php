@@ -11,6 +11,9 @@ namespace Queen\Exception;
  */
 class QueenException extends \RuntimeException
 {
+    /** clients/API.md's error kind; each subclass is one kind. */
+    public const KIND = 'server';
+
     public function __construct(
         public readonly int $status,
         public readonly string $errorCode,
@@ -22,10 +25,17 @@ class QueenException extends \RuntimeException
         parent::__construct("$errorCode ($status): " . ($detail !== '' ? $detail : $reason));
     }
 
-    /** The members the conformance suite names (status, code, reason, detail, retryAfter). */
+    /** bad_request, auth, not_found, conflict, precondition, rate_limited, unavailable, server or transport. */
+    public function kind(): string
+    {
+        return static::KIND;
+    }
+
+    /** The members the conformance suite names (status, code, reason, detail, retryAfter, kind). */
     public function toArray(): array
     {
         return [
+            'kind' => $this->kind(),
             'status' => $this->status,
             'code' => $this->errorCode,
             'reason' => $this->reason,

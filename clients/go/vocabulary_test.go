@@ -1,0 +1,136 @@
+package queen
+
+// clients/API.md as this client holds it: the expiry rules, the error
+// kinds, context errors through Unwrap, int64 versions, the typed
+// transaction kv ops, QUEEN_URL and the retry hook.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAWriteWithoutOneValidExpiryNeverLeavesTheClient(t *testing.T) {
+	c, _ := New(Options{URLs: []string{deadURL(t)}, MaxAttempts: 3, Backoff: time.Millisecond})
+	ctx := context.Background()
+	for _, exp := range []Expiry{{}, TTL(0), TTL(-time.Second), TTL(1), TTL(1500 * time.Millisecond)} {
+		calls := map[string]error{}
+		_, calls["put"] = c.Put(ctx, "ns", "k", 1, exp)
+		_, calls["putIfAbsent"] = c.PutIfAbsent(ctx, "ns", "k", 1, exp)
+		_, calls["incr"] = c.Incr(ctx, "ns", "k", 1, exp)
+		_, calls["tx"] = NewTx().KVPut("ns", "k", 1, exp).KVDelete("ns", "j").JSON()
+		for name, err := range calls {
+			var qe *Error
+			if !errors.As(err, &qe) || qe.Kind != KindBadRequest || qe.Code != "bad_argument" || qe.Status != 0 ||
+				!strings.Contains(qe.Detail, "expiry: give ttl (seconds > 0) or forever") {
+				t.Fatalf("%s with %+v: %v, expected a local bad_argument", name, exp, err)
+			}
+		}
+	}
+	if c.Retries() != 0 {
+		t.Fatalf("%d retries: something was sent", c.Retries())
+	}
+	if _, err := c.Put(ctx, "ns", "k", 1, TTL(time.Minute)); err == nil || err.(*Error).Code != "unreachable" {
+		t.Fatalf("a valid expiry is sent: %v", err)
+	}
+}
+
+func TestEachStatusHasItsKind(t *testing.T) {
+	for status, kind := range map[int]Kind{400: KindBadRequest, 413: KindBadRequest, 401: KindAuth, 403: KindAuth,
+		404: KindNotFound, 409: KindConflict, 429: KindRateLimited, 503: KindUnavailable, 500: KindServer,
+		502: KindServer} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			fmt.Fprint(w, `{"error":"x","code":"x","reason":"x","detail":"d"}`)
+		}))
+		c, _ := New(Options{URLs: []string{srv.URL}, MaxAttempts: 1})
+		_, err := c.Get(context.Background(), "ns", "k")
+		srv.Close()
+		var qe *Error
+		if !errors.As(err, &qe) || qe.Kind != kind || qe.Status != status {
+			t.Fatalf("%d: %v, expected kind %s", status, err, kind)
+		}
+	}
+}
+
+func TestAContextDeadlineUnwraps(t *testing.T) {
+	c, _ := New(Options{URLs: []string{silentPeer(t, "")}, MaxAttempts: 3, Backoff: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Get(ctx, "ns", "k")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v: errors.Is(err, context.DeadlineExceeded) is false", err)
+	}
+	var qe *Error
+	if !errors.As(err, &qe) || qe.Kind != KindTransport {
+		t.Fatalf("%v: expected a transport *Error", err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, ccancel)
+	if _, err := c.Get(cctx, "ns", "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v: errors.Is(err, context.Canceled) is false", err)
+	}
+}
+
+func TestTypedTransactionAndVersions(t *testing.T) {
+	b := sharedBroker(t)
+	c, _ := New(Options{URLs: []string{b.base}})
+	ctx := context.Background()
+	ns, q := "go-tx-"+runToken(), "go-tx-"+runToken()
+	if _, err := c.Push(ctx, []PushItem{{Queue: q, Payload: 1, TransactionID: "t1"}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Pop(ctx, PopOptions{Queue: q, Wait: 5 * time.Second})
+	if err != nil || p == nil || len(p.Messages) != 1 {
+		t.Fatalf("pop: %v %+v", err, p)
+	}
+	m := p.Messages[0]
+	r, err := c.Commit(ctx, NewTx().Ack(m.AckItem("")).KVPutIfAbsent(ns, "done", true, Forever).
+		KVIncr(ns, "n", 2, TTL(time.Hour), Max(10)).KVPut(ns, "p", "x", Forever).KVDelete(ns, "nothing"))
+	if err != nil || !r.Success {
+		t.Fatalf("commit: %v %s", err, r.Raw)
+	}
+	got, err := c.Get(ctx, ns, "p")
+	if err != nil || !got.Found {
+		t.Fatalf("get: %v", err)
+	}
+	// The version a read gives is the type Expect takes.
+	if w, err := c.Put(ctx, ns, "p", "y", Forever, Expect(got.Version)); err != nil || !w.Applied ||
+		w.Version != got.Version+1 {
+		t.Fatalf("put expecting %d: %v %+v", got.Version, err, w)
+	}
+	_, err = c.PutIfAbsent(ctx, ns, "done", 1, Forever, Required())
+	if err == nil || err.Error() != "kv precondition failed at op 0: exists" || err.(*Error).Kind != KindPrecondition {
+		t.Fatalf("a lost required op: %v", err)
+	}
+	if _, err := c.Commit(ctx, NewTx().KVIncr(ns, "n", 1, Expiry{})); err == nil || err.(*Error).Code != "bad_argument" {
+		t.Fatalf("a transaction with a bad expiry: %v, expected bad_argument before sending", err)
+	}
+}
+
+func TestQueenURLAndTheRetryHook(t *testing.T) {
+	b := sharedBroker(t)
+	t.Setenv("QUEEN_URL", deadURL(t)+", "+b.base)
+	var seen []string
+	c, err := New(Options{OnRetry: func(attempt int, err error, wait time.Duration) {
+		seen = append(seen, fmt.Sprintf("%d %s", attempt, err.(*Error).Code))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c.Retries() != 1 || len(seen) != 1 || seen[0] != "1 unreachable" {
+		t.Fatalf("retries %d, hook saw %v: expected the dead URL first, once", c.Retries(), seen)
+	}
+	t.Setenv("QUEEN_URL", "")
+	if _, err := New(Options{}); err == nil {
+		t.Fatal("no URL and no QUEEN_URL made a client")
+	}
+}
