@@ -12,7 +12,7 @@ packages=(
   gnuplot-nox
   clang libclang-rt-14-dev
   man-db
-  python3-mypy
+  python3-mypy python3-venv
   g++ nlohmann-json3-dev libgtest-dev
   php8.2-cli php8.2-curl phpunit
 )

@@ -28,6 +28,26 @@ else
   not_ok "npm pack"
 fi
 
+# The README's install path: npm pack, then npm install of that tarball into a fresh project (no
+# registry: the package has no runtime dependencies), whose program imports the client by its name
+# and finds the license and repository a registry would show.
+proj=$(mktemp -d /tmp/queen-js-proj-XXXXXX)
+if tgz=$(npm pack --silent --pack-destination "$proj" 2>"$log") &&
+   (cd "$proj" && npm init -y >/dev/null && npm install --offline --no-audit --no-fund "./$tgz") >"$log" 2>&1 &&
+   (cd "$proj" && node --input-type=module -e '
+     import { createRequire } from "node:module";
+     import * as queen from "@queen/client";
+     if (typeof queen.Queen !== "function") throw new Error("no Queen export");
+     const pkg = createRequire(import.meta.url)("@queen/client/package.json");
+     if (pkg.license !== "Apache-2.0") throw new Error("license " + pkg.license);
+     if (!/^git\+https:\/\//.test(pkg.repository?.url ?? "")) throw new Error("repository " + JSON.stringify(pkg.repository));
+     if (!createRequire(import.meta.url).resolve("@queen/client").includes("/node_modules/@queen/client/")) throw new Error("not the installed copy");') >>"$log" 2>&1; then
+  ok "npm pack + npm install of the tarball into a fresh project: imports, Apache-2.0, repository"
+else
+  not_ok "npm pack + npm install into a fresh project"
+fi
+rm -rf "$proj"
+
 node --test --test-reporter=tap test/*.test.js
 rc=$?
 [ "$failed" -eq 0 ] && exit $rc

@@ -29,7 +29,10 @@ def _metadata() -> str:
     p = _project()
     lines = ["Metadata-Version: 2.1", f"Name: {p['name']}", f"Version: {p['version']}",
              f"Summary: {p['description']}", f"Requires-Python: {p['requires-python']}"]
+    if "license" in p:
+        lines.append(f"License: {p['license']['text']}")
     lines += [f"Classifier: {c}" for c in p.get("classifiers", [])]
+    lines += [f"Project-URL: {k}, {v}" for k, v in p.get("urls", {}).items()]
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = f.read()
     return "\n".join(lines + ["Description-Content-Type: text/markdown", "", readme])

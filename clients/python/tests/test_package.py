@@ -44,6 +44,28 @@ class Package(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertTrue(os.path.exists(os.path.join(d, "t", "queen_client", "py.typed")))
 
+    def test_pip_installs_the_folder_into_a_venv_as_the_readme_says(self) -> None:
+        # The README's "pip install clients/python", run by a venv's own pip with no index: the
+        # installed package imports from the venv's site-packages and carries its license and
+        # repository, as a package index would show them.
+        with tempfile.TemporaryDirectory() as d:
+            venv = os.path.join(d, "venv")
+            r = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, "python3 -m venv (Debian: python3-venv)\n" + r.stdout + r.stderr)
+            py = os.path.join(venv, "bin", "python")
+            r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", PKG],
+                               capture_output=True, text=True, timeout=300, cwd=d)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            r = subprocess.run([py, "-I", "-c", "import importlib.metadata as m, queen_client; "
+                                "print(queen_client.__file__); md = m.metadata('queen-client'); "
+                                "print(md['License']); print(md.get_all('Project-URL'))"],
+                               capture_output=True, text=True, cwd=d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            where, license_, urls = r.stdout.splitlines()
+            self.assertTrue(where.startswith(venv), where)
+            self.assertEqual(license_, "Apache-2.0")
+            self.assertIn("Repository, https://", urls)
+
 
 if __name__ == "__main__":
     unittest.main()
