@@ -1,3 +1,3 @@
-module queen
+module github.com/queen-broker/queen/clients/go
 
 go 1.19

@@ -13,7 +13,7 @@ import (
 	"os/signal"
 	"strings"
 
-	"queen"
+	queen "github.com/queen-broker/queen/clients/go"
 )
 
 func main() {
