@@ -22,6 +22,24 @@ cargo --version
 if cargo clippy --version >/dev/null 2>&1; then
   if cargo clippy --all-targets --offline -- -D warnings >"$log" 2>&1; then tap ok "cargo clippy"; else cat "$log"; tap fail "cargo clippy"; fi
 fi
+# The README's install path: a fresh crate depends on this one by path (crates from the same
+# directory source as this folder's), builds, runs, and sees the license and repository.
+app=$(mktemp -d /tmp/queen-rust-app-XXXXXX)
+mkdir -p "$app/src" "$app/.cargo"
+cp .cargo/config.toml "$app/.cargo/"
+printf '[package]\nname = "app"\nversion = "0.0.0"\nedition = "2021"\n\n[dependencies]\nqueen-client = { path = "%s" }\n' "$PWD" >"$app/Cargo.toml"
+printf 'fn main() { let _ = queen_client::Client::new(queen_client::Options::new("http://127.0.0.1:1")); println!("built"); }\n' >"$app/src/main.rs"
+if (cd "$app" && CARGO_TARGET_DIR="$app/target" cargo run -q --offline) >"$log" 2>&1 && grep -qx built "$log" &&
+   (cd "$app" && cargo metadata -q --offline --format-version 1) 2>>"$log" | python3 -c '
+import json, sys
+p = [p for p in json.load(sys.stdin)["packages"] if p["name"] == "queen-client"][0]
+assert p["license"] == "Apache-2.0", p["license"]
+assert (p["repository"] or "").startswith("https://"), p["repository"]' >>"$log" 2>&1; then
+  tap ok "a crate with a path dependency on queen-client builds and runs; Apache-2.0, repository"
+else
+  cat "$log"; tap fail "a crate with a path dependency on queen-client"
+fi
+rm -rf "$app"
 cargo test --offline --no-fail-fast -- --test-threads=2 >"$log" 2>&1
 rc=$?
 cat "$log"
