@@ -15,6 +15,7 @@ packages=(
   python3-mypy python3-venv
   g++ nlohmann-json3-dev libgtest-dev
   php8.2-cli php8.2-curl phpunit
+  composer
 )
 
 # make ha-test: Patroni (its Python modules, psycopg2 among them, come with
