@@ -174,21 +174,26 @@ $(BUILD)/tests/client/%: $(BUILD)/obj/tests/client/%.o $(BUILD)/libqueenclient.a
 	@mkdir -p $(@D)
 	$(CC) $(SANLD) -o $@ $< $(BUILD)/libqueenclient.a $(SUPPORT_OBJ) $(SERVER_OBJ) $(BUILD)/libqueen.a $(LDLIBS) $(TESTLIBS) -lutil
 
-# make install PREFIX=DIR: headers, both libraries (static and shared), the
-# binaries, the man pages and a pkg-config file for each library.
+# make install PREFIX=DIR: headers, the libraries (static and shared; the
+# C++ client static only), the binaries, the man pages, a pkg-config file for
+# each library and a CMake package (find_package(Queen): lib/cmake/Queen).
+QUEEN_VERSION := $(shell sed -n 's/^\#define QUEEN_VERSION "\(.*\)"/\1/p' include/queen.h)
 .PHONY: install
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
-	           $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 644 include/queen.h include/queen_client.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/libqueen.a $(BUILD)/libqueenclient.a $(DESTDIR)$(PREFIX)/lib/
+	           $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/lib/cmake/Queen
+	install -m 644 include/queen.h include/queen_client.h clients/cpp/include/queen_client.hpp $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libqueen.a $(BUILD)/libqueenclient.a $(BUILD)/libqueenclient++.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libqueen.so $(BUILD)/libqueenclient.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/queen $(BUILD)/queenctl $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	for pc in libqueen libqueenclient; do \
-	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define QUEEN_VERSION "\(.*\)"/\1/p' include/queen.h)|g' \
+	for pc in libqueen libqueenclient libqueenclient++; do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(QUEEN_VERSION)|g' \
 	    scripts/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
 	done
+	install -m 644 scripts/cmake/QueenConfig.cmake $(DESTDIR)$(PREFIX)/lib/cmake/Queen/
+	sed -e 's|@VERSION@|$(QUEEN_VERSION)|g' scripts/cmake/QueenConfigVersion.cmake.in \
+	  > $(DESTDIR)$(PREFIX)/lib/cmake/Queen/QueenConfigVersion.cmake
 # ---- end of the remote client ----
 
 # ---- The Go and Rust clients (clients/go, clients/rust) ----

@@ -19,9 +19,10 @@ trap 'rm -rf "$prefix" "$work"' EXIT
 # The make that runs this script may pass SAN=1 down through MAKEFLAGS.
 check "make install PREFIX=$prefix" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install PREFIX="$prefix" SAN= BUILD=build
 
-for f in include/queen.h include/queen_client.h lib/libqueen.a lib/libqueen.so lib/libqueenclient.a \
-         lib/libqueenclient.so bin/queen bin/queenctl share/man/man1/queenctl.1 share/man/man1/queen.1 \
-         lib/pkgconfig/libqueen.pc lib/pkgconfig/libqueenclient.pc; do
+for f in include/queen.h include/queen_client.h include/queen_client.hpp lib/libqueen.a lib/libqueen.so \
+         lib/libqueenclient.a lib/libqueenclient.so lib/libqueenclient++.a bin/queen bin/queenctl \
+         share/man/man1/queenctl.1 share/man/man1/queen.1 lib/pkgconfig/libqueen.pc lib/pkgconfig/libqueenclient.pc \
+         lib/pkgconfig/libqueenclient++.pc lib/cmake/Queen/QueenConfig.cmake lib/cmake/Queen/QueenConfigVersion.cmake; do
   if [ -e "$prefix/$f" ]; then ok "installed $f"; else not_ok "installed $f"; fi
 done
 
@@ -89,6 +90,75 @@ if [ "$out" = "$(sed -n 's/^#define QUEEN_VERSION "\(.*\)"/\1/p' include/queen.h
 else
   not_ok "the embedded program printed '$out'"
 fi
+# The C++ client: its header and library, by pkg-config and by CMake's
+# find_package. The header names no JSON library (the application picks
+# one), and under C++20 a consume loop stops through a std::stop_token.
+cat > "$work/client.cpp" <<'CPP'
+#include <queen_client.hpp>
+#include <iostream>
+#include <string>
+int main(int, char **argv) {
+    queen_cpp::Options o;
+    o.urls = {argv[1]};
+    o.max_attempts = 1;
+    queen_cpp::Client c(o);
+    try {
+        c.health();
+    } catch (const queen_cpp::TransportError &e) {
+        std::cout << e.code() << " " << queen_cpp::Json::raw("0.1").text() << "\n";
+    }
+    return 0;
+}
+CPP
+check "pkg-config knows libqueenclient++" pkg-config --exists libqueenclient++
+# shellcheck disable=SC2046
+check "a C++17 program compiles with pkg-config --cflags --libs libqueenclient++" \
+  c++ -std=c++17 -Wall -Werror -o "$work/client++" "$work/client.cpp" $(pkg-config --cflags --libs libqueenclient++)
+out=$(LD_LIBRARY_PATH=$prefix/lib "$work/client++" "http://127.0.0.1:$dead" 2>>"$log")
+if [ "$out" = "unreachable 0.1" ]; then ok "the C++ program runs on the installed libraries ($out)"; else not_ok "the C++ program printed '$out'"; fi
+# shellcheck disable=SC2046
+c++ -std=c++17 -E "$work/client.cpp" $(pkg-config --cflags libqueenclient++) >"$work/client.ii" 2>>"$log"
+if [ -s "$work/client.ii" ] && ! grep -q 'namespace nlohmann' "$work/client.ii"; then
+  ok "queen_client.hpp pulls in no JSON library"
+else
+  not_ok "queen_client.hpp pulls in nlohmann::json"
+fi
+cat > "$work/stop.cpp" <<'CPP'
+#include <queen_client.hpp>
+#include <stop_token>
+#include <type_traits>
+using consume_with_stop_token =
+    void (queen_cpp::Client::*)(const queen_cpp::ConsumeOptions &, const queen_cpp::Handler &, std::stop_token);
+int main() {
+    consume_with_stop_token f = &queen_cpp::Client::consume;
+    static_assert(!std::is_copy_constructible_v<queen_cpp::StopToken>, "a StopToken is one flag");
+    return f == nullptr;
+}
+CPP
+# shellcheck disable=SC2046
+check "under C++20 consume() takes a std::stop_token" \
+  c++ -std=c++20 -Wall -Werror -o "$work/stop" "$work/stop.cpp" $(pkg-config --cflags --libs libqueenclient++)
+
+mkdir -p "$work/cmake"
+cp "$work/client.c" "$work/client.cpp" "$work/cmake/"
+cat > "$work/cmake/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(app C CXX)
+find_package(Queen 0.1 REQUIRED)
+add_executable(app_c client.c)
+target_link_libraries(app_c PRIVATE Queen::client)
+add_executable(app_cpp client.cpp)
+target_link_libraries(app_cpp PRIVATE Queen::client++)
+CMAKE
+check "cmake configures a project with find_package(Queen 0.1)" \
+  cmake -S "$work/cmake" -B "$work/cmake/build" -DCMAKE_PREFIX_PATH="$prefix"
+check "cmake builds a C program on Queen::client and a C++ one on Queen::client++" \
+  cmake --build "$work/cmake/build"
+out=$("$work/cmake/build/app_cpp" "http://127.0.0.1:$dead" 2>>"$log")
+if [ "$out" = "unreachable 0.1" ]; then ok "the CMake-built C++ program runs ($out)"; else not_ok "the CMake-built C++ program printed '$out'"; fi
+out=$("$work/cmake/build/app_c" "http://127.0.0.1:$dead" 2>>"$log")
+if [ "$out" = "unreachable attempts=1" ]; then ok "the CMake-built C program runs ($out)"; else not_ok "the CMake-built C program printed '$out'"; fi
+
 nm "$prefix/lib/libqueenclient.a" >"$work/nm" 2>>"$log"
 if grep -q ' T queen_client_consume$' "$work/nm"; then ok "libqueenclient.a holds the client"; else not_ok "libqueenclient.a lacks queen_client_consume"; fi
 check "the installed queenctl runs" "$prefix/bin/queenctl" --help

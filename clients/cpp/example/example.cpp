@@ -8,6 +8,8 @@
 #include <csignal>
 #include <iostream>
 
+#include <nlohmann/json.hpp> // the application's JSON library: queen_client.hpp names none
+
 static queen_cpp::StopToken stop;
 
 int main(int argc, char **argv)

@@ -8,22 +8,28 @@
 // per kind, all deriving from queen_cpp::Error), std::optional where the broker
 // may leave a member out, and queen_cpp::Json, which holds a value's JSON text
 // exactly as the broker sent it (0.1 and 12345678901234567890 stay those
-// bytes) and parses it with nlohmann::json on request.
+// bytes). The header names no JSON library: Json takes any value with a
+// dump() (nlohmann::json, say) and parse<J>() hands the text to J::parse,
+// so the application picks the library and its version, not this header.
 //
 // Threads: one Client is shared by any number of threads.
 #ifndef QUEEN_CLIENT_HPP
 #define QUEEN_CLIENT_HPP
 
 #include <chrono>
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
+#if __cplusplus >= 202002L && __has_include(<stop_token>)
+#include <stop_token>
+#endif
 
 extern "C" {
 #include "queen_client.h"
@@ -34,18 +40,25 @@ namespace queen_cpp {
 
 // A JSON value held as its text. Values, payloads and results travel as
 // text, never through a double or a 64-bit integer, so numbers survive a
-// round trip byte for byte; parse() gives an nlohmann::json to read
+// round trip byte for byte; parse<nlohmann::json>() gives a value to read
 // (whose own numbers are doubles and 64-bit integers: read exact numbers
 // from text()).
 class Json {
+    template <class V>
+    using dumps = std::enable_if_t<std::is_convertible_v<decltype(std::declval<const V &>().dump()), std::string> &&
+                                   !std::is_same_v<std::decay_t<V>, Json>>;
+
 public:
     Json() : text_("null") {}
-    // An nlohmann value, serialised (what you build in code).
-    Json(const nlohmann::json &v) : text_(v.dump()) {} // NOLINT: implicit on purpose
+    // A JSON library's value, serialised by its dump() (what you build in code).
+    template <class V, class = dumps<V>>
+    Json(const V &v) : text_(v.dump()) {} // NOLINT: implicit on purpose
     // JSON text sent as it is (a value read elsewhere, "0.1", "12345678901234567890").
     static Json raw(std::string text);
     const std::string &text() const { return text_; }
-    nlohmann::json parse() const { return nlohmann::json::parse(text_); }
+    // The text parsed by the library the caller names: parse<nlohmann::json>().
+    template <class J>
+    J parse() const { return J::parse(text_); }
     bool is_null() const { return text_ == "null"; }
     bool operator==(const Json &o) const { return text_ == o.text_; }
 
@@ -248,16 +261,20 @@ struct ConsumeOptions {
 };
 
 // Asks a consume loop to stop cleanly; request() from any thread, a
-// handler included. (A plain int under atomic builtins because the C loop
-// reads it as one.)
+// handler included. Under C++20, consume() also takes a std::stop_token.
 class StopToken {
 public:
-    void request() { __atomic_store_n(&flag_, 1, __ATOMIC_RELEASE); }
-    bool requested() const { return __atomic_load_n(&flag_, __ATOMIC_ACQUIRE) != 0; }
-    volatile int *c_flag() { return &flag_; }
+    void request() { flag_.store(1, std::memory_order_release); }
+    bool requested() const { return flag_.load(std::memory_order_acquire) != 0; }
 
 private:
-    volatile int flag_ = 0;
+    // The C loop reads the flag through an int pointer with acquire loads
+    // (queen_client_consume_options.stop): a lock-free std::atomic<int> is
+    // that int, so the two sides agree on one object.
+    static_assert(std::atomic<int>::is_always_lock_free && sizeof(std::atomic<int>) == sizeof(int),
+                  "the C consume loop reads the stop flag as an int");
+    std::atomic<int> flag_{0};
+    friend class Client;
 };
 
 // Return true when handled (the ack commits with whatever the handler added
@@ -329,6 +346,15 @@ public:
     // Runs until stop.request(): in-flight handlers finish and settle, then
     // it returns. Throws when the broker refuses the pop itself (a 4xx).
     void consume(const ConsumeOptions &o, const Handler &handler, StopToken &stop);
+#if defined(__cpp_lib_jthread)
+    // The same loop, stopped through a std::stop_token (a std::jthread's, say).
+    void consume(const ConsumeOptions &o, const Handler &handler, std::stop_token st)
+    {
+        StopToken stop;
+        std::stop_callback forward(st, [&stop] { stop.request(); });
+        consume(o, handler, stop);
+    }
+#endif
 
     queen_client *c_handle() const { return c_; }
 

@@ -623,7 +623,7 @@ void Client::consume(const ConsumeOptions &o, const Handler &handler, StopToken 
     co.poll_ms = o.poll_ms;
     co.handler = cb;
     co.ctx = const_cast<Handler *>(&handler);
-    co.stop = stop.c_flag();
+    co.stop = reinterpret_cast<volatile int *>(&stop.flag_); // see StopToken::flag_
     queen_client_error e;
     check(queen_client_consume(c_, &co, &e), e);
 }

@@ -41,13 +41,11 @@ Client client_for(const std::string &url, std::optional<std::string> token = std
 std::string ns() { return "cpp-" + queen_test::unique_token(); }
 
 const char SECRET[] = "cpp-client-secret-41c9";
-// The tokens' own tenant, granted kv by the test that uses it (so the suite passes run alone).
-const char TOKEN_TENANT[] = "5b1e2c0a-3f4d-4e8a-9c61-7d2f0e9b4a17";
 
-std::string mint(const std::string &secret, const std::string &role)
+std::string mint(const std::string &secret, const std::string &role, const std::string &tenant = "")
 {
-    std::string payload = "{\"sub\":\"cpp-test\",\"role\":\"" + role + "\",\"tenant\":\"" + TOKEN_TENANT +
-                          "\",\"exp\":" +
+    std::string claim = tenant.empty() ? "" : ",\"tenant\":\"" + tenant + "\"";
+    std::string payload = "{\"sub\":\"cpp-test\",\"role\":\"" + role + "\"" + claim + ",\"exp\":" +
                           std::to_string(static_cast<long long>(std::time(nullptr)) + 600) + "}";
     char *t = mint_jwt("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", payload.c_str(), secret.data(), secret.size(), nullptr);
     std::string s(t);
@@ -71,12 +69,12 @@ TEST(client, numbers_travel_as_text)
     EXPECT_EQ(big.version, w.version);
     EXPECT_FALSE(big.expires_at.has_value()); // forever: expiresAt is null
     auto doc = c.kv_get(n, "doc");
-    EXPECT_EQ(doc.value->parse()["a"][0].get<double>(), 0.1);
+    EXPECT_EQ(doc.value->parse<nlohmann::json>()["a"][0].get<double>(), 0.1);
     EXPECT_NE(doc.value->text().find("0.1"), std::string::npos);
     EXPECT_TRUE(doc.expires_at.has_value());
     // An nlohmann value goes out as its dump.
     c.kv_put(n, "obj", nlohmann::json{{"name", "ada"}, {"n", 3}}, Expiry::forever());
-    EXPECT_EQ(c.kv_get(n, "obj").value->parse()["name"], "ada");
+    EXPECT_EQ(c.kv_get(n, "obj").value->parse<nlohmann::json>()["name"], "ada");
 }
 
 TEST(client, absent_members_are_nullopt)
@@ -241,11 +239,14 @@ TEST(client, bearer_token_on_an_authenticated_broker)
 {
     std::string secret_env = std::string("QUEEN_JWT_SECRET=") + SECRET;
     auto b = Harness::get().start({"QUEEN_AUTH=jwt", secret_env, "QUEEN_JWT_DEFAULT_TENANT=1"});
-    Harness::get().sql(std::string("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('") + TOKEN_TENANT +
-                       "', true) ON CONFLICT (tenant_id) DO UPDATE SET enabled = true");
     std::string url = b["url"].get<std::string>();
     std::string n = ns();
-    Client authed = client_for(url, mint(SECRET, "admin"));
+    // With tokens tenancy is on: this test's own tenant, with its kv grant,
+    // so it does not lean on another suite having granted the default one.
+    const std::string tenant = "c4a1e2d0-5b6f-4e7a-9c3d-2f1e0b9a8c71";
+    Harness::get().sql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('" + tenant +
+                       "', true) ON CONFLICT (tenant_id) DO UPDATE SET enabled = true");
+    Client authed = client_for(url, mint(SECRET, "admin", tenant));
     EXPECT_TRUE(authed.kv_put(n, "k", Json::raw("1"), Expiry::forever()).applied);
     EXPECT_EQ(authed.kv_get(n, "k").value->text(), "1");
     Client anonymous = client_for(url);
@@ -258,7 +259,7 @@ TEST(client, bearer_token_on_an_authenticated_broker)
     }
     Client forged = client_for(url, mint("not-the-secret", "admin"));
     EXPECT_THROW(forged.kv_get(n, "k"), AuthError);
-    Client reader = client_for(url, mint(SECRET, "read"));
+    Client reader = client_for(url, mint(SECRET, "read", tenant));
     EXPECT_THROW(reader.kv_put(n, "k", Json::raw("2"), Expiry::forever()), AuthError);
     Harness::get().stop(b["id"].get<int>());
 }
@@ -280,7 +281,7 @@ TEST(client, scan_stops_and_rethrows_a_callback_exception)
     for (int i = 0; i < 5; i++)
         c.kv_put(n, "p/" + std::to_string(i), Json::raw(std::to_string(i)), Expiry::forever());
     std::vector<std::string> keys;
-    int pages = c.kv_scan(n, "p/", [&](const Json &row) { keys.push_back(row.parse()["key"]); }, 2);
+    int pages = c.kv_scan(n, "p/", [&](const Json &row) { keys.push_back(row.parse<nlohmann::json>()["key"]); }, 2);
     EXPECT_EQ(pages, 3);
     EXPECT_EQ(keys, (std::vector<std::string>{"p/0", "p/1", "p/2", "p/3", "p/4"}));
     int seen = 0;
@@ -320,7 +321,7 @@ TEST(client, consume_fails_a_throwing_handler_and_stops_from_another_thread)
     std::thread consumer([&] {
         c.consume(o,
                   [&](const Message &m, Transaction &tx) {
-                      EXPECT_EQ(m.data.parse()["n"], 1); // payloads come back as the broker renders them
+                      EXPECT_EQ(m.data.parse<nlohmann::json>()["n"], 1); // payloads come back as the broker renders them
                       if (++calls == 1)
                           throw std::runtime_error("first delivery fails");
                       tx.kv(nlohmann::json{{"op", "incr"}, {"ns", n}, {"key", "effect"}, {"delta", 1}, {"forever", true}});
@@ -345,7 +346,7 @@ TEST(client, example_consumer_counts_each_order_once)
     std::string q = "orders-" + queen_test::unique_token();
     auto count = [&] {
         auto v = c.kv_get("orders", "count").value;
-        return v ? v->parse().get<long long>() : 0LL;
+        return v ? v->parse<nlohmann::json>().get<long long>() : 0LL;
     };
     long long before = count();
     c.push(nlohmann::json::array({{{"queue", q}, {"payload", {{"order", 1}}}, {"transactionId", q + "-1"}},

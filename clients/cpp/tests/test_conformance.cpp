@@ -385,7 +385,7 @@ std::string do_call(queen_cpp::Client &c, const std::string &call, const jd *a)
     if (call == "kv_scan") {
         nlohmann::json keys = nlohmann::json::array();
         int pages = c.kv_scan(
-            ns, str(jd_get(a, "prefix")), [&](const queen_cpp::Json &row) { keys.push_back(row.parse()["key"]); },
+            ns, str(jd_get(a, "prefix")), [&](const queen_cpp::Json &row) { keys.push_back(row.parse<nlohmann::json>()["key"]); },
             static_cast<int>(jd_int(a, "limit", 0)), false, tenant);
         return "{\"keys\":" + keys.dump() + ",\"pages\":" + std::to_string(pages) + "}";
     }

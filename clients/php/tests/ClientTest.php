@@ -35,14 +35,15 @@ final class ClientTest extends TestCase
         return 'php-' . Harness::token();
     }
 
-    /** The tokens' own tenant, granted kv by the test that uses it (so the suite passes run alone). */
-    private const TOKEN_TENANT = '2e4f6a8c-0b1d-4e3f-9a5b-7c9d1e3f5a7b';
-
-    private static function mint(string $secret, string $role): string
+    private static function mint(string $secret, string $role, ?string $tenant = null): string
     {
         $b64 = fn (string $s) => rtrim(strtr(base64_encode($s), '+/', '-_'), '=');
         $head = $b64('{"alg":"HS256","typ":"JWT"}');
-        $body = $b64(json_encode(['sub' => 'php-test', 'role' => $role, 'tenant' => self::TOKEN_TENANT, 'exp' => time() + 600]));
+        $claims = ['sub' => 'php-test', 'role' => $role, 'exp' => time() + 600];
+        if ($tenant !== null) {
+            $claims['tenant'] = $tenant;
+        }
+        $body = $b64(json_encode($claims));
         return "$head.$body." . $b64(hash_hmac('sha256', "$head.$body", $secret, true));
     }
 
@@ -186,11 +187,15 @@ final class ClientTest extends TestCase
     public function testBearerTokenOnAnAuthenticatedBroker(): void
     {
         $b = Harness::get()->start(['QUEEN_AUTH=jwt', 'QUEEN_JWT_SECRET=' . self::SECRET, 'QUEEN_JWT_DEFAULT_TENANT=1']);
-        Harness::get()->sql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('" . self::TOKEN_TENANT . "', true) "
-            . 'ON CONFLICT (tenant_id) DO UPDATE SET enabled = true');
         try {
             $ns = self::ns();
-            $admin = self::client(['token' => self::mint(self::SECRET, 'admin')], $b['url']);
+            // With tokens tenancy is on: the test's own tenant, with its kv grant (the default
+            // tenant's grant is another suite's business, so this test does not lean on it).
+            $h = bin2hex(random_bytes(16));
+            $tenant = sprintf('%s-%s-4%s-a%s-%s', substr($h, 0, 8), substr($h, 8, 4), substr($h, 13, 3),
+                              substr($h, 17, 3), substr($h, 20, 12));
+            Harness::get()->sql("INSERT INTO queen.kv_quota (tenant_id, enabled) VALUES ('$tenant', true)");
+            $admin = self::client(['token' => self::mint(self::SECRET, 'admin', $tenant)], $b['url']);
             $this->assertTrue($admin->kvPut($ns, 'k', 1, Expiry::forever())['applied']);
             $this->assertSame(1, $admin->kvGet($ns, 'k')['value']);
             foreach ([null, self::mint('not-the-secret', 'admin')] as $token) {
@@ -203,9 +208,12 @@ final class ClientTest extends TestCase
                 }
             }
             $this->expectException(AuthException::class);
-            self::client(['token' => self::mint(self::SECRET, 'read')], $b['url'])->kvPut($ns, 'k', 2, Expiry::forever());
+            self::client(['token' => self::mint(self::SECRET, 'read', $tenant)], $b['url'])->kvPut($ns, 'k', 2, Expiry::forever());
         } finally {
             Harness::get()->stop($b['id']);
+            if (isset($tenant)) {
+                Harness::get()->sql("DELETE FROM queen.kv_quota WHERE tenant_id = '$tenant'");
+            }
         }
     }
 
