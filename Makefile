@@ -194,6 +194,13 @@ install: all
 	install -m 644 scripts/cmake/QueenConfig.cmake $(DESTDIR)$(PREFIX)/lib/cmake/Queen/
 	sed -e 's|@VERSION@|$(QUEEN_VERSION)|g' scripts/cmake/QueenConfigVersion.cmake.in \
 	  > $(DESTDIR)$(PREFIX)/lib/cmake/Queen/QueenConfigVersion.cmake
+
+# make test-c: the C client's suites alone (libqueenclient's own tests, its
+# conformance runner, queenctl's, and make install with programs built on it).
+.PHONY: test-c
+test-c: deps
+	$(MAKE) all $(CLIENT_TEST_BIN)
+	BUILD=$(BUILD) bash scripts/test.sh client/test_,client/install
 # ---- end of the remote client ----
 
 # ---- The Go and Rust clients (clients/go, clients/rust) ----

@@ -178,6 +178,16 @@ int queen_client_queues(queen_client *c, const char *tenant, char **result_json,
 int queen_client_queue_delete(queen_client *c, const char *tenant, const char *queue, char **result_json,
                               queen_client_error *err);
 
+/* ---- Dead letters: libqueen's queen_dlq_* (queen.h describes the bodies) ---- */
+int queen_client_dlq_list(queen_client *c, const char *tenant, const queen_dlq_query *query, char **result_json,
+                          queen_client_error *err);
+/* ids_json: a JSON array of dead-letter ids, or NULL for all; max 0: the broker's 1000. */
+int queen_client_dlq_requeue(queen_client *c, const char *tenant, const char *queue, const char *ids_json, int max,
+                             char **result_json, queen_client_error *err);
+/* id > 0: that dead letter; id 0: every one of queue. */
+int queen_client_dlq_delete(queen_client *c, const char *tenant, long long id, const char *queue, char **result_json,
+                            queen_client_error *err);
+
 /* ---- Transactions -------------------------------------------------------------
  * bundle_json: {"operations":[...],"requiredLeases":[...],"kv":[...]}. On 0,
  * *result_json is the broker's 200 body: success true with results, or
@@ -261,5 +271,29 @@ typedef struct queen_client_consume_options {
 } queen_client_consume_options;
 
 int queen_client_consume(queen_client *c, const queen_client_consume_options *o, queen_client_error *err);
+
+/* ---- Reading results without a JSON library --------------------------------------
+ * A pop body (queen_client_pop's *body_json) as messages shaped like the
+ * consume loop's: strings NUL-terminated (NULL when the broker left the
+ * member out), payload_json and message_json the broker's text. All of it
+ * lives until queen_client_popped_free, which may precede free(body_json)
+ * or follow it. body_json NULL (a 204) gives an empty set; text that is
+ * not a pop body gives NULL with err (bad_response).
+ *
+ *   queen_client_popped *p = queen_client_popped_parse(body, &err);
+ *   for (size_t i = 0; i < queen_client_popped_count(p); i++)
+ *       puts(queen_client_popped_at(p, i)->payload_json);
+ *   queen_client_popped_free(p); */
+typedef struct queen_client_popped queen_client_popped;
+queen_client_popped *queen_client_popped_parse(const char *body_json, queen_client_error *err);
+size_t queen_client_popped_count(const queen_client_popped *p);
+/* NULL past the end. */
+const queen_client_message *queen_client_popped_at(const queen_client_popped *p, size_t i);
+void queen_client_popped_free(queen_client_popped *p);
+
+/* An error category's name, as strerror gives an errno's: "bad_request",
+ * "unavailable", "precondition", ... ("unknown" for a value out of range).
+ * Static storage; never NULL. */
+const char *queen_client_category_name(queen_error_category category);
 
 #endif

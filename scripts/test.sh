@@ -2,7 +2,8 @@
 # Runs every suite against a private PostgreSQL started here and stopped on
 # exit (also on failure): unit tests, pgTAP files, integration tests.
 # Prints one TAP-ish line per test and ends with "N passed, M failed".
-#   BUILD=build scripts/test.sh [pattern]   (pattern filters test names)
+#   BUILD=build scripts/test.sh [pattern]   (pattern filters test names; a
+#   comma-separated list runs the suites matching any: client/test_,client/install)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -54,9 +55,17 @@ tally() { # name logfile exitcode
   fi
 }
 
+wanted() { # name
+  local part parts
+  [ -z "$filter" ] && return 0
+  IFS=, read -ra parts <<<"$filter"
+  for part in "${parts[@]}"; do [[ "$1" == *$part* ]] && return 0; done
+  return 1
+}
+
 run_suite() { # name command...
   local name=$1; shift
-  [ -n "$filter" ] && [[ "$name" != *$filter* ]] && return
+  wanted "$name" || return
   local log="$logdir/$(echo "$name" | tr '/' '_').log"
   CMOCKA_MESSAGE_OUTPUT=TAP timeout 900 "$@" >"$log" 2>&1
   tally "$name" "$log" $?

@@ -484,6 +484,82 @@ static void test_consume_stops_cleanly_and_reports_refusals(void **state)
     free(q);
 }
 
+/* A popped message read through the accessors, no JSON library: the ids an
+ * ack needs, the payload's text byte for byte, and the ack they make works. */
+static void test_popped_messages_read_without_a_json_library(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("cread");
+    queen_client *c = open_client(b.base, 3);
+    queen_client_error err;
+    char *items = NULL;
+    assert_true(asprintf(&items,
+                         "[{\"queue\":\"%s\",\"payload\":{\"n\":12345678901234567890},\"transactionId\":\"%s-1\"},"
+                         "{\"queue\":\"%s\",\"payload\":0.1,\"transactionId\":\"%s-2\"}]",
+                         q, q, q, q) > 0);
+    char *res = NULL;
+    assert_int_equal(queen_client_push(c, NULL, items, &res, &err), 0);
+    free(res);
+    queen_pop_options po = {.queue = q, .batch = 2};
+    char *body = NULL;
+    assert_int_equal(queen_client_pop(c, NULL, &po, &body, &err), 0);
+    assert_non_null(body);
+    queen_client_popped *p = queen_client_popped_parse(body, &err);
+    free(body); /* the set keeps what it read */
+    assert_non_null(p);
+    assert_int_equal(queen_client_popped_count(p), 2);
+    assert_null(queen_client_popped_at(p, 2));
+    const queen_client_message *m = queen_client_popped_at(p, 0);
+    char *tx1 = NULL;
+    assert_true(asprintf(&tx1, "%s-1", q) > 0);
+    assert_string_equal(m->queue, q);
+    assert_string_equal(m->transaction_id, tx1);
+    assert_non_null(strstr(m->payload_json, "12345678901234567890}")); /* the broker's rendering, exact */
+    assert_string_equal(queen_client_popped_at(p, 1)->payload_json, "0.1");
+    assert_int_equal(m->delivery_attempt, 1);
+    assert_non_null(m->partition_id);
+    assert_non_null(m->lease_id);
+    assert_non_null(strstr(m->message_json, "\"data\""));
+    char *acks = NULL;
+    assert_true(asprintf(&acks, "[{\"transactionId\":\"%s\",\"partitionId\":\"%s\",\"leaseId\":\"%s\"}]",
+                         m->transaction_id, m->partition_id, m->lease_id) > 0);
+    assert_int_equal(queen_client_ack(c, NULL, acks, NULL, &res, &err), 0);
+    assert_non_null(strstr(res, "\"success\": true"));
+    free(res);
+    queen_client_popped_free(p);
+
+    /* Nothing popped (204: NULL) is an empty set; text that is not a pop body is an error. */
+    p = queen_client_popped_parse(NULL, &err);
+    assert_int_equal(queen_client_popped_count(p), 0);
+    queen_client_popped_free(p);
+    assert_null(queen_client_popped_parse("{\"messages\":3}", &err));
+    assert_string_equal(err.code, "bad_response");
+    assert_null(queen_client_popped_parse("{\"messages\":[", &err));
+    queen_client_close(c);
+    free(acks);
+    free(tx1);
+    free(items);
+    free(q);
+}
+
+/* Every category has its name, like strerror for an errno; past the end: "unknown". */
+static void test_category_names(void **state)
+{
+    (void)state;
+    assert_string_equal(queen_client_category_name(QUEEN_ERR_UNAVAILABLE), "unavailable");
+    assert_string_equal(queen_client_category_name(QUEEN_ERR_PRECONDITION), "precondition");
+    for (int cat = QUEEN_OK; cat <= QUEEN_ERR_LIMIT_EXCEEDED; cat++)
+        assert_string_not_equal(queen_client_category_name((queen_error_category)cat), "unknown");
+    assert_string_equal(queen_client_category_name((queen_error_category)(QUEEN_ERR_LIMIT_EXCEEDED + 1)), "unknown");
+    assert_string_equal(queen_client_category_name((queen_error_category)-1), "unknown");
+    /* The client's own errors name a category too. */
+    queen_client *c = open_client("http://127.0.0.1:1", 1);
+    queen_client_error err;
+    assert_int_equal(queen_client_health(c, NULL, 0, &err), -1);
+    assert_string_equal(queen_client_category_name(err.category), "unavailable");
+    queen_client_close(c);
+}
+
 static void test_builder_shapes_one_bundle(void **state)
 {
     (void)state;
@@ -661,6 +737,8 @@ int main(void)
         cmocka_unit_test(test_timeouts_are_typed_and_retried_only_when_safe),
         cmocka_unit_test(test_one_handle_many_threads),
         cmocka_unit_test(test_consume_stops_cleanly_and_reports_refusals),
+        cmocka_unit_test(test_popped_messages_read_without_a_json_library),
+        cmocka_unit_test(test_category_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
