@@ -58,8 +58,9 @@ static int kv_get(ctl *x, const char *ns, const char *key)
     return rc;
 }
 
-/* --ttl / --forever into libqueen's expiry argument; neither sends none
- * (the broker then says why it wants one). */
+/* --ttl / --forever into libqueen's expiry argument. Every write names its
+ * expiry: neither is a usage error here, said before anything is sent, so a
+ * script learns which flags it lacks without a round trip and a refusal. */
 static bool expiry(const char *ttl, bool forever, long *out)
 {
     if (ttl != NULL && forever) {
@@ -71,8 +72,8 @@ static bool expiry(const char *ttl, bool forever, long *out)
         return true;
     }
     if (ttl == NULL) {
-        *out = -1;
-        return true;
+        ctl_usage_error(KV_USAGE, "a write needs its expiry: --ttl SECONDS or --forever");
+        return false;
     }
     return ctl_long("--ttl", ttl, out);
 }

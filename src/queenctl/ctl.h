@@ -64,5 +64,9 @@ int cmd_pop(ctl *x, int argc, char **argv);
 int cmd_consume(ctl *x, int argc, char **argv);
 int cmd_queues(ctl *x, int argc, char **argv);
 int cmd_tx(ctl *x, int argc, char **argv);
+int cmd_configure(ctl *x, int argc, char **argv);
+int cmd_ack(ctl *x, int argc, char **argv);
+int cmd_lease(ctl *x, int argc, char **argv);
+int cmd_dlq(ctl *x, int argc, char **argv);
 
 #endif

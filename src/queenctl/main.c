@@ -21,6 +21,10 @@ static const char USAGE[] =
     "  pop QUEUE [--group G] [--wait]  lease messages and print them\n"
     "  consume QUEUE -- CMD [ARG]...   each message to CMD's stdin, ack on exit 0\n"
     "  queues                          the queues and their message counts\n"
+    "  configure QUEUE [OPTIONS_JSON]  create a queue or change its options\n"
+    "  ack [TID PID LEASE]             settle messages (the one named, else pop's lines on stdin)\n"
+    "  lease extend LEASE_ID           keep a lease (--seconds N)\n"
+    "  dlq ls|requeue|del QUEUE ...    the queue's dead letters\n"
     "  tx FILE.json                    one transaction bundle ('-': stdin)\n"
     "\n"
     "The broker: --url (repeat it, or give a comma-separated list, for failover), else QUEEN_URL,\n"
@@ -323,6 +327,14 @@ int main(int argc, char **argv)
             rc = cmd_queues(&x, sargc, sargv);
         else if (strcmp(cmd, "tx") == 0)
             rc = cmd_tx(&x, sargc, sargv);
+        else if (strcmp(cmd, "configure") == 0)
+            rc = cmd_configure(&x, sargc, sargv);
+        else if (strcmp(cmd, "ack") == 0)
+            rc = cmd_ack(&x, sargc, sargv);
+        else if (strcmp(cmd, "lease") == 0)
+            rc = cmd_lease(&x, sargc, sargv);
+        else if (strcmp(cmd, "dlq") == 0)
+            rc = cmd_dlq(&x, sargc, sargv);
         else
             rc = ctl_usage_error(USAGE, "unknown command %s", cmd);
     }
