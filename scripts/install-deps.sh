@@ -13,7 +13,7 @@ packages=(
   clang libclang-rt-14-dev
   man-db
   python3-mypy python3-venv
-  g++ nlohmann-json3-dev libgtest-dev
+  g++ nlohmann-json3-dev libgtest-dev cmake
   php8.2-cli php8.2-curl phpunit
   composer
 )
