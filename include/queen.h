@@ -50,6 +50,7 @@ typedef struct queen_config {
     int max_connections;
     int request_read_timeout_ms;
     int idle_timeout_ms;
+    int response_write_timeout_ms;
     int drain_quiet_ms;
     int max_poll_timeout_ms; /* the HTTP long poll's timeout is at most this */
     int max_inflight_body_bytes;
@@ -85,7 +86,9 @@ typedef struct queen_config {
     bool jwt_default_tenant;
     char *tls_cert;
     char *tls_key;
-    char *tls_priorities; /* GnuTLS priority string of the HTTPS listener */
+    char *tls_min_version;  /* "1.2" or "1.3" */
+    char *tls_ciphers;      /* TLS 1.2 suites, OpenSSL cipher-list syntax */
+    char *tls_ciphersuites; /* TLS 1.3 suites */
     char *allowed_origins; /* Origin values served besides the broker's own (src/server/origin.h) */
     char *allowed_hosts;   /* Host names served with QUEEN_AUTH=off besides addresses and localhost */
     /* QUEEN_ENCRYPTION_KEY (README, Payload encryption). Without one, a

@@ -798,7 +798,7 @@ bool auth_settle_refused(server *srv, auth_pending *p, const route *r, const cha
     return refused;
 }
 
-bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *const *params, size_t nparams,
+bool auth_refused(server *srv, struct conn *c, const route *r, char *const *params, size_t nparams,
                   const char *body, size_t body_len, char tenant[QUEEN_TENANT_LEN + 1], auth_identity *who,
                   http_response *res)
 {
@@ -812,7 +812,7 @@ bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *c
         return refuse(res, r, F_ROLE, "this route has no authorisation policy");
     const char *value;
     size_t len;
-    unsigned count = http_header_first(c, MHD_HTTP_HEADER_AUTHORIZATION, &value, &len);
+    unsigned count = http_header_first(c, "Authorization", &value, &len);
     if (count == 0)
         return refuse(res, r, F_MISSING, "this route needs Authorization: Bearer <token>");
     if (count > 1 || len < 7 || strncasecmp(value, "Bearer ", 7) != 0)

@@ -42,7 +42,7 @@ bool auth_enabled(const server *srv);
  * whole: false when the call may go on (tenant, when the token names one,
  * and *who filled); true with the refusal in res (401 with
  * WWW-Authenticate: Bearer, or 403). body may be NULL. */
-bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *const *params, size_t nparams,
+bool auth_refused(server *srv, struct conn *c, const route *r, char *const *params, size_t nparams,
                   const char *body, size_t body_len, char tenant[QUEEN_TENANT_LEN + 1], auth_identity *who,
                   http_response *res);
 
