@@ -18,6 +18,11 @@ struct h1 {
     bool http10, keep_alive, expect_continue, chunked, has_body;
     long long content_length;
     bool head_done;     /* http_parser reached the end of the headers */
+    /* Where the head's byte check stopped (offsets into the buffer, which
+     * may move between calls but keeps its bytes in place): a head that
+     * trickles in is checked once, not again from its start per piece. */
+    size_t scan_start, scan_pos, scan_line, scan_lines;
+    bool scan_started;
     bool message_done;  /* ... and of the message */
     /* The body feed. */
     const h1_body_sink *sink;
@@ -255,14 +260,24 @@ static long check_framing(h1 *p, h1_error *err)
 long h1_head(h1 *p, char *buf, size_t len, h1_error *err)
 {
     /* Empty lines before the request line are allowed (RFC 9112 2.2). */
-    size_t start = 0;
-    while (start < len && (buf[start] == '\r' || buf[start] == '\n')) {
-        if (buf[start] == '\r' && start + 1 < len && buf[start + 1] != '\n')
-            return refuse(err, 400, "bad_request_line", "a CR not followed by LF");
-        start++;
+    size_t start = p->scan_start;
+    if (!p->scan_started) {
+        start = p->scan_pos;
+        while (start < len && (buf[start] == '\r' || buf[start] == '\n')) {
+            if (buf[start] == '\r' && start + 1 < len && buf[start + 1] != '\n')
+                return refuse(err, 400, "bad_request_line", "a CR not followed by LF");
+            if (buf[start] == '\r' && start + 1 >= len)
+                break;
+            start++;
+        }
+        p->scan_pos = start;
+        if (start >= len || buf[start] == '\r')
+            return start >= H1_MAX_HEAD ? refuse(err, 431, "headers_too_large", "the request head is too large") : 0;
+        p->scan_started = true;
+        p->scan_start = p->scan_line = start;
     }
-    size_t line = start, nlines = 0, end = 0;
-    for (size_t i = start; i < len; i++) {
+    size_t line = p->scan_line, nlines = p->scan_lines, end = 0, i;
+    for (i = p->scan_pos; i < len; i++) {
         char c = buf[i];
         if (c == '\0')
             return refuse(err, 400, "bad_header", "a NUL byte in the request line or a header");
@@ -297,6 +312,9 @@ long h1_head(h1 *p, char *buf, size_t len, h1_error *err)
             return refuse(err, 431, "headers_too_large", "the request has more than 64 headers");
         line = i + 1;
     }
+    p->scan_pos = i;
+    p->scan_line = line;
+    p->scan_lines = nlines;
     if (end == 0) {
         if (nlines == 0 && len - start >= H1_MAX_LINE)
             return refuse(err, 414, "uri_too_long", "the request line is longer than 8192 bytes");
