@@ -51,6 +51,7 @@ typedef struct queen_config {
     int request_read_timeout_ms;
     int idle_timeout_ms;
     int response_write_timeout_ms;
+    int max_inflight_answer_bytes;
     int drain_quiet_ms;
     int max_poll_timeout_ms; /* the HTTP long poll's timeout is at most this */
     int max_inflight_body_bytes;

@@ -96,6 +96,14 @@ static const setting settings[] = {
      "Longest time an answer may take to be written once it is ready; past it the connection is cut and the "
      "answer's memory returned (a client that stops reading holds nothing longer). 30000: a 20 MiB answer "
      "needs about 6 Mbit/s."},
+    {"QUEEN_MAX_INFLIGHT_ANSWER_BYTES", "max-inflight-answer-bytes", SET_INT, AT(max_inflight_answer_bytes),
+     "33554432", 1048576, 2147483647,
+     "Answer bytes held at once for connections still writing them (an answer is held from its rendering until "
+     "its last byte is written or its connection cut). An answer of more than 16 KiB that would pass it is "
+     "answered 503 answer_budget_exhausted with Retry-After instead (one is always admitted when no other is "
+     "held), so clients that stop reading cannot hold more than this. 32 MiB: 300 clients that never read a "
+     "4 MB answer leave the broker's memory this much larger at most, and one answer of up to "
+     "QUEEN_MAX_BODY_BYTES still goes out."},
     {"QUEEN_IDLE_TIMEOUT_MS", "idle-timeout-ms", SET_INT, AT(idle_timeout_ms), "65000", 100, 3600000,
      "A keep-alive connection with no request in progress is closed after this long. 65000: above the 60 s "
      "idle timeout of common load balancers and proxies, so they close first and never send a request on a "

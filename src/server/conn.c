@@ -102,6 +102,7 @@ struct conn {
 
 typedef struct conn_guard {
     long cap, limit;
+    long long answer_budget;
     int read_ms, idle_ms, write_ms, tick_ms;
     atomic_llong open, admitted;
     atomic_llong refused, read_timeouts, idle_closed, write_timeouts, answer_bytes;
@@ -169,6 +170,7 @@ int conn_guard_start(server *srv, long nofile)
     g->read_ms = cfg->request_read_timeout_ms;
     g->idle_ms = cfg->idle_timeout_ms;
     g->write_ms = cfg->response_write_timeout_ms;
+    g->answer_budget = cfg->max_inflight_answer_bytes;
     int shortest = g->read_ms < g->idle_ms ? g->read_ms : g->idle_ms;
     if (g->write_ms < shortest)
         shortest = g->write_ms;
@@ -402,13 +404,50 @@ static void sb_header(strbuf *b, const char *name, const char *value)
     sb_add(b, "\r\n", 2);
 }
 
+/* Answers up to this size are never refused for the budget: the socket's
+ * buffer takes them whole at once, so they are not held. */
+#define CONN_SMALL_ANSWER (16 * 1024)
+
+/* Takes len bytes of the answer budget, or none (then the caller answers
+ * 503). One answer is always admitted when none other is held, so an answer
+ * larger than the budget still goes out alone. */
+static bool answer_budget_take(conn_guard *g, size_t len)
+{
+    long long before = atomic_fetch_add(&g->answer_bytes, (long long)len);
+    if (len <= CONN_SMALL_ANSWER || before == 0 || before + (long long)len <= g->answer_budget)
+        return true;
+    atomic_fetch_sub(&g->answer_bytes, (long long)len);
+    return false;
+}
+
 void conn_answer(conn *c, http_response *res)
 {
     server *srv = c->set->srv;
+    conn_guard *g = srv->guard;
     out_free(c);
     char *body = res->body;
     res->body = NULL;
     size_t len = body != NULL ? strlen(body) : 0;
+    if (len > 0 && !answer_budget_take(g, len)) {
+        /* Held answers (clients slow to read them) fill the budget: this
+         * one is not held too; the client retries. */
+        free(body);
+        http_response busy = {.status = 503};
+        char detail[192];
+        snprintf(detail, sizeof detail,
+                 "answers held for clients still reading them would pass %lld bytes "
+                 "(QUEEN_MAX_INFLIGHT_ANSWER_BYTES); retry shortly",
+                 g->answer_budget);
+        http_error(&busy, 503, "unavailable", "answer_budget_exhausted", detail);
+        busy.retry_after = 1;
+        busy.close = res->close;
+        res = &busy;
+        body = busy.body;
+        busy.body = NULL;
+        len = body != NULL ? strlen(body) : 0;
+        atomic_fetch_add(&g->answer_bytes, (long long)len);
+    }
+    size_t taken = len; /* of the budget so far: the body */
     bool no_body = res->status == 204 || res->status == 304 || res->status < 200;
     bool head_only = c->parser != NULL && h1_method(c->parser) != NULL && strcmp(h1_method(c->parser), "HEAD") == 0;
     /* While stopping, a keep-alive client must not send its next request
@@ -454,7 +493,9 @@ void conn_answer(conn *c, http_response *res)
     c->out_body = body;
     c->out_body_len = len;
     c->out_sent = 0;
-    atomic_fetch_add(&((conn_guard *)srv->guard)->answer_bytes, (long long)(b.len + len));
+    /* Held now: the head and the body as kept (a HEAD's, a 204's body is
+     * dropped); out_free gives back the same. */
+    atomic_fetch_add(&g->answer_bytes, (long long)(c->out_head_len + c->out_body_len) - (long long)taken);
     c->answer_ready = true;
     /* From a fiber that ended: the loop writes it once its stack is its
      * own. */

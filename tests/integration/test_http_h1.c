@@ -8,7 +8,9 @@
  *  - a chunked body is refused (413, closed) as soon as it passes
  *    QUEEN_MAX_BODY_BYTES, while its sender is still sending;
  *  - a client that does not read its answer is cut at
- *    QUEEN_RESPONSE_WRITE_TIMEOUT_MS and the answer's memory returned. */
+ *    QUEEN_RESPONSE_WRITE_TIMEOUT_MS and the answer's memory returned;
+ *    while it holds its answer, another large answer past
+ *    QUEEN_MAX_INFLIGHT_ANSWER_BYTES is 503 answer_budget_exhausted. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -35,7 +37,8 @@ static test_broker B;
 static int setup(void **state)
 {
     (void)state;
-    static const char *const env[] = {"QUEEN_MAX_BODY_BYTES=16384", "QUEEN_RESPONSE_WRITE_TIMEOUT_MS=1500", NULL};
+    static const char *const env[] = {"QUEEN_MAX_BODY_BYTES=16384", "QUEEN_RESPONSE_WRITE_TIMEOUT_MS=1500",
+                                      "QUEEN_MAX_INFLIGHT_ANSWER_BYTES=4194304", NULL};
     if (!broker_start(&B, env)) {
         fprintf(stderr, "broker did not become healthy (log: %s)\n", B.log);
         return -1;
@@ -261,19 +264,39 @@ static void a_client_that_does_not_read_is_cut_at_the_write_deadline(void **stat
         http_reply_free(&r);
         free(body);
     }
+    /* the listing of the queue's messages: about 10 MB, leases nothing */
+    char *list = fmt("/api/v1/messages?queue=%s&limit=1000", q);
+    http_reply full = broker_http(&B, "GET", list, NULL, NULL);
+    assert_int_equal(full.status, 200);
+    if (strlen(full.body) < 8 * 1000 * 1000)
+        fail_msg("the listing is %zu bytes, not the 10 MB the test needs", strlen(full.body));
+    http_reply_free(&full);
+
     long long cut0 = http_metric(&B, "http", "connections", "writeTimeouts");
     int fd = raw_connect(B.port);
     int small = 4096;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    char *get = fmt("GET /api/v1/pop/queue/%s?batch=1000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", q);
+    char *get = fmt("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", list);
     send_all(fd, get);
-    /* never read: cut within the deadline and a tick */
+    /* held (the budget admits one answer alone, whatever its size) ... */
+    WAIT_UNTIL(http_metric(&B, "http", "connections", "answerBytes") > 4194304, 10000,
+               "the unread answer is not held");
+    /* ... so another is refused rather than held too */
+    http_reply busy = broker_http(&B, "GET", list, NULL, NULL);
+    assert_int_equal(busy.status, 503);
+    assert_non_null(strstr(busy.body, "\"answer_budget_exhausted\""));
+    http_reply_free(&busy);
+    /* never read: cut within the deadline and a tick, its memory returned */
     WAIT_UNTIL(http_metric(&B, "http", "connections", "writeTimeouts") == cut0 + 1, 10000,
                "the client that does not read was not cut");
-    WAIT_UNTIL(http_metric(&B, "http", "connections", "answerBytes") == 0, 5000,
+    WAIT_UNTIL(http_metric(&B, "http", "connections", "answerBytes") < 16384, 5000,
                "the cut answer's memory is still held");
+    http_reply again = broker_http(&B, "GET", list, NULL, NULL);
+    assert_int_equal(again.status, 200);
+    http_reply_free(&again);
     close(fd);
     free(get);
+    free(list);
     free(payload);
     free(q);
 }
