@@ -73,11 +73,40 @@ typedef struct http_response {
 
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);
 
+/* operator: the broker-wide routes (maintenance, /metrics), above every
+ * tenant's admin. */
+typedef enum auth_role { ROLE_NONE, ROLE_READ, ROLE_WRITE, ROLE_ADMIN, ROLE_OPERATOR } auth_role;
+
+/* What a route touches, for the scope check: which of its inputs name a
+ * KV key or a queue, and with which access. */
+typedef enum resource_kind {
+    RES_NONE,         /* nothing tenant data: /health, /metrics, the console's files */
+    RES_KV_PATH,      /* params ns, key */
+    RES_KV_BATCH,     /* the body's operations: ns and key, keys or prefix each */
+    RES_KV_LIST,      /* the body's namespace and prefix */
+    RES_KV_ALL,       /* every namespace: the listing */
+    RES_QUEUE_PATH,   /* params[0] is a queue */
+    RES_QUEUE_PATH2,  /* params[1] is a queue (params[0] a consumer group) */
+    RES_QUEUE_PUSH,   /* the body's items[].queue */
+    RES_QUEUE_BODY,   /* the body's queue (configure) */
+    RES_QUEUE_ALL,    /* every queue: the listings, pop by labels, a dead letter by id */
+    RES_PARTITION,    /* the body's partitionId (ack, trace): the queue it belongs to */
+    RES_PARTITIONS,   /* the body's acknowledgments[].partitionId (ack batch) */
+    RES_LEASE_PATH,   /* params[0] is a lease id: the queue of the cursor holding it */
+    RES_TRANSACTION,  /* the bundle's pushes, acks (by partition), required leases and kv ops */
+    RES_BROKER,       /* broker-wide, no tenant's: maintenance, the broker's metrics */
+} resource_kind;
+
+typedef enum access_level { ACCESS_READ = ROLE_READ, ACCESS_WRITE = ROLE_WRITE } access_level;
+
 typedef struct route {
     const char *method;
     const char *pattern;         /* ":name" captures one segment, "*name" the rest */
     route_handler handler;
     http_family family;
+    auth_role role;              /* at least; a route's inputs may ask for more (a kv write op) */
+    resource_kind resource;      /* what it names, for the scope check */
+    access_level access;         /* what it does to those resources */
 } route;
 
 struct server {
