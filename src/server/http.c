@@ -1,6 +1,6 @@
 /* http: a request from its head to its answer: body accumulation under the
- * cap and the budget, routing, tenancy, long-poll suspend/resume, graceful
- * stop, access log (see http.h). Connections, parsing and deadlines are
+ * cap and the budget, dispatch (router.c finds the route), tenancy, graceful
+ * stop, access log (see http.h); long polls are longpoll.c's. Connections, parsing and deadlines are
  * conn.c's. Handlers do the work; this file never calls the engine except
  * to register a long-poll waiter, and never logs a raw path (keys live in
  * paths). */
@@ -26,6 +26,7 @@
 #include "errors.h"
 #include "fiber.h"
 #include "logging.h"
+#include "longpoll.h"
 #include "loop.h"
 #include "metrics.h"
 #include "origin.h"
@@ -35,39 +36,6 @@
 /* How long a stop waits for in-flight requests before closing them anyway:
  * below the 30 s a supervisor (and our tests) give a SIGTERM before SIGKILL. */
 #define HTTP_DRAIN_MS 25000
-
-/* A long-polling request's link with its waiter. Shared by the request (one
- * reference while it lives) and its waiter (one reference from its opening
- * to its close, after which its callback never runs), so whichever lets go
- * last frees it. One waiter per request, opened before the first attempt and
- * closed at the answer (queen_pop_wait_open): it keeps its place among the
- * queue's waiters across attempts. Fields but w are guarded by
- * srv->poll_lock; w is the request's own (its handler and completion run on
- * its loop). */
-struct http_poll {
-    queen_waiter *w;             /* the open wait, NULL before it and after its close */
-    server *srv;
-    edge_loop *loop;             /* the connection's loop: it runs the resumed request */
-    conn *conn;                  /* NULL once the request completed (set and read on its loop only) */
-    bool suspended;              /* in srv->suspended, waiting for the waiter */
-    bool fired, woken;           /* the armed waiter fired; with a push or not */
-    bool shutdown;               /* resumed by http_stop: answer now */
-    bool counted;                /* holds one of its tenant's open-wait places */
-    char tenant[QUEEN_TENANT_LEN + 1];
-    bool queued;                 /* in its loop's resumed list */
-    int refs;
-    http_poll *prev, *next;
-    http_poll *next_resumed;
-};
-
-/* Open long-poll waits of one tenant (srv->tenant_polls, under poll_lock):
- * an entry lives while its count is above zero, so the table holds only
- * tenants waiting now. */
-typedef struct tenant_polls {
-    struct tenant_polls *next;
-    int n;
-    char tenant[QUEEN_TENANT_LEN + 1];
-} tenant_polls;
 
 /* A request's state from its head to its end (conn_request). */
 typedef struct request_state {
@@ -113,92 +81,6 @@ long long http_now_ms(void)
     return now_us() / 1000;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-char *http_percent_decode(const char *s, size_t len, size_t *out_len)
-{
-    char *out = malloc(len + 1);
-    if (out == NULL)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '%') {
-            int hi = i + 2 < len ? hexval((unsigned char)s[i + 1]) : -1;
-            int lo = i + 2 < len ? hexval((unsigned char)s[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-                free(out);
-                return NULL;
-            }
-            out[o++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else {
-            out[o++] = s[i];
-        }
-    }
-    out[o] = '\0';
-    if (out_len != NULL)
-        *out_len = o;
-    return out;
-}
-
-void http_free_params(char **params, size_t nparams)
-{
-    for (size_t i = 0; i < nparams; i++)
-        free(params[i]);
-}
-
-int http_match(const char *pattern, const char *path, char **params, size_t *lens, size_t *nparams)
-{
-    *nparams = 0;
-    int verdict = 0;
-    const char *p = pattern, *u = path;
-    while (*p != '\0') {
-        if (*p == ':' || *p == '*') {
-            bool rest = *p == '*';
-            while (*p != '\0' && *p != '/')
-                p++;
-            const char *end = rest ? u + strlen(u) : strchrnul(u, '/');
-            if (end == u || *nparams >= HTTP_MAX_PARAMS)
-                goto nomatch;
-            size_t n = 0;
-            char *value = http_percent_decode(u, (size_t)(end - u), &n);
-            if (value == NULL) {
-                /* The shape fits; keep matching so a bad escape in a path
-                 * that is otherwise this route's answers 400, not 404. */
-                verdict = -1;
-                value = strdup("");
-            } else if (n == 0) {
-                free(value);
-                goto nomatch;
-            }
-            if (value == NULL)
-                goto nomatch;
-            lens[*nparams] = n;
-            params[(*nparams)++] = value;
-            u = end;
-            continue;
-        }
-        if (*p != *u)
-            goto nomatch;
-        p++;
-        u++;
-    }
-    if (*u == '\0')
-        return verdict < 0 ? -1 : 1;
-nomatch:
-    http_free_params(params, *nparams);
-    *nparams = 0;
-    return 0;
-}
-
 const char *http_query_arg(const http_request *req, const char *name, char *buf, size_t buflen, bool *bad)
 {
     const request_state *st = req->internal;
@@ -228,252 +110,6 @@ const char *http_query_arg(const http_request *req, const char *name, char *buf,
         q = *end ? end + 1 : end;
     }
     return NULL;
-}
-
-/* ---- Long polls --------------------------------------------------------- */
-
-static void poll_resume_locked(server *srv, http_poll *p)
-{
-    p->suspended = false;
-    if (p->prev != NULL)
-        p->prev->next = p->next;
-    else
-        srv->suspended = p->next;
-    if (p->next != NULL)
-        p->next->prev = p->prev;
-    p->prev = p->next = NULL;
-    atomic_fetch_sub(&srv->nsuspended, 1);
-    /* Handed to its loop, which runs the request again (http_run_resumed). */
-    if (p->loop != NULL && !p->queued) {
-        http_poll **head = loop_resumed(p->loop);
-        p->queued = true;
-        p->refs++; /* the list's */
-        p->next_resumed = *head;
-        *head = p;
-        loop_wake(p->loop);
-    }
-}
-
-void http_run_resumed(edge_loop *L)
-{
-    server *srv = loop_server(L);
-    pthread_mutex_lock(&srv->poll_lock);
-    http_poll *p = *loop_resumed(L);
-    *loop_resumed(L) = NULL;
-    pthread_mutex_unlock(&srv->poll_lock);
-    while (p != NULL) {
-        http_poll *next = p->next_resumed;
-        pthread_mutex_lock(&srv->poll_lock);
-        p->queued = false;
-        p->next_resumed = NULL;
-        conn *c = p->conn;
-        pthread_mutex_unlock(&srv->poll_lock);
-        if (c != NULL)
-            conn_resume(c); /* may end the request: p lives on by the list's reference */
-        pthread_mutex_lock(&srv->poll_lock);
-        bool last = --p->refs == 0;
-        pthread_mutex_unlock(&srv->poll_lock);
-        if (last)
-            free(p);
-        p = next;
-    }
-}
-
-/* The waiter's callback, on an engine thread, outside the engine's locks:
- * record the verdict and resume the request if it is suspended (its handler
- * re-runs the attempt; nothing is popped here). */
-static void poll_wake(void *ctx, bool woken)
-{
-    http_poll *p = ctx;
-    server *srv = p->srv;
-    pthread_mutex_lock(&srv->poll_lock);
-    p->fired = true;
-    p->woken = woken;
-    if (p->suspended)
-        poll_resume_locked(srv, p);
-    pthread_mutex_unlock(&srv->poll_lock);
-}
-
-int http_poll_tenant_cap(const server *srv)
-{
-    if (srv->cfg->max_long_polls_per_tenant > 0)
-        return srv->cfg->max_long_polls_per_tenant;
-    conn_figures f;
-    conn_figures_get(srv, &f);
-    long long cap = f.cap > 0 ? f.cap : srv->cfg->max_connections;
-    return cap / 4 > 0 ? (int)(cap / 4) : 1;
-}
-
-static tenant_polls **tenant_polls_slot(server *srv, const char *tenant)
-{
-    unsigned h = 2166136261u;
-    for (const char *t = tenant; *t; t++)
-        h = (h ^ (unsigned char)*t) * 16777619u;
-    tenant_polls **at = &srv->tenant_polls[h % (sizeof srv->tenant_polls / sizeof srv->tenant_polls[0])];
-    while (*at != NULL && strcmp((*at)->tenant, tenant) != 0)
-        at = &(*at)->next;
-    return at;
-}
-
-/* One of the tenant's open-wait places, or false when it holds all of them
- * (or memory is short). Under poll_lock. A place is held from the wait's
- * open to its close, whether the request is suspended or attempting, so a
- * tenant's waits can never hold more connections than its cap. */
-static bool tenant_poll_take_locked(server *srv, http_poll *p, const char *tenant)
-{
-    tenant_polls **at = tenant_polls_slot(srv, tenant);
-    if (*at == NULL) {
-        *at = calloc(1, sizeof **at);
-        if (*at == NULL)
-            return false;
-        snprintf((*at)->tenant, sizeof (*at)->tenant, "%s", tenant);
-    }
-    if ((*at)->n >= http_poll_tenant_cap(srv)) {
-        if ((*at)->n == 0) { /* never kept empty */
-            free(*at);
-            *at = NULL;
-        }
-        return false;
-    }
-    (*at)->n++;
-    p->counted = true;
-    snprintf(p->tenant, sizeof p->tenant, "%s", tenant);
-    return true;
-}
-
-static void tenant_poll_give_locked(server *srv, http_poll *p)
-{
-    if (!p->counted)
-        return;
-    p->counted = false;
-    tenant_polls **at = tenant_polls_slot(srv, p->tenant);
-    if (*at != NULL && --(*at)->n <= 0) {
-        tenant_polls *gone = *at;
-        *at = gone->next;
-        free(gone);
-    }
-}
-
-/* Closes the request's wait, if open, and lets go of the waiter's
- * reference. Never under poll_lock: the close waits for a callback in
- * progress, which takes it. */
-static void poll_close(server *srv, http_poll *p, bool popped)
-{
-    if (p == NULL || p->w == NULL)
-        return;
-    queen_pop_wait_close(srv->engine, p->w, popped);
-    p->w = NULL;
-    pthread_mutex_lock(&srv->poll_lock);
-    tenant_poll_give_locked(srv, p);
-    bool last = --p->refs == 0;
-    pthread_mutex_unlock(&srv->poll_lock);
-    if (last)
-        free(p);
-}
-
-void http_poll_close(server *srv, const http_request *req, bool popped)
-{
-    request_state *st = req->internal;
-    poll_close(srv, st->poll, popped);
-}
-
-bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms,
-                   bool *over_limit)
-{
-    *over_limit = false;
-    request_state *st = req->internal;
-    if (timeout_ms <= 0 || atomic_load(&srv->stopping))
-        return false;
-    if (st->poll != NULL && st->poll->w != NULL) {
-        /* Open since an earlier attempt: a wake before this attempt is this
-         * attempt's; one during it shows as fired. */
-        pthread_mutex_lock(&srv->poll_lock);
-        st->poll->fired = st->poll->woken = false;
-        pthread_mutex_unlock(&srv->poll_lock);
-        return true;
-    }
-    http_poll *p = st->poll;
-    if (p == NULL) {
-        p = calloc(1, sizeof *p);
-        if (p == NULL)
-            return false;
-        p->srv = srv;
-        p->loop = loop_current();
-        p->conn = st->c;
-        p->refs = 1; /* the request's */
-        st->poll = p;
-    }
-    pthread_mutex_lock(&srv->poll_lock);
-    if (!tenant_poll_take_locked(srv, p, req->tenant)) {
-        pthread_mutex_unlock(&srv->poll_lock);
-        *over_limit = true;
-        return false;
-    }
-    p->fired = p->woken = false;
-    p->refs++; /* the waiter's, taken before it can fire */
-    pthread_mutex_unlock(&srv->poll_lock);
-    /* Never call the engine holding poll_lock: its callback takes it. */
-    p->w = queen_pop_wait_open(srv->engine, req->tenant, opts, timeout_ms, poll_wake, p);
-    if (p->w == NULL) {
-        pthread_mutex_lock(&srv->poll_lock);
-        p->refs--; /* the request still holds one */
-        tenant_poll_give_locked(srv, p);
-        pthread_mutex_unlock(&srv->poll_lock);
-        return false;
-    }
-    return true;
-}
-
-http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_response *res)
-{
-    request_state *st = req->internal;
-    http_poll *p = st->poll;
-    if (p == NULL)
-        return HTTP_POLL_DONE;
-    pthread_mutex_lock(&srv->poll_lock);
-    if (atomic_load(&srv->stopping)) {
-        pthread_mutex_unlock(&srv->poll_lock);
-        return HTTP_POLL_DONE;
-    }
-    if (p->fired) { /* during the attempt: no suspension, no lost wake-up */
-        bool woken = p->woken;
-        pthread_mutex_unlock(&srv->poll_lock);
-        return woken ? HTTP_POLL_RETRY : HTTP_POLL_DONE;
-    }
-    pthread_mutex_unlock(&srv->poll_lock);
-    /* Back in its place among the queue's waiters (outside poll_lock: this
-     * may wait for the callback). */
-    switch (p->w ? queen_pop_wait_again(srv->engine, p->w) : QUEEN_WAIT_DONE) {
-    case QUEEN_WAIT_RETRY:
-        return HTTP_POLL_RETRY;
-    case QUEEN_WAIT_DONE:
-        return HTTP_POLL_DONE;
-    case QUEEN_WAIT_SLEEP:
-        break;
-    }
-    pthread_mutex_lock(&srv->poll_lock);
-    if (atomic_load(&srv->stopping)) {
-        pthread_mutex_unlock(&srv->poll_lock);
-        return HTTP_POLL_DONE;
-    }
-    if (p->fired) { /* since it went back: the sleep is over already */
-        bool woken = p->woken;
-        pthread_mutex_unlock(&srv->poll_lock);
-        return woken ? HTTP_POLL_RETRY : HTTP_POLL_DONE;
-    }
-    /* Suspended under the lock the callback takes, so a resume can only
-     * follow this suspend. */
-    p->suspended = true;
-    p->prev = NULL;
-    p->next = srv->suspended;
-    if (p->next != NULL)
-        p->next->prev = p;
-    srv->suspended = p;
-    atomic_fetch_add(&srv->nsuspended, 1);
-    pthread_mutex_unlock(&srv->poll_lock);
-    st->waits++;
-    res->suspended = true;
-    return HTTP_POLL_SUSPENDED;
 }
 
 /* ---- Body buffers under the global budget ------------------------------- */
@@ -646,6 +282,16 @@ static void account(server *srv, const char *method, const route *r, unsigned st
                  seconds * 1e3, srv->cfg->slow_request_ms);
 }
 
+http_poll **http_request_poll(const http_request *req)
+{
+    return &((request_state *)req->internal)->poll;
+}
+
+void http_request_waited(const http_request *req)
+{
+    ((request_state *)req->internal)->waits++;
+}
+
 /* ---- The request's end ------------------------------------------------------ */
 
 void http_on_end(server *srv, conn *c, bool answered)
@@ -658,27 +304,8 @@ void http_on_end(server *srv, conn *c, bool answered)
      * the 499 it is (nginx's figure for "the client closed the request"). */
     if (!answered && st->poll != NULL && !st->accounted && st->route != NULL)
         account(srv, st->route->method, st->route, 499, st);
-    if (st->poll != NULL) {
-        poll_close(srv, st->poll, false); /* not answered with messages, or closed then */
-        pthread_mutex_lock(&srv->poll_lock);
-        st->poll->conn = NULL;
-        if (st->poll->suspended) { /* its client left while it waited */
-            http_poll *p = st->poll;
-            p->suspended = false;
-            if (p->prev != NULL)
-                p->prev->next = p->next;
-            else
-                srv->suspended = p->next;
-            if (p->next != NULL)
-                p->next->prev = p->prev;
-            p->prev = p->next = NULL;
-            atomic_fetch_sub(&srv->nsuspended, 1);
-        }
-        bool last = --st->poll->refs == 0;
-        pthread_mutex_unlock(&srv->poll_lock);
-        if (last)
-            free(st->poll);
-    }
+    if (st->poll != NULL)
+        longpoll_end(srv, st->poll); /* not answered with messages, or closed then */
     atomic_fetch_sub(&srv->inflight, 1);
     body_drop(srv, st); /* whatever the outcome: answered, refused, or the client left */
     auth_pending_free(st->auth_pending);
@@ -784,11 +411,8 @@ static http_verdict run_handler(server *srv, conn *c, const char *method, const 
                                 const char *tenant, const char *producer)
 {
     bool no_wait = atomic_load(&srv->stopping);
-    if (st->poll != NULL) {
-        pthread_mutex_lock(&srv->poll_lock);
-        no_wait = no_wait || st->poll->shutdown || (st->poll->fired && !st->poll->woken);
-        pthread_mutex_unlock(&srv->poll_lock);
-    }
+    if (st->poll != NULL)
+        no_wait = no_wait || longpoll_answer_now(srv, st->poll);
     memcpy(st->tenant, tenant, sizeof st->tenant);
     snprintf(st->producer, sizeof st->producer, "%s", producer ? producer : "");
     st->nparams = nparams;
@@ -844,21 +468,8 @@ static http_verdict dispatch(server *srv, conn *c, const char *method, const cha
     char *params[HTTP_MAX_PARAMS];
     size_t lens[HTTP_MAX_PARAMS];
     size_t nparams = 0;
-    const route *found = NULL;
     bool path_matched = false, bad_path = false;
-    for (size_t i = 0; i < http_route_count; i++) {
-        int m = http_match(http_routes[i].pattern, url, params, lens, &nparams);
-        if (m == 0)
-            continue;
-        path_matched = true;
-        if (strcmp(http_routes[i].method, method) == 0) {
-            found = &http_routes[i];
-            bad_path = m < 0;
-            break;
-        }
-        http_free_params(params, nparams);
-        nparams = 0;
-    }
+    const route *found = route_find(method, url, params, lens, &nparams, &path_matched, &bad_path);
     http_family family = found ? found->family : FAMILY_OPS;
     st->route = found;
     char tenant[QUEEN_TENANT_LEN + 1] = QUEEN_DEFAULT_TENANT;
@@ -1059,14 +670,7 @@ void http_stop(server *srv)
 
     /* 2. Every suspended long poll answers 204 now. New ones cannot suspend
      * (http_poll_suspend checks stopping under the same lock). */
-    pthread_mutex_lock(&srv->poll_lock);
-    int resumed = 0;
-    while (srv->suspended != NULL) {
-        srv->suspended->shutdown = true;
-        poll_resume_locked(srv, srv->suspended);
-        resumed++;
-    }
-    pthread_mutex_unlock(&srv->poll_lock);
+    int resumed = longpoll_resume_all(srv);
 
     /* 3. Let in-flight requests finish and their answers go out. Ending
      * the loops would close connections whose answer is not yet written.
@@ -1110,11 +714,6 @@ void http_stop(server *srv)
     tls_close(srv->tls);
     srv->tls = NULL;
     conn_guard_free(srv);
-    for (size_t i = 0; i < sizeof srv->tenant_polls / sizeof srv->tenant_polls[0]; i++)
-        while (srv->tenant_polls[i] != NULL) { /* only if a request outlived the drain */
-            tenant_polls *gone = srv->tenant_polls[i];
-            srv->tenant_polls[i] = gone->next;
-            free(gone);
-        }
+    longpoll_free_tenants(srv); /* only if a request outlived the drain */
     pthread_mutex_destroy(&srv->poll_lock);
 }

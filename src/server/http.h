@@ -135,6 +135,12 @@ int http_start(server *srv);
  * The engine is still open throughout; the caller closes it after. */
 void http_stop(server *srv);
 
+/* The route of method and path (router.c): its row, with the captures in
+ * params (free with http_free_params); NULL when none, *path_matched
+ * telling a 405 from a 404. *bad_path: a capture holds a bad escape (400). */
+const route *route_find(const char *method, const char *path, char **params, size_t *lens, size_t *nparams,
+                        bool *path_matched, bool *bad_path);
+
 /* Route matching, exposed for unit tests: 1 on match with captures decoded
  * into params (malloc'd; free with http_free_params) and their lengths, 0 on
  * no match, -1 when the path has the route's shape but a capture holds a bad
