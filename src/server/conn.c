@@ -80,6 +80,7 @@ struct conn {
     bool answer_ready;  /* out holds an answer not yet started */
     bool poll_ready;    /* the handler suspended after a wait: POLL next */
     bool doomed;        /* closed while its handler runs: freed when the handler ends */
+    bool abort_close;   /* cut: reset, so the kernel drops the unsent answer too */
     long long since_ms; /* when the current state's deadline began */
     long long deadline_ms; /* 0: none */
     /* Input: [in_off, in_len) of in are bytes not yet parsed. The head of the
@@ -578,6 +579,10 @@ static void conn_free(conn *c)
     }
     if (c->tls != NULL)
         tls_session_free(c->tls);
+    if (c->abort_close) {
+        struct linger reset = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    }
     close(c->fd); /* also takes it out of the epoll set */
     h1_free(c->parser);
     free(c->in);
@@ -847,8 +852,10 @@ static void conn_step(conn *c, conn_event ev)
             break;
         case ST_WRITE:
             /* A client that does not read its answer: cut, and its answer's
-             * memory returned now. */
+             * memory returned now, the socket buffer's with it (a plain
+             * close would leave the kernel sending the rest). */
             atomic_fetch_add(&g->write_timeouts, 1);
+            c->abort_close = true;
             conn_close(c);
             break;
         case ST_DRAIN:

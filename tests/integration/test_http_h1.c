@@ -37,7 +37,7 @@ static test_broker B;
 static int setup(void **state)
 {
     (void)state;
-    static const char *const env[] = {"QUEEN_MAX_BODY_BYTES=16384", "QUEEN_RESPONSE_WRITE_TIMEOUT_MS=1500",
+    static const char *const env[] = {"QUEEN_MAX_BODY_BYTES=16384", "QUEEN_RESPONSE_WRITE_TIMEOUT_MS=6000",
                                       "QUEEN_MAX_INFLIGHT_ANSWER_BYTES=4194304", NULL};
     if (!broker_start(&B, env)) {
         fprintf(stderr, "broker did not become healthy (log: %s)\n", B.log);
@@ -287,7 +287,7 @@ static void a_client_that_does_not_read_is_cut_at_the_write_deadline(void **stat
     assert_non_null(strstr(busy.body, "\"answer_budget_exhausted\""));
     http_reply_free(&busy);
     /* never read: cut within the deadline and a tick, its memory returned */
-    WAIT_UNTIL(http_metric(&B, "http", "connections", "writeTimeouts") == cut0 + 1, 10000,
+    WAIT_UNTIL(http_metric(&B, "http", "connections", "writeTimeouts") == cut0 + 1, 20000,
                "the client that does not read was not cut");
     WAIT_UNTIL(http_metric(&B, "http", "connections", "answerBytes") < 16384, 5000,
                "the cut answer's memory is still held");
