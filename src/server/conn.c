@@ -15,6 +15,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
@@ -300,6 +301,12 @@ static bool io_flush(conn *c, bool *failed)
     return true;
 }
 
+/* Past this much, an answer's memory is handed back to the system when it
+ * is freed (as http.c does for bodies): glibc keeps large freed blocks in
+ * the thread's arena otherwise, and answers held by slow readers then
+ * leave the broker that much larger for good. */
+#define CONN_TRIM_AFTER_BYTES (4u << 20)
+
 static void out_free(conn *c)
 {
     size_t held = c->out_head_len + c->out_body_len;
@@ -309,6 +316,8 @@ static void out_free(conn *c)
     free(c->out_body);
     c->out_head = c->out_body = NULL;
     c->out_head_len = c->out_body_len = c->out_sent = 0;
+    if (held >= CONN_TRIM_AFTER_BYTES)
+        malloc_trim(0);
 }
 
 static void queue_flush(conn *c);
@@ -433,6 +442,8 @@ void conn_answer(conn *c, http_response *res)
         /* Held answers (clients slow to read them) fill the budget: this
          * one is not held too; the client retries. */
         free(body);
+        if (len >= CONN_TRIM_AFTER_BYTES)
+            malloc_trim(0);
         http_response busy = {.status = 503};
         char detail[192];
         snprintf(detail, sizeof detail,
