@@ -568,7 +568,7 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
  * So the caller's loop is: pop; empty -> register with the time left;
  * on woken pop again; on not woken (or no time left) answer "nothing".
  * fn runs on the engine's notifier thread with no engine lock held: it may
- * call queen_wait_for_push again and may resume an MHD connection, but must
+ * call queen_wait_for_push again and may hand a request back to an event loop, but must
  * not block (no queen_pop from inside it: every other waiter waits for it).
  * Callable from any thread. The returned handle is an opaque token that
  * says "registered"; the engine frees it after fn returned, so never
