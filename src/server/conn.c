@@ -438,13 +438,13 @@ void conn_answer(conn *c, http_response *res)
     char *body = res->body;
     res->body = NULL;
     size_t len = body != NULL ? strlen(body) : 0;
+    http_response busy = {.status = 503}; /* the refusal below answers in res's place */
     if (len > 0 && !answer_budget_take(g, len)) {
         /* Held answers (clients slow to read them) fill the budget: this
          * one is not held too; the client retries. */
         free(body);
         if (len >= CONN_TRIM_AFTER_BYTES)
             malloc_trim(0);
-        http_response busy = {.status = 503};
         char detail[192];
         snprintf(detail, sizeof detail,
                  "answers held for clients still reading them would pass %lld bytes "
