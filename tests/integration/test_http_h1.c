@@ -247,6 +247,27 @@ static void chunked_bodies_are_decoded_and_refused_past_the_cap(void **state)
     free(ns);
 }
 
+/* The status of a GET whose answer may be large, read off a raw socket
+ * until the declared length has come (a client library collecting 10 MB
+ * into one growing buffer is slow under ASan, slow enough for the write
+ * deadline to cut it). Returns the status, *len the Content-Length. */
+static int big_get(const char *path, long *len)
+{
+    int fd = raw_connect(B.port);
+    char *get = fmt("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    send_all(fd, get);
+    free(get);
+    bool closed = false;
+    char *text = raw_read_until_closed(fd, 60000, 512, &closed);
+    int status = 0;
+    sscanf(text, "HTTP/1.1 %d", &status);
+    const char *cl = strcasestr(text, "Content-Length:");
+    *len = cl ? strtol(cl + 15, NULL, 10) : 0;
+    free(text);
+    close(fd);
+    return status;
+}
+
 static void a_client_that_does_not_read_is_cut_at_the_write_deadline(void **state)
 {
     (void)state;
@@ -266,11 +287,10 @@ static void a_client_that_does_not_read_is_cut_at_the_write_deadline(void **stat
     }
     /* the listing of the queue's messages: about 10 MB, leases nothing */
     char *list = fmt("/api/v1/messages?queue=%s&limit=1000", q);
-    http_reply full = broker_http(&B, "GET", list, NULL, NULL); /* whole: read as fast as it comes */
-    assert_int_equal(full.status, 200);
-    if (strlen(full.body) < 8 * 1000 * 1000)
-        fail_msg("the listing is %zu bytes, not the 10 MB the test needs", strlen(full.body));
-    http_reply_free(&full);
+    long size = 0;
+    assert_int_equal(big_get(list, &size), 200);
+    if (size < 8 * 1000 * 1000)
+        fail_msg("the listing is %ld bytes, not the 10 MB the test needs", size);
 
     long long cut0 = http_metric(&B, "http", "connections", "writeTimeouts");
     int fd = raw_connect(B.port);
@@ -291,9 +311,7 @@ static void a_client_that_does_not_read_is_cut_at_the_write_deadline(void **stat
                "the client that does not read was not cut");
     WAIT_UNTIL(http_metric(&B, "http", "connections", "answerBytes") < 16384, 5000,
                "the cut answer's memory is still held");
-    http_reply again = broker_http(&B, "GET", list, NULL, NULL);
-    assert_int_equal(again.status, 200);
-    http_reply_free(&again);
+    assert_int_equal(big_get(list, &size), 200);
     close(fd);
     free(get);
     free(list);
