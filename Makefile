@@ -17,7 +17,7 @@ endif
 
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) -MMD -MP \
            -Iinclude -Isrc/engine -Isrc/server -Itests/support -I$(PG_INC)
-LDLIBS  := -lmicrohttpd -lgnutls -ljansson -lpq -lpthread -lcrypto -lcurl
+LDLIBS  := -lhttp_parser -ljansson -lpq -lpthread -lssl -lcrypto -lcurl
 TESTLIBS:= -lcmocka -lcurl
 
 ENGINE_SRC := $(wildcard src/engine/*.c)

@@ -51,6 +51,8 @@ typedef struct queen_config {
     int max_connections;
     int request_read_timeout_ms;
     int idle_timeout_ms;
+    int response_write_timeout_ms;
+    int max_inflight_answer_bytes;
     int drain_quiet_ms;
     int max_poll_timeout_ms; /* the HTTP long poll's timeout is at most this */
     int max_inflight_body_bytes;
@@ -86,7 +88,9 @@ typedef struct queen_config {
     bool jwt_default_tenant;
     char *tls_cert;
     char *tls_key;
-    char *tls_priorities; /* GnuTLS priority string of the HTTPS listener */
+    char *tls_min_version;  /* "1.2" or "1.3" */
+    char *tls_ciphers;      /* TLS 1.2 suites, OpenSSL cipher-list syntax */
+    char *tls_ciphersuites; /* TLS 1.3 suites */
     char *allowed_origins; /* Origin values served besides the broker's own (src/server/origin.h) */
     char *allowed_hosts;   /* Host names served with QUEEN_AUTH=off besides addresses and localhost */
     /* QUEEN_ENCRYPTION_KEY (README, Payload encryption). Without one, a
@@ -613,7 +617,7 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
  * So the caller's loop is: pop; empty -> register with the time left;
  * on woken pop again; on not woken (or no time left) answer "nothing".
  * fn runs on the engine's notifier thread with no engine lock held: it may
- * call queen_wait_for_push again and may resume an MHD connection, but must
+ * call queen_wait_for_push again and may hand a request back to an event loop, but must
  * not block (no queen_pop from inside it: every other waiter waits for it).
  * Callable from any thread. The returned handle is an opaque token that
  * says "registered"; the engine frees it after fn returned, so never

@@ -9,8 +9,8 @@ for scripts/test.sh.
 4. The tenant-scoped routes (family other than FAMILY_OPS) declare the
    x-queen-tenant header; the operational ones do not.
 5. Every path parameter of a route is declared by its operation.
-6. Every operation's x-queen-role is the role src/server/auth.c's policy
-   table gives its route (none, read, write, admin), and only the role-none
+6. Every operation's x-queen-role is the role the route table's row gives
+   its route (none, read, write, admin), and only the role-none
    route waives bearerAuth (security: []); README.md's roles table (between
    <!-- roles:begin --> and <!-- roles:end -->) says the same of every route.
 
@@ -23,7 +23,7 @@ import sys
 import yaml
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-ROUTE = re.compile(r'\{\s*"([A-Z]+)"\s*,\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(FAMILY_\w+)\s*\}')
+ROUTE = re.compile(r'\{\s*"([A-Z]+)"\s*,\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(FAMILY_\w+)\s*,\s*ROLE_([A-Z]+)\s*,\s*(RES_\w+)\s*,\s*(ACCESS_\w+)\s*\}')
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 
 
@@ -33,18 +33,16 @@ def table(path=os.path.join(ROOT, "src/server/routes.c")):
     start = text.index("http_routes[]")
     body = text[start:text.index("};", start)]
     body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    return [(m, p, fam) for m, p, _, fam in ROUTE.findall(body)]
+    return [(m, p, fam) for m, p, _, fam, _, _, _ in ROUTE.findall(body)]
 
 
-POLICY = re.compile(r'\{\s*"([A-Z]+)"\s*,\s*"([^"]+)"\s*,\s*ROLE_([A-Z]+)\s*,')
-
-
-def policies(path=os.path.join(ROOT, "src/server/auth.c")):
+def policies(path=os.path.join(ROOT, "src/server/routes.c")):
+    """The role of each route, from the same table's rows."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    start = text.index("policies[]")
-    body = text[start:text.index("};", start)]
-    return {(m, openapi_path(p)): role.lower() for m, p, role in POLICY.findall(body)}
+    start = text.index("http_routes[]")
+    body = re.sub(r"/\*.*?\*/", "", text[start:text.index("};", start)], flags=re.S)
+    return {(m, openapi_path(p)): role.lower() for m, p, _, _, role, _, _ in ROUTE.findall(body)}
 
 
 def openapi_path(pattern):
@@ -131,14 +129,14 @@ def main():
     for key, (role, security) in sorted(roles_of(doc).items()):
         want = table_roles.get(key)
         if role != want:
-            bad_roles.append("%s %s: x-queen-role %s, auth.c says %s" % (key[0], key[1], role, want))
+            bad_roles.append("%s %s: x-queen-role %s, routes.c says %s" % (key[0], key[1], role, want))
         if (security == []) != (want == "none"):
             bad_roles.append("%s %s: security %r with role %s" % (key[0], key[1], security, want))
     if readme_roles() != table_roles:
-        bad_roles.append("README.md's roles table differs from auth.c's: %s" %
+        bad_roles.append("README.md's roles table differs from routes.c's: %s" %
                          sorted(set(readme_roles().items()) ^ set(table_roles.items())))
     results.append(check(len(table_roles) > 0 and not bad_roles,
-                         "x-queen-role matches src/server/auth.c's policy table (%d rows)" % len(table_roles),
+                         "x-queen-role matches src/server/routes.c's roles (%d rows)" % len(table_roles),
                          bad_roles))
     return 0 if all(results) else 1
 

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential pkg-config
   postgresql libpq-dev postgresql-15-pgtap pgtap
-  libmicrohttpd-dev libgnutls28-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev libssl-dev openssl
+  libhttp-parser-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev libssl-dev openssl
   curl wrk python3 python3-yaml python3-jsonschema redis-server
   gnuplot-nox
   clang libclang-rt-14-dev

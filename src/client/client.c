@@ -299,7 +299,7 @@ static queen_error_category category_of(long status, const char *code)
 }
 
 /* An answer of 4xx/5xx: the envelope's members as sent; a body that is not
- * the envelope (libmicrohttpd's own HTML refusals) keeps its status and
+ * the envelope (a proxy's own page, say) keeps its status and
  * says so in detail. */
 static void fill_envelope(queen_client_error *err, long status, const collect *b)
 {

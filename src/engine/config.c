@@ -24,9 +24,13 @@ typedef struct setting {
 
 #define AT(field) offsetof(queen_config, field)
 
-#define TLS_DEFAULT_PRIORITIES                                                                                     \
-    "SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-GCM:"      \
-    "-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:+DHE-RSA:%SERVER_PRECEDENCE"
+/* TLS 1.2 suites: ECDHE or DHE key exchange (forward secrecy) with AES-GCM
+ * or ChaCha20-Poly1305 (AEAD) only. */
+#define TLS_DEFAULT_CIPHERS                                                                                        \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:"                     \
+    "ECDHE-RSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                       \
+    "DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256"
+#define TLS_DEFAULT_CIPHERSUITES "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"
 
 static const setting settings[] = {
     {"QUEEN_PG_URL", "pg-url", SET_STRING, AT(pg_url), "", 0, 0,
@@ -89,8 +93,8 @@ static const setting settings[] = {
      "Open HTTP connections served at once. Past it a new connection's request is answered 503 with "
      "Retry-After: 1 and the connection closed (up to an eighth more plus 16 are accepted to say so; beyond "
      "those, connections wait in the listen backlog). 16384: room for 10,000 idle keep-alive connections "
-     "with active clients and probes beside them; an idle connection costs the broker about 9 KiB (measured: "
-     "10,000 added 84 MiB of RSS), so a full cap is about 140 MiB. The broker raises its open-file limit to "
+     "with active clients and probes beside them; an idle connection costs the broker about 2.5 KiB (measured: "
+     "10,000 added 24 MiB of RSS, bench/edge.sh), so a full cap is about 40 MiB. The broker raises its open-file limit to "
      "the hard limit at start and lowers this cap, with a warning, when that limit is too low for it."},
     {"QUEEN_REQUEST_READ_TIMEOUT_MS", "request-read-timeout-ms", SET_INT, AT(request_read_timeout_ms), "30000",
      100, 3600000,
@@ -99,6 +103,19 @@ static const setting settings[] = {
      "the shorter of this and QUEEN_IDLE_TIMEOUT_MS (at most every second). 30000: a body of "
      "QUEEN_MAX_BODY_BYTES needs about 6 Mbit/s, far below a broker's clients' links, and a slow sender "
      "holds a connection no longer."},
+    {"QUEEN_RESPONSE_WRITE_TIMEOUT_MS", "response-write-timeout-ms", SET_INT, AT(response_write_timeout_ms),
+     "30000", 100, 3600000,
+     "Longest time an answer may take to be written once it is ready; past it the connection is cut and the "
+     "answer's memory returned (a client that stops reading holds nothing longer). 30000: a 20 MiB answer "
+     "needs about 6 Mbit/s."},
+    {"QUEEN_MAX_INFLIGHT_ANSWER_BYTES", "max-inflight-answer-bytes", SET_INT, AT(max_inflight_answer_bytes),
+     "33554432", 1048576, 2147483647,
+     "Answer bytes held at once for connections still writing them (an answer is held from its rendering until "
+     "its last byte is written or its connection cut). An answer of more than 16 KiB that would pass it is "
+     "answered 503 answer_budget_exhausted with Retry-After instead (one is always admitted when no other is "
+     "held), so clients that stop reading cannot hold more than this. 32 MiB: 300 clients that never read a "
+     "4 MB answer leave the broker's memory this much larger at most, and one answer of up to "
+     "QUEEN_MAX_BODY_BYTES still goes out."},
     {"QUEEN_IDLE_TIMEOUT_MS", "idle-timeout-ms", SET_INT, AT(idle_timeout_ms), "65000", 100, 3600000,
      "A keep-alive connection with no request in progress is closed after this long. 65000: above the 60 s "
      "idle timeout of common load balancers and proxies, so they close first and never send a request on a "
@@ -218,12 +235,17 @@ static const setting settings[] = {
     {"QUEEN_TLS_KEY", "tls-key", SET_STRING, AT(tls_key), "", 0, 0,
      "PEM private key file of QUEEN_TLS_CERT."},
     /* TLS 1.0/1.1, static-RSA key exchange (no forward secrecy) and CBC
-     * suites are left out of the default; a deployment that must serve old
+     * suites are left out of the defaults; a deployment that must serve old
      * clients says so here. */
-    {"QUEEN_TLS_PRIORITIES", "tls-priorities", SET_STRING, AT(tls_priorities), TLS_DEFAULT_PRIORITIES, 0, 0,
-     "GnuTLS priority string of the HTTPS listener (protocol versions, key exchanges, ciphers). The default offers "
-     "TLS 1.3 and 1.2 with ECDHE or DHE key exchange and AES-GCM or ChaCha20-Poly1305 only: no TLS 1.0/1.1, no "
-     "static-RSA or CBC suites. A string that does not parse stops the broker."},
+    {"QUEEN_TLS_MIN_VERSION", "tls-min-version", SET_STRING, AT(tls_min_version), "1.2", 0, 0,
+     "Oldest TLS version the HTTPS listener accepts: 1.2 or 1.3 (TLS 1.0 and 1.1 are never offered)."},
+    {"QUEEN_TLS_CIPHERS", "tls-ciphers", SET_STRING, AT(tls_ciphers), TLS_DEFAULT_CIPHERS, 0, 0,
+     "TLS 1.2 suites of the HTTPS listener, in OpenSSL's cipher-list syntax (openssl ciphers). The default: "
+     "ECDHE or DHE key exchange with AES-GCM or ChaCha20-Poly1305 only, no static-RSA or CBC suites. A list "
+     "OpenSSL finds no suite in stops the broker. Replaces QUEEN_TLS_PRIORITIES (a GnuTLS string) of earlier "
+     "versions, which now stops the broker with a message."},
+    {"QUEEN_TLS_CIPHERSUITES", "tls-ciphersuites", SET_STRING, AT(tls_ciphersuites), TLS_DEFAULT_CIPHERSUITES, 0,
+     0, "TLS 1.3 suites of the HTTPS listener (OpenSSL's -ciphersuites syntax; all are AEAD and forward-secret)."},
     /* Browsers (src/server/origin.h): what a page of another origin, or one
      * whose name was re-pointed at the broker, may not do. */
     {"QUEEN_ALLOWED_ORIGINS", "allowed-origins", SET_STRING, AT(allowed_origins), "", 0, 0,
@@ -468,6 +490,20 @@ int queen_config_validate(const queen_config *cfg, char *err, size_t errlen)
     }
     if (cfg->auth == NULL || (strcmp(cfg->auth, "off") != 0 && strcmp(cfg->auth, "jwt") != 0)) {
         snprintf(err, errlen, "QUEEN_AUTH: '%s' is not off or jwt", cfg->auth ? cfg->auth : "");
+        return -1;
+    }
+    if (cfg->tls_min_version == NULL ||
+        (strcmp(cfg->tls_min_version, "1.2") != 0 && strcmp(cfg->tls_min_version, "1.3") != 0)) {
+        snprintf(err, errlen, "QUEEN_TLS_MIN_VERSION: '%s' is not 1.2 or 1.3",
+                 cfg->tls_min_version ? cfg->tls_min_version : "");
+        return -1;
+    }
+    if (getenv("QUEEN_TLS_PRIORITIES") != NULL) {
+        /* A GnuTLS string no longer means anything: ignoring it would serve
+         * other suites than the operator chose. */
+        snprintf(err, errlen,
+                 "QUEEN_TLS_PRIORITIES (a GnuTLS priority string) is gone: set QUEEN_TLS_MIN_VERSION, "
+                 "QUEEN_TLS_CIPHERS and QUEEN_TLS_CIPHERSUITES (OpenSSL syntax) instead");
         return -1;
     }
     if ((cfg->tls_cert == NULL || cfg->tls_cert[0] == '\0') != (cfg->tls_key == NULL || cfg->tls_key[0] == '\0')) {

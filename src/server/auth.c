@@ -13,126 +13,6 @@
 #include "jwt.h"
 #include "logging.h"
 
-/* ---- the policy table --------------------------------------------------------- */
-
-/* What a route touches, for the scope check: which of its inputs name a
- * KV key or a queue, and with which access. */
-typedef enum resource_kind {
-    RES_NONE,         /* nothing tenant data: /health, /metrics, the console's files */
-    RES_KV_PATH,      /* params ns, key */
-    RES_KV_BATCH,     /* the body's operations: ns and key, keys or prefix each */
-    RES_KV_LIST,      /* the body's namespace and prefix */
-    RES_KV_ALL,       /* every namespace: the listing */
-    RES_QUEUE_PATH,   /* params[0] is a queue */
-    RES_QUEUE_PATH2,  /* params[1] is a queue (params[0] a consumer group) */
-    RES_QUEUE_PUSH,   /* the body's items[].queue */
-    RES_QUEUE_BODY,   /* the body's queue (configure) */
-    RES_QUEUE_ALL,    /* every queue: the listings, pop by labels, a dead letter by id */
-    RES_PARTITION,    /* the body's partitionId (ack, trace): the queue it belongs to */
-    RES_PARTITIONS,   /* the body's acknowledgments[].partitionId (ack batch) */
-    RES_LEASE_PATH,   /* params[0] is a lease id: the queue of the cursor holding it */
-    RES_TRANSACTION,  /* the bundle's pushes, acks (by partition), required leases and kv ops */
-    RES_BROKER,       /* broker-wide, no tenant's: maintenance, the broker's metrics */
-} resource_kind;
-
-typedef enum access_level { ACCESS_READ = ROLE_READ, ACCESS_WRITE = ROLE_WRITE } access_level;
-
-typedef struct policy {
-    const char *method, *pattern;
-    auth_role role; /* at least; a route's inputs may ask for more (a kv write op) */
-    resource_kind resource;
-    access_level access;  /* what the route does to the resources it names */
-} policy;
-
-/* The one table of roles: README's "Authentication" and docs/openapi.yaml
- * (x-queen-role) say the same, and a test holds both to it. read consumes
- * (gets, pops, acks), write also produces (puts, pushes, transactions,
- * traces), admin also changes its tenant's queues; operator alone acts on
- * the whole broker (maintenance stops every tenant's pushes, /metrics counts
- * every tenant's traffic), so no tenant's admin may. */
-static const policy policies[] = {
-    {"GET", "/health", ROLE_NONE, RES_NONE, ACCESS_READ},
-    {"GET", "/metrics", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
-    {"GET", "/metrics/prometheus", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
-    {"GET", "/api/v1/system/maintenance", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
-    {"POST", "/api/v1/system/maintenance", ROLE_OPERATOR, RES_BROKER, ACCESS_WRITE},
-    {"GET", "/api/v1/system/maintenance/pop", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
-    {"POST", "/api/v1/system/maintenance/pop", ROLE_OPERATOR, RES_BROKER, ACCESS_WRITE},
-    {"GET", "/api/v1/analytics/system-metrics", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
-    {"GET", "/api/v1/analytics/worker-metrics", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
-    {"GET", "/api/v1/analytics/postgres-stats", ROLE_OPERATOR, RES_BROKER, ACCESS_READ},
-    {"GET", "/api/v1/status", ROLE_READ, RES_NONE, ACCESS_READ},
-    {"POST", "/api/v1/kv", ROLE_READ, RES_KV_BATCH, ACCESS_READ},
-    {"GET", "/api/v1/kv/:ns/*key", ROLE_READ, RES_KV_PATH, ACCESS_READ},
-    {"PUT", "/api/v1/kv/:ns/*key", ROLE_WRITE, RES_KV_PATH, ACCESS_WRITE},
-    {"DELETE", "/api/v1/kv/:ns/*key", ROLE_WRITE, RES_KV_PATH, ACCESS_WRITE},
-    {"GET", "/api/v1/resources/kv/namespaces", ROLE_READ, RES_KV_ALL, ACCESS_READ},
-    {"POST", "/api/v1/resources/kv/list", ROLE_READ, RES_KV_LIST, ACCESS_READ},
-    {"GET", "/api/v1/resources/kv/quota", ROLE_READ, RES_KV_ALL, ACCESS_READ},
-    {"POST", "/api/v1/push", ROLE_WRITE, RES_QUEUE_PUSH, ACCESS_WRITE},
-    {"GET", "/api/v1/pop", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/pop/queue/:queue", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
-    {"GET", "/api/v1/pop/queue/:queue/partition/:partition", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
-    {"POST", "/api/v1/ack", ROLE_READ, RES_PARTITION, ACCESS_READ},
-    {"POST", "/api/v1/ack/batch", ROLE_READ, RES_PARTITIONS, ACCESS_READ},
-    {"POST", "/api/v1/lease/:leaseId/extend", ROLE_READ, RES_LEASE_PATH, ACCESS_READ},
-    {"POST", "/api/v1/configure", ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},
-    {"GET", "/api/v1/resources/queues", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/resources/queues/:queue", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
-    {"DELETE", "/api/v1/resources/queues/:queue", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
-    {"GET", "/api/v1/resources/queues/:queue/partitions", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
-    {"POST", "/api/v1/resources/queues/:queue/clear", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
-    {"DELETE", "/api/v1/queues/:queue/clear", ROLE_ADMIN, RES_QUEUE_PATH, ACCESS_WRITE},
-    {"GET", "/api/v1/resources/partitions", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/status/queues", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/status/queues/:queue", ROLE_READ, RES_QUEUE_PATH, ACCESS_READ},
-    {"GET", "/api/v1/status/analytics", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/resources/overview", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/resources/namespaces", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/resources/tasks", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"POST", "/api/v1/transaction", ROLE_WRITE, RES_TRANSACTION, ACCESS_WRITE},
-    {"GET", "/api/v1/dlq", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"DELETE", "/api/v1/dlq", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"POST", "/api/v1/dlq/requeue", ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},
-    {"DELETE", "/api/v1/dlq/:id", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"GET", "/api/v1/consumer-groups", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/consumer-groups/lagging", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/consumer-groups/:group", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"DELETE", "/api/v1/consumer-groups/:group", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"POST", "/api/v1/consumer-groups/:group/subscription", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"DELETE", "/api/v1/consumer-groups/:group/queues/:queue", ROLE_ADMIN, RES_QUEUE_PATH2, ACCESS_WRITE},
-    {"POST", "/api/v1/consumer-groups/:group/queues/:queue/seek", ROLE_ADMIN, RES_QUEUE_PATH2, ACCESS_WRITE},
-    {"POST", "/api/v1/stats/refresh", ROLE_READ, RES_NONE, ACCESS_READ},
-    {"GET", "/api/v1/messages", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/messages/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"DELETE", "/api/v1/messages/:transactionId", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"GET", "/api/v1/messages/:partitionId/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"DELETE", "/api/v1/messages/:partitionId/:transactionId", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"POST", "/api/v1/messages/:partitionId/:transactionId/retry", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"POST", "/api/v1/messages/:partitionId/:transactionId/dlq", ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
-    {"POST", "/api/v1/traces", ROLE_WRITE, RES_PARTITION, ACCESS_READ},
-    {"GET", "/api/v1/traces/names", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/traces/by-name/:traceName", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/api/v1/traces/:partitionId/:transactionId", ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
-    {"GET", "/", ROLE_NONE, RES_NONE, ACCESS_READ},
-    {"GET", "/console/", ROLE_NONE, RES_NONE, ACCESS_READ},
-    {"GET", "/console/*file", ROLE_NONE, RES_NONE, ACCESS_READ},
-};
-
-static const policy *policy_of(const char *method, const char *pattern)
-{
-    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
-        if (strcmp(policies[i].method, method) == 0 && strcmp(policies[i].pattern, pattern) == 0)
-            return &policies[i];
-    return NULL;
-}
-
-int auth_route_role(const char *method, const char *pattern)
-{
-    const policy *p = policy_of(method, pattern);
-    return p ? (int)p->role : -1;
-}
-
 /* ---- failures, by reason ------------------------------------------------------- */
 
 typedef enum failure {
@@ -605,7 +485,7 @@ static void need_acks(judge *j, json_t *acks)
 
 /* Walks what the request names. A body that does not parse names nothing:
  * its handler refuses it (400) before doing anything. */
-static void judge_request(judge *j, const policy *p, char *const *params, size_t nparams, const char *body,
+static void judge_request(judge *j, const route *p, char *const *params, size_t nparams, const char *body,
                           size_t body_len)
 {
     json_t *doc = NULL;
@@ -805,21 +685,19 @@ bool auth_settle_refused(server *srv, auth_pending *p, const route *r, const cha
     return refused;
 }
 
-bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *const *params, size_t nparams,
+bool auth_refused(server *srv, struct conn *c, const route *r, char *const *params, size_t nparams,
                   const char *body, size_t body_len, char tenant[QUEEN_TENANT_LEN + 1], auth_identity *who,
                   http_response *res)
 {
     who->authenticated = false;
     who->subject[0] = '\0';
     who->pending = NULL;
-    const policy *p = policy_of(r->method, r->pattern);
-    if (srv->auth == NULL || (p != NULL && p->role == ROLE_NONE))
+    const route *p = r; /* the route's row says its role, resources and access (routes.c) */
+    if (srv->auth == NULL || p->role == ROLE_NONE)
         return false;
-    if (p == NULL) /* a route the table lacks is closed, never open */
-        return refuse(res, r, F_ROLE, "this route has no authorisation policy");
     const char *value;
     size_t len;
-    unsigned count = http_header_first(c, MHD_HTTP_HEADER_AUTHORIZATION, &value, &len);
+    unsigned count = http_header_first(c, "Authorization", &value, &len);
     if (count == 0)
         return refuse(res, r, F_MISSING, "this route needs Authorization: Bearer <token>");
     if (count > 1 || len < 7 || strncasecmp(value, "Bearer ", 7) != 0)

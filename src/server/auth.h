@@ -1,7 +1,7 @@
 /* auth: who may call which route (QUEEN_AUTH=jwt). A bearer JWT (jwt.h)
- * gives the caller's role, optional scopes, tenant and subject; one policy
- * table (auth.c, README "Authentication") says which role each route needs
- * and which resources it touches. Judged before the handler runs, so before
+ * gives the caller's role, optional scopes, tenant and subject; the route
+ * table (routes.c, README "Authentication") says which role each route
+ * needs and which resources it touches. Judged before the handler runs, so before
  * any database connection is taken, but for the calls that name a queue
  * only by a partition or lease id (auth_settle_refused). Tokens and secrets never reach a log
  * line, a metric or an error body. */
@@ -17,10 +17,6 @@
 
 /* Longest sub claim accepted: it is stored on every message pushed. */
 #define AUTH_SUBJECT_MAX 256
-
-/* operator: the broker-wide routes (maintenance, /metrics), above every
- * tenant's admin. */
-typedef enum auth_role { ROLE_NONE, ROLE_READ, ROLE_WRITE, ROLE_ADMIN, ROLE_OPERATOR } auth_role;
 
 /* What is left to judge once the database can be asked (auth_settle_refused). */
 typedef struct auth_pending auth_pending;
@@ -42,7 +38,7 @@ bool auth_enabled(const server *srv);
  * whole: false when the call may go on (tenant, when the token names one,
  * and *who filled); true with the refusal in res (401 with
  * WWW-Authenticate: Bearer, or 403). body may be NULL. */
-bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *const *params, size_t nparams,
+bool auth_refused(server *srv, struct conn *c, const route *r, char *const *params, size_t nparams,
                   const char *body, size_t body_len, char tenant[QUEEN_TENANT_LEN + 1], auth_identity *who,
                   http_response *res);
 
@@ -56,10 +52,6 @@ bool auth_refused(server *srv, struct MHD_Connection *c, const route *r, char *c
  * changes, so the answer holds when the handler's own statement runs. */
 bool auth_settle_refused(server *srv, auth_pending *p, const route *r, const char *tenant, http_response *res);
 void auth_pending_free(auth_pending *p);
-
-/* The role a route needs at least (ROLE_NONE: no token), from the policy
- * table; -1 for a route the table lacks. For tests and the docs check. */
-int auth_route_role(const char *method, const char *pattern);
 
 /* queen_auth_failures_total{reason} (Prometheus text), and the same as a
  * JSON object of reason -> count for /metrics. */

@@ -1,9 +1,10 @@
-/* http: the HTTP edge's plumbing on libmicrohttpd. Accumulates bodies under
- * the cap, matches the static route table, resolves the tenant, calls one
- * handler, sends what it rendered, counts it and writes the access log line.
- * Handlers run on fibers of the event loops (loop.h): a handler that waits
- * for the database lets its loop serve others. Long polls hold no fiber
- * while they wait (suspend/resume). Knows no SQL. */
+/* http: the HTTP edge's requests. Accumulates bodies under the cap and the
+ * budget, matches the static route table, resolves the tenant, calls one
+ * handler, hands what it rendered to the connection (conn.h), counts it and
+ * writes the access log line. Handlers run on fibers of the event loops
+ * (loop.h): a handler that waits for the database lets its loop serve
+ * others. Long polls hold no fiber while they wait (suspend/resume). Knows
+ * no SQL and no socket. */
 #ifndef QUEEN_HTTP_H
 #define QUEEN_HTTP_H
 
@@ -11,8 +12,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-#include <microhttpd.h>
 
 #include "pipeline.h"
 #include "queen.h"
@@ -25,7 +24,8 @@
 /* How many times the request carries header `name` (case-insensitive), and
  * the first one's value and length ("" and 0 when there is none); value and
  * len may be NULL. A header that must appear once is judged by the count. */
-unsigned http_header_first(struct MHD_Connection *c, const char *name, const char **value, size_t *len);
+struct conn;
+unsigned http_header_first(const struct conn *c, const char *name, const char **value, size_t *len);
 
 typedef struct server server;
 typedef struct http_poll http_poll;
@@ -55,7 +55,7 @@ typedef struct http_request {
     long long started_ms;        /* monotonic ms when the request arrived */
     unsigned waits;              /* how many times this request was suspended so far */
     bool no_wait;                /* answer now: stopping, or a wait could not be registered */
-    struct MHD_Connection *mhd;
+    struct conn *conn;           /* the connection it came on (http_header_first) */
     void *internal;              /* http.c's request state */
 } http_request;
 
@@ -73,17 +73,46 @@ typedef struct http_response {
 
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);
 
+/* operator: the broker-wide routes (maintenance, /metrics), above every
+ * tenant's admin. */
+typedef enum auth_role { ROLE_NONE, ROLE_READ, ROLE_WRITE, ROLE_ADMIN, ROLE_OPERATOR } auth_role;
+
+/* What a route touches, for the scope check: which of its inputs name a
+ * KV key or a queue, and with which access. */
+typedef enum resource_kind {
+    RES_NONE,         /* nothing tenant data: /health, /metrics, the console's files */
+    RES_KV_PATH,      /* params ns, key */
+    RES_KV_BATCH,     /* the body's operations: ns and key, keys or prefix each */
+    RES_KV_LIST,      /* the body's namespace and prefix */
+    RES_KV_ALL,       /* every namespace: the listing */
+    RES_QUEUE_PATH,   /* params[0] is a queue */
+    RES_QUEUE_PATH2,  /* params[1] is a queue (params[0] a consumer group) */
+    RES_QUEUE_PUSH,   /* the body's items[].queue */
+    RES_QUEUE_BODY,   /* the body's queue (configure) */
+    RES_QUEUE_ALL,    /* every queue: the listings, pop by labels, a dead letter by id */
+    RES_PARTITION,    /* the body's partitionId (ack, trace): the queue it belongs to */
+    RES_PARTITIONS,   /* the body's acknowledgments[].partitionId (ack batch) */
+    RES_LEASE_PATH,   /* params[0] is a lease id: the queue of the cursor holding it */
+    RES_TRANSACTION,  /* the bundle's pushes, acks (by partition), required leases and kv ops */
+    RES_BROKER,       /* broker-wide, no tenant's: maintenance, the broker's metrics */
+} resource_kind;
+
+typedef enum access_level { ACCESS_READ = ROLE_READ, ACCESS_WRITE = ROLE_WRITE } access_level;
+
 typedef struct route {
     const char *method;
     const char *pattern;         /* ":name" captures one segment, "*name" the rest */
     route_handler handler;
     http_family family;
+    auth_role role;              /* at least; a route's inputs may ask for more (a kv write op) */
+    resource_kind resource;      /* what it names, for the scope check */
+    access_level access;         /* what it does to those resources */
 } route;
 
 struct server {
     queen *engine;
     const queen_config *cfg;
-    edge_loop *loops;            /* the event loops (loop.h), each with its daemon and database connections */
+    edge_loop *loops;            /* the event loops (loop.h), each with its connections and database connections */
     int nloops;
     pipeline_figures db_figures; /* the loops' database connections, summed */
     /* Long polls: the suspended requests, so a stop can resume them. */
@@ -96,6 +125,7 @@ struct server {
     atomic_llong body_bytes;     /* body buffer bytes held by requests now (QUEEN_MAX_INFLIGHT_BODY_BYTES) */
     struct conn_guard *guard;    /* the connection cap and deadlines (conn.h) */
     struct auth_state *auth;     /* QUEEN_AUTH=jwt's keys and rules (auth.h); NULL when off */
+    struct tls_ctx *tls;         /* the HTTPS listener's context (tls.h); NULL for plain HTTP */
 };
 
 /* Starts the daemon on cfg->bind:cfg->port. Returns 0 or -1 (logged). */
@@ -104,6 +134,12 @@ int http_start(server *srv);
  * waits (bounded) for in-flight requests to complete, then stops the daemon.
  * The engine is still open throughout; the caller closes it after. */
 void http_stop(server *srv);
+
+/* The route of method and path (router.c): its row, with the captures in
+ * params (free with http_free_params); NULL when none, *path_matched
+ * telling a 405 from a 404. *bad_path: a capture holds a bad escape (400). */
+const route *route_find(const char *method, const char *path, char **params, size_t *lens, size_t *nparams,
+                        bool *path_matched, bool *bad_path);
 
 /* Route matching, exposed for unit tests: 1 on match with captures decoded
  * into params (malloc'd; free with http_free_params) and their lengths, 0 on
@@ -157,6 +193,30 @@ void http_poll_close(server *srv, const http_request *req, bool popped);
 
 /* After an empty attempt with an armed waiter: suspends, or says why not. */
 http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_response *res);
+
+/* ---- The request's hooks, called by its connection (conn.c) on its loop -- */
+
+/* The head is parsed (conn_head): the request begins. May answer at once
+ * (a refusal from the head alone: past the cap, a body over the cap). */
+void http_on_head(server *srv, struct conn *c);
+/* A piece of body; false when it was refused (413, or 503 past the budget):
+ * the refusal is answered, the connection closes after it. */
+bool http_on_body(struct conn *c, const char *p, size_t n);
+typedef enum http_verdict {
+    HTTP_ANSWERED, /* conn_answer was called */
+    HTTP_ENGINE,   /* the handler waits for the database: answered later */
+    HTTP_POLL,     /* a long poll waits: conn_resume when woken */
+} http_verdict;
+/* The request is whole: refused, or run by its handler. */
+http_verdict http_on_complete(server *srv, struct conn *c);
+/* The edge refused the request itself (malformed, read deadline): counted
+ * and logged as an unmatched request. */
+void http_on_refused(server *srv, struct conn *c, unsigned status);
+/* The request ends: answered, or not (its client left: a long poll is
+ * counted 499). Frees what it held. */
+void http_on_end(server *srv, struct conn *c, bool answered);
+/* Long polls woken for this loop: dispatched again (loop.c, each turn). */
+void http_run_resumed(edge_loop *L);
 
 /* Monotonic milliseconds. */
 long long http_now_ms(void);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "conn.h"
 #include "fiber.h"
 #include "logging.h"
 #include "pipeline.h"
@@ -22,14 +23,6 @@
 /* Listen backlog of each loop's socket (the kernel caps it at somaxconn):
  * bursts of connects wait here, not in SYN retries. */
 #define LOOP_LISTEN_BACKLOG 4096
-/* The longest wait between two runs of the daemon, whatever
- * MHD_get_timeout says. libmicrohttpd 0.9.75 driven from an outer epoll can
- * hold work it reports no timeout for until its next run: body bytes read
- * together with the headers stay unhandled (a slow sender's budget is not
- * taken), a chunk line longer than its buffer is not refused. Ten
- * milliseconds bounds that delay; an idle loop wakes 100 times a second
- * for it, a few microseconds each. */
-#define LOOP_MAX_WAIT_MS 10
 /* Readiness events taken per epoll_wait. */
 #define LOOP_EVENTS 256
 
@@ -43,9 +36,10 @@ struct edge_loop {
     int epfd;
     int wakefd;
     loop_watch wake_watch;
-    loop_watch mhd_watch;
-    struct MHD_Daemon *daemon;
-    int listen_fd;
+    conn_set conns;
+    bool conns_open;
+    int listen_fd;              /* until conns takes it */
+    http_poll *resumed;         /* long polls woken for this loop (http.c), under srv->poll_lock */
     pipeline_set *db;
     sql_executor exec;
     fiber_call *ready_head, *ready_tail; /* calls answered: their fibers run next */
@@ -128,18 +122,21 @@ static void wake_ready(loop_watch *w, uint32_t events)
         ;
 }
 
-static void mhd_ready(loop_watch *w, uint32_t events)
-{
-    /* MHD_run follows every epoll_wait (MHD_get_timeout's contract). */
-    (void)w;
-    (void)events;
-}
-
 static _Thread_local edge_loop *this_loop;
 
 edge_loop *loop_current(void)
 {
     return this_loop;
+}
+
+http_poll **loop_resumed(edge_loop *L)
+{
+    return &L->resumed;
+}
+
+server *loop_server(edge_loop *L)
+{
+    return L->srv;
 }
 
 void loop_wake(edge_loop *L)
@@ -151,18 +148,15 @@ void loop_wake(edge_loop *L)
 
 static int wait_timeout_ms(edge_loop *L, long long next_db, long long now)
 {
-    long long t = -1;
-    MHD_UNSIGNED_LONG_LONG mto;
-    if (MHD_get_timeout(L->daemon, &mto) == MHD_YES)
-        t = (long long)mto;
+    if (L->ready_head != NULL)
+        return 0;
+    long long t = conn_set_wait_ms(&L->conns, now);
     if (next_db >= 0) {
         long long d = next_db > now ? next_db - now : 0;
-        if (t < 0 || d < t)
+        if (d < t)
             t = d;
     }
-    if (L->ready_head != NULL)
-        t = 0;
-    return t < 0 || t > LOOP_MAX_WAIT_MS ? LOOP_MAX_WAIT_MS : (int)t;
+    return (int)t;
 }
 
 static void *loop_main(void *arg)
@@ -175,16 +169,7 @@ static void *loop_main(void *arg)
     long long next_db = -1;
     while (!atomic_load(&L->finish)) {
         if (!L->quiesced && atomic_load(&srv->stopping)) {
-            /* No new connections here; keep-alive ones get "close". What
-             * already waits in the backlog is taken first, and the socket
-             * closes now, not when the loop ends: a client that connects
-             * during the drain is refused at once (and tries again
-             * elsewhere) instead of sitting in a backlog nobody accepts
-             * from, to be reset when the drain ends. */
-            MHD_run(L->daemon);
-            MHD_quiesce_daemon(L->daemon);
-            close(L->listen_fd);
-            L->listen_fd = -1;
+            conn_set_quiesce(&L->conns);
             L->quiesced = true;
         }
         int n = epoll_wait(L->epfd, evs, LOOP_EVENTS, wait_timeout_ms(L, next_db, http_now_ms()));
@@ -192,23 +177,24 @@ static void *loop_main(void *arg)
             loop_watch *w = evs[i].data.ptr;
             w->on_ready(w, evs[i].events);
         }
-        /* Answered statements first: their fibers finish requests and
-         * resume connections, which the daemon then serves in this turn. */
+        /* Answered statements first: their fibers finish requests, whose
+         * answers are then written in this turn. */
         run_ready(L);
-        MHD_run(L->daemon);
+        conn_set_run(&L->conns, http_now_ms());
+        http_run_resumed(L);
         /* Last, so calls queued during this turn count in the next wait. */
         next_db = pipeline_tick(L->db, http_now_ms());
     }
     /* What still waits for the database fails (503, or "lost" in flight),
-     * so every fiber ends before the daemon frees its request. */
+     * so every fiber ends before its connection is closed. */
     pipeline_close(L->db);
     L->db = NULL;
     run_ready(L);
+    http_run_resumed(L);
     sql_executor_set(NULL);
-    if (!L->quiesced)
-        MHD_quiesce_daemon(L->daemon); /* the listening socket stays ours to close */
-    MHD_stop_daemon(L->daemon);
-    L->daemon = NULL;
+    conn_set_close(&L->conns); /* and its listening socket, if still open */
+    L->conns_open = false;
+    L->listen_fd = -1;
     fiber_release_cache();
     return NULL;
 }
@@ -236,9 +222,10 @@ static int listen_socket(const struct sockaddr_in *addr)
 
 static void loop_free(edge_loop *L)
 {
-    if (L->daemon != NULL) {
-        MHD_quiesce_daemon(L->daemon); /* the listening socket stays ours to close */
-        MHD_stop_daemon(L->daemon);
+    if (L->conns_open) {
+        conn_set_close(&L->conns); /* closes the listening socket too */
+        L->conns_open = false;
+        L->listen_fd = -1;
     }
     pipeline_close(L->db);
     if (L->listen_fd >= 0)
@@ -247,13 +234,11 @@ static void loop_free(edge_loop *L)
         close(L->wakefd);
     if (L->epfd >= 0)
         close(L->epfd);
-    L->daemon = NULL;
     L->db = NULL;
     L->listen_fd = L->wakefd = L->epfd = -1;
 }
 
-static int loop_open(server *srv, edge_loop *L, int index, const struct sockaddr_in *addr, int db_conns,
-                     const loop_daemon_options *o)
+static int loop_open(server *srv, edge_loop *L, int index, const struct sockaddr_in *addr, int db_conns)
 {
     const queen_config *cfg = srv->cfg;
     L->srv = srv;
@@ -281,36 +266,18 @@ static int loop_open(server *srv, edge_loop *L, int index, const struct sockaddr
         return -1;
     }
     L->exec = (sql_executor){.exec = loop_exec, .ctx = L};
-    /* MHD_ALLOW_SUSPEND_RESUME implies MHD_USE_ITC: a resume from another
-     * thread (a long poll's waiter) wakes the daemon's epoll, hence ours. */
-    static struct MHD_OptionItem no_options[] = {{MHD_OPTION_END, 0, NULL}};
-    L->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | o->extra_flags, 0,
-                                 NULL, NULL,
-                                 o->access, srv, MHD_OPTION_LISTEN_SOCKET, L->listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
-                                 o->completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, o->uri_log, NULL,
-                                 MHD_OPTION_UNESCAPE_CALLBACK, o->unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-                                 o->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->connection_memory,
-                                 MHD_OPTION_CONNECTION_LIMIT, o->connection_limit, MHD_OPTION_NOTIFY_CONNECTION,
-                                 o->notify_connection, srv, MHD_OPTION_ARRAY,
-                                 o->extra_options ? o->extra_options : no_options, MHD_OPTION_END);
-    if (L->daemon == NULL) {
-        log_error("http: loop %d: cannot start the HTTP daemon", index);
-        return -1;
-    }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(L->daemon, MHD_DAEMON_INFO_EPOLL_FD);
     L->wake_watch.on_ready = wake_ready;
-    L->mhd_watch.on_ready = mhd_ready;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &L->mhd_watch};
     struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &L->wake_watch};
-    if (info == NULL || epoll_ctl(L->epfd, EPOLL_CTL_ADD, info->epoll_fd, &ev) != 0 ||
-        epoll_ctl(L->epfd, EPOLL_CTL_ADD, L->wakefd, &wev) != 0) {
-        log_error("http: loop %d: cannot watch the HTTP daemon", index);
+    if (epoll_ctl(L->epfd, EPOLL_CTL_ADD, L->wakefd, &wev) != 0 ||
+        conn_set_open(&L->conns, srv, L, L->epfd, L->listen_fd, srv->tls) != 0) {
+        log_error("http: loop %d: cannot watch its sockets: %s", index, strerror(errno));
         return -1;
     }
+    L->conns_open = true;
     return 0;
 }
 
-int loops_start(server *srv, const loop_daemon_options *opts)
+int loops_start(server *srv)
 {
     const queen_config *cfg = srv->cfg;
     /* A loop owns at least one database connection: no more loops than
@@ -332,7 +299,7 @@ int loops_start(server *srv, const loop_daemon_options *opts)
         /* The pool's connections shared out, the first loops taking the
          * remainder. */
         int conns = cfg->pg_pool / n + (i < cfg->pg_pool % n ? 1 : 0);
-        rc = loop_open(srv, &srv->loops[i], i, &addr, conns, opts);
+        rc = loop_open(srv, &srv->loops[i], i, &addr, conns);
         if (rc == 0 && i == 0 && addr.sin_port == 0) {
             /* Port 0: the others join the port the first was given. */
             struct sockaddr_in got;

@@ -120,9 +120,10 @@ static json_t *connections_json(const server *srv)
 {
     conn_figures f;
     conn_figures_get(srv, &f);
-    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "open", (json_int_t)f.open, "cap", (json_int_t)f.cap, "refused",
-                     (json_int_t)f.refused, "readTimeouts", (json_int_t)f.read_timeouts, "idleClosed",
-                     (json_int_t)f.idle_closed);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "open", (json_int_t)f.open, "cap", (json_int_t)f.cap,
+                     "refused", (json_int_t)f.refused, "readTimeouts", (json_int_t)f.read_timeouts, "idleClosed",
+                     (json_int_t)f.idle_closed, "writeTimeouts", (json_int_t)f.write_timeouts, "answerBytes",
+                     (json_int_t)f.answer_bytes);
 }
 
 static json_t *database_json(server *srv)
@@ -222,6 +223,11 @@ static void connection_families(FILE *out, const server *srv)
     family(out, "queen_http_idle_connections_closed_total", "counter",
            "Keep-alive connections closed after QUEEN_IDLE_TIMEOUT_MS without a request.");
     fprintf(out, "queen_http_idle_connections_closed_total %lld\n", f.idle_closed);
+    family(out, "queen_http_response_write_timeouts_total", "counter",
+           "Connections cut with their answer unwritten past QUEEN_RESPONSE_WRITE_TIMEOUT_MS (a client not reading).");
+    fprintf(out, "queen_http_response_write_timeouts_total %lld\n", f.write_timeouts);
+    family(out, "queen_http_answer_bytes", "gauge", "Bytes of answers held for their connections now.");
+    fprintf(out, "queen_http_answer_bytes %lld\n", f.answer_bytes);
 }
 
 static void database_families(FILE *out, server *srv)

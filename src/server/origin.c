@@ -1,5 +1,5 @@
 /* origin: the Host, Origin and Content-Type rules (see origin.h). Headers
- * are read as libmicrohttpd keeps them (with their lengths); nothing here
+ * are read as the parser keeps them (with their lengths); nothing here
  * allocates, and the setting lists are short, so they are walked per
  * request rather than kept parsed. */
 #include "origin.h"
@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "conn.h"
 #include "errors.h"
 #include "tls.h"
 
@@ -234,19 +235,19 @@ bool origin_origin_allowed(const queen_config *cfg, bool tls, const char *host, 
     return any_entry(cfg->allowed_origins, origin_entry_matches, &got);
 }
 
-bool origin_refused(const queen_config *cfg, bool auth_on, struct MHD_Connection *c, http_family fam,
+bool origin_refused(const queen_config *cfg, bool auth_on, struct conn *c, http_family fam,
                     http_response *res)
 {
     const char *host = NULL, *origin = NULL, *site = NULL;
     size_t host_len = 0, origin_len = 0, site_len = 0;
-    unsigned hosts = http_header_first(c, MHD_HTTP_HEADER_HOST, &host, &host_len);
+    unsigned hosts = http_header_first(c, "Host", &host, &host_len);
     if (!auth_on && hosts > 0 && !origin_host_allowed(cfg, host, host_len)) {
         http_refuse(res, fam, QUEEN_ERR_FORBIDDEN, "host_not_allowed",
                     "with QUEEN_AUTH=off the broker answers a Host that is an IP address, localhost, QUEEN_BIND or "
                     "a name in QUEEN_ALLOWED_HOSTS");
         return true;
     }
-    unsigned origins = http_header_first(c, MHD_HTTP_HEADER_ORIGIN, &origin, &origin_len);
+    unsigned origins = http_header_first(c, "Origin", &origin, &origin_len);
     if (origins > 1 || (origins == 1 && !origin_origin_allowed(cfg, tls_enabled(cfg), hosts ? host : NULL, host_len,
                                                                origin, origin_len))) {
         http_refuse(res, fam, QUEEN_ERR_FORBIDDEN, "origin_not_allowed",
@@ -273,30 +274,25 @@ typedef struct type_count {
     unsigned json, other;
 } type_count;
 
-static enum MHD_Result count_type(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
-                                  const char *value, size_t value_len)
-{
-    (void)kind;
-    type_count *t = cls;
-    if (key_len == 12 && strncasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE, key_len) == 0) {
-        const char *semi = value ? memchr(value, ';', value_len) : NULL;
-        span media = trim(value ? value : "", semi ? (size_t)(semi - value) : (value ? value_len : 0));
-        if (same_name(media, "application/json"))
-            t->json++;
-        else
-            t->other++;
-    }
-    return MHD_YES;
-}
-
-bool origin_content_type_refused(struct MHD_Connection *c, const char *method, bool has_body, http_response *res)
+bool origin_content_type_refused(struct conn *c, const char *method, bool has_body, http_response *res)
 {
     if (!has_body || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 || strcmp(method, "OPTIONS") == 0)
         return false;
     /* Every Content-Type the request carries says JSON (a client library
      * may repeat the one its caller set): none other may ride along. */
     type_count t = {0, 0};
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_type, &t);
+    const h1 *head = conn_head(c);
+    for (size_t i = 0; i < h1_header_count(head); i++) {
+        const h1_header *h = h1_header_at(head, i);
+        if (h->name_len != 12 || strncasecmp(h->name, "Content-Type", 12) != 0)
+            continue;
+        const char *semi = memchr(h->value, ';', h->value_len);
+        span media = trim(h->value, semi ? (size_t)(semi - h->value) : h->value_len);
+        if (same_name(media, "application/json"))
+            t.json++;
+        else
+            t.other++;
+    }
     if (t.json > 0 && t.other == 0)
         return false;
     /* A form (urlencoded, multipart) and text/plain are what a page of any

@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <microhttpd.h>
+
 
 #include "http.h"
 
@@ -34,7 +34,7 @@ int origin_check_settings(const queen_config *cfg, char *err, size_t errlen);
 /* Whether the request's Host and Origin (or Sec-Fetch-Site) are refused;
  * res then holds the 403 (host_not_allowed, origin_not_allowed or
  * cross_site_request). auth_on: QUEEN_AUTH=jwt (the Host rule is off). */
-bool origin_refused(const queen_config *cfg, bool auth_on, struct MHD_Connection *c, http_family fam,
+bool origin_refused(const queen_config *cfg, bool auth_on, struct conn *c, http_family fam,
                     http_response *res);
 
 /* Whether a request with a body (has_body) is refused for its content type:
@@ -42,7 +42,7 @@ bool origin_refused(const queen_config *cfg, bool auth_on, struct MHD_Connection
  * application/json (parameters such as charset allowed; repeated, every one
  * says so). res then holds
  * the 415 unsupported_media_type / content_type_not_json. */
-bool origin_content_type_refused(struct MHD_Connection *c, const char *method, bool has_body, http_response *res);
+bool origin_content_type_refused(struct conn *c, const char *method, bool has_body, http_response *res);
 
 /* The pure rules, for tests: whether host (a Host header's value) passes the
  * QUEEN_AUTH=off rule, and whether origin (an Origin header's value) is the

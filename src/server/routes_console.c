@@ -4,7 +4,7 @@
  * any client, so these routes need no token (FAMILY_OPS, role none). */
 #include "routes.h"
 
-#include <microhttpd.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +87,11 @@ static void serve(server *srv, const http_request *req, http_response *res, cons
         return;
     }
     res->headers = console_headers;
-    const char *seen = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-    if (seen != NULL && strcmp(seen, res->etag) == 0) {
+    const char *seen = NULL;
+    size_t seen_len = 0;
+    if (http_header_first(req->conn, "If-None-Match", &seen, &seen_len) == 0)
+        seen = NULL;
+    if (seen != NULL && seen_len == strlen(res->etag) && memcmp(seen, res->etag, seen_len) == 0) {
         res->status = 304;
         return;
     }

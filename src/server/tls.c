@@ -1,92 +1,165 @@
-/* tls: loading the certificate and key for the listener, and the protocol
- * versions and suites it offers (see tls.h). */
+/* tls: the listener's OpenSSL context and its non-blocking sessions (see
+ * tls.h). */
 #include "tls.h"
 
-#include <gnutls/gnutls.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "logging.h"
 
-/* A PEM file's text; NULL when unreadable, empty or past 1 MiB (a chain of
- * a few certificates is a few KB). */
-#define TLS_PEM_MAX_BYTES (1L << 20)
+struct tls_ctx {
+    SSL_CTX *ssl;
+};
 
-static char *read_pem(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    char *text = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n <= TLS_PEM_MAX_BYTES && fseek(f, 0, SEEK_SET) == 0 &&
-        (text = malloc((size_t)n + 1)) != NULL) {
-        if (fread(text, 1, (size_t)n, f) != (size_t)n) {
-            free(text);
-            text = NULL;
-        } else {
-            text[n] = '\0';
-        }
-    }
-    fclose(f);
-    return text;
-}
+struct tls_session {
+    SSL *ssl;
+};
 
 bool tls_enabled(const queen_config *cfg)
 {
     return cfg->tls_cert != NULL && cfg->tls_cert[0] != '\0' && cfg->tls_key != NULL && cfg->tls_key[0] != '\0';
 }
 
-int tls_mhd_options(const queen_config *cfg, tls_material *m, struct MHD_OptionItem *opts, unsigned *flags)
+/* OpenSSL's own account of the last failure, for the log. */
+static const char *ssl_why(char *buf, size_t len)
 {
-    m->cert = m->key = NULL;
-    *flags = 0;
-    opts[0] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    unsigned long e = ERR_get_error();
+    ERR_clear_error();
+    if (e == 0)
+        return "no detail";
+    ERR_error_string_n(e, buf, len);
+    return buf;
+}
+
+int tls_open(const queen_config *cfg, tls_ctx **out)
+{
+    *out = NULL;
     if (!tls_enabled(cfg))
         return 0;
-    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-        log_error("tls: this libmicrohttpd was built without TLS support");
+    char why[256];
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL) {
+        log_error("tls: cannot make a context: %s", ssl_why(why, sizeof why));
         return -1;
     }
-    m->cert = read_pem(cfg->tls_cert);
-    m->key = read_pem(cfg->tls_key);
-    if (m->cert == NULL || m->key == NULL) {
-        /* The path only: never the file's content. */
-        log_error("tls: cannot read %s '%s'", m->cert == NULL ? "QUEEN_TLS_CERT" : "QUEEN_TLS_KEY",
-                  m->cert == NULL ? cfg->tls_cert : cfg->tls_key);
-        tls_material_free(m);
+    bool only13 = cfg->tls_min_version != NULL && strcmp(cfg->tls_min_version, "1.3") == 0;
+    SSL_CTX_set_min_proto_version(ctx, only13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    /* The server's order of suites, no renegotiation, no compression; the
+     * session cache is per loop's context, kept small. */
+    SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    /* A partial write leaves the rest for the socket's next readiness, and
+     * the answer's buffer may be the same bytes at another address. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    if (SSL_CTX_set_cipher_list(ctx, cfg->tls_ciphers) != 1) {
+        log_error("tls: QUEEN_TLS_CIPHERS names no suite OpenSSL knows (%s)", ssl_why(why, sizeof why));
+        SSL_CTX_free(ctx);
         return -1;
     }
-    /* Checked here, with GnuTLS's own account of where it is wrong: the
-     * daemon would only fail to start, without saying why. */
-    gnutls_priority_t prio;
-    const char *bad = NULL;
-    int rc = gnutls_priority_init(&prio, cfg->tls_priorities, &bad);
-    if (rc < 0) {
-        log_error("tls: QUEEN_TLS_PRIORITIES is not a GnuTLS priority string (%s, at '%.40s')", gnutls_strerror(rc),
-                  bad ? bad : "");
-        tls_material_free(m);
+    if (SSL_CTX_set_ciphersuites(ctx, cfg->tls_ciphersuites) != 1) {
+        log_error("tls: QUEEN_TLS_CIPHERSUITES names no suite OpenSSL knows (%s)", ssl_why(why, sizeof why));
+        SSL_CTX_free(ctx);
         return -1;
     }
-    gnutls_priority_deinit(prio);
-    opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, m->cert};
-    opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, m->key};
-    opts[2] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)cfg->tls_priorities};
-    opts[3] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-    *flags = MHD_USE_TLS;
+    /* The path only in the log: never the file's content. */
+    if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) != 1) {
+        log_error("tls: cannot read QUEEN_TLS_CERT '%s' (%s)", cfg->tls_cert, ssl_why(why, sizeof why));
+        SSL_CTX_free(ctx);
+        return -1;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key, SSL_FILETYPE_PEM) != 1) {
+        log_error("tls: cannot read QUEEN_TLS_KEY '%s' (%s)", cfg->tls_key, ssl_why(why, sizeof why));
+        SSL_CTX_free(ctx);
+        return -1;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        log_error("tls: QUEEN_TLS_KEY is not the key of QUEEN_TLS_CERT (%s)", ssl_why(why, sizeof why));
+        SSL_CTX_free(ctx);
+        return -1;
+    }
+    tls_ctx *t = malloc(sizeof *t);
+    if (t == NULL) {
+        SSL_CTX_free(ctx);
+        return -1;
+    }
+    t->ssl = ctx;
+    *out = t;
+    log_info("tls: HTTPS with TLS %s and later", only13 ? "1.3" : "1.2");
     return 0;
 }
 
-void tls_material_free(tls_material *m)
+void tls_close(tls_ctx *ctx)
 {
-    if (m->key != NULL) {
-        /* The private key does not outlive its use in our memory. */
-        volatile char *p = m->key;
-        while (*p != '\0')
-            *p++ = '\0';
+    if (ctx == NULL)
+        return;
+    SSL_CTX_free(ctx->ssl);
+    free(ctx);
+}
+
+tls_session *tls_session_new(tls_ctx *ctx, int fd)
+{
+    tls_session *s = malloc(sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->ssl = SSL_new(ctx->ssl);
+    if (s->ssl == NULL || SSL_set_fd(s->ssl, fd) != 1) {
+        SSL_free(s->ssl);
+        free(s);
+        ERR_clear_error();
+        return NULL;
     }
-    free(m->cert);
-    free(m->key);
-    m->cert = m->key = NULL;
+    SSL_set_accept_state(s->ssl);
+    return s;
+}
+
+void tls_session_free(tls_session *s)
+{
+    if (s == NULL)
+        return;
+    SSL_free(s->ssl);
+    free(s);
+}
+
+/* What a failed call means for the connection. A failure leaves entries in
+ * the thread's error queue: cleared, so the next session's call is judged
+ * alone. */
+static ssize_t verdict(tls_session *s, int rc)
+{
+    int e = SSL_get_error(s->ssl, rc);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return -1;
+    ERR_clear_error();
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    return -2;
+}
+
+ssize_t tls_read(tls_session *s, char *buf, size_t n)
+{
+    int want = n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
+    int rc = SSL_read(s->ssl, buf, want);
+    if (rc > 0)
+        return rc;
+    ssize_t v = verdict(s, rc);
+    return v == -2 && rc == 0 ? 0 : v;
+}
+
+ssize_t tls_write(tls_session *s, const char *buf, size_t n)
+{
+    int want = n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
+    int rc = SSL_write(s->ssl, buf, want);
+    if (rc > 0)
+        return rc;
+    ssize_t v = verdict(s, rc);
+    return v == 0 ? -2 : v;
+}
+
+void tls_shutdown(tls_session *s)
+{
+    if (SSL_is_init_finished(s->ssl))
+        (void)SSL_shutdown(s->ssl);
+    ERR_clear_error();
 }

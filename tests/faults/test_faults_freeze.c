@@ -133,7 +133,7 @@ static void *embedded_run(void *arg)
     embedded_put *e = arg;
     long long t0 = now_ms();
     char *out = NULL;
-    e->rc = queen_kv_put(e->q, NULL, e->ns, "embedded", "7", 0, -1, false, &out, &e->err);
+    e->rc = queen_kv_put(e->q, NULL, e->ns, "embedded", "7", QUEEN_FOREVER, -1, false, &out, &e->err);
     free(out);
     e->took_ms = now_ms() - t0;
     return NULL;
@@ -196,7 +196,7 @@ static void calls_in_flight_are_answered_at_their_deadline(void **state)
     embedded_put emb = {.q = engine_open_config(&cfg), .ns = ns};
     char *warm = NULL;
     queen_error werr;
-    must(queen_kv_put(emb.q, NULL, ns, "warm", "1", 0, -1, false, &warm, &werr), &werr);
+    must(queen_kv_put(emb.q, NULL, ns, "warm", "1", QUEEN_FOREVER, -1, false, &warm, &werr), &werr);
     free(warm);
     warm = NULL;
 
@@ -288,7 +288,7 @@ static void calls_in_flight_are_answered_at_their_deadline(void **state)
     http_reply_free(&r);
 
     /* The embedded library recovers as well: its cut connection is replaced. */
-    WAIT_UNTIL((free(warm), warm = NULL, queen_kv_put(emb.q, NULL, ns, "warm", "2", 0, -1, false, &warm, &werr) == 0),
+    WAIT_UNTIL((free(warm), warm = NULL, queen_kv_put(emb.q, NULL, ns, "warm", "2", QUEEN_FOREVER, -1, false, &warm, &werr) == 0),
                RECOVERY_MS, "the embedded put never succeeded after the thaw: %s %s", werr.reason, werr.detail);
     free(warm);
     queen_close(emb.q);

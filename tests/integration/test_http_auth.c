@@ -270,9 +270,8 @@ static void bad_tokens_are_401_never_a_crash(void **state)
     http_expect(&r, 401, "unauthorized", "token_malformed");
     http_reply_free(&r);
     free(twice);
-    /* Large tokens: 7 KB of garbage is a 401; 100 KB passes the 8 KiB
-     * header buffer, which libmicrohttpd refuses itself (431). Never 2xx,
-     * and the broker stays up. */
+    /* Large tokens: 7 KB of garbage is a 401; 100 KB passes the 32 KiB
+     * head the edge reads (431). Never 2xx, and the broker stays up. */
     char *big = malloc(100 * 1024 + 1);
     memset(big, 'A', 100 * 1024);
     big[100 * 1024] = '\0';

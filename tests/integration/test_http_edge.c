@@ -157,8 +157,8 @@ static long probe(const test_broker *b, const char *body)
 /* Polls until the probe answers want (or 10 s pass): the broker takes and
  * returns budget on its own threads, after the socket events that cause it. */
 /* A slow sender's connection, fed 512 bytes of its body (JSON whitespace)
- * per probe while set, up to HOG_MAX_BYTES: enough to fill libmicrohttpd's
- * read buffer, which it must then hand over, never the whole 60000. */
+ * per probe while set, up to HOG_MAX_BYTES: what a slow sender trickles,
+ * never the whole 60000. */
 static int hog_fd = -1;
 #define HOG_MAX_BYTES 40000
 static size_t hog_sent;
@@ -209,9 +209,8 @@ static void over_budget_is_503_and_the_budget_returns(void **state)
     assert_int_equal(probe(&b, small), 400);
 
     /* A request declares 60000 bytes and trickles its body: it holds them
-     * from the first body bytes the broker's handler is given. (The event
-     * loops' libmicrohttpd may keep bytes that came with the headers until
-     * more arrive, so the sender keeps sending, as a slow sender does.) */
+     * from its head on (the declared length is charged at once); the
+     * sender keeps sending, as a slow sender does. */
     int hog = raw_connect(b.port);
     static const char head[] = "POST /api/v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                                "Content-Length: 60000\r\n\r\n{\"items\":[";

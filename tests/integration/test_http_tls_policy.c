@@ -1,4 +1,5 @@
-/* The HTTPS listener's protocol versions and suites (QUEEN_TLS_PRIORITIES,
+/* The HTTPS listener's protocol versions and suites (QUEEN_TLS_MIN_VERSION,
+ * QUEEN_TLS_CIPHERS, QUEEN_TLS_CIPHERSUITES,
  * README.md "Authentication", TLS). With an RSA certificate (so a static-RSA
  * suite could be chosen at all), libcurl over OpenSSL, at security level 0 so
  * that the client side offers what the broker must refuse:
@@ -6,9 +7,10 @@
  *  - a TLS 1.0 and a TLS 1.1 handshake fail;
  *  - TLS 1.2 offering only static-RSA suites (AES128-SHA, AES128-GCM-SHA256)
  *    or only a forward-secret CBC suite (ECDHE-RSA-AES128-SHA) fails;
- *  - QUEEN_TLS_PRIORITIES replaces the default (TLS 1.3 only: 1.2 fails);
- *  - a priority string that does not parse stops the broker, naming the
- *    setting. */
+ *  - QUEEN_TLS_MIN_VERSION=1.3: 1.2 fails; QUEEN_TLS_CIPHERS replaces the
+ *    TLS 1.2 suites (one suite: another fails);
+ *  - a cipher list OpenSSL finds nothing in, or the GnuTLS string of earlier
+ *    versions (QUEEN_TLS_PRIORITIES), stops the broker, naming the setting. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -129,11 +131,11 @@ static void old_protocols_and_suites_without_forward_secrecy_are_refused(void **
     assert_int_equal(broker_stop(&b), 0);
 }
 
-static void the_priority_string_is_a_setting(void **state)
+static void versions_and_suites_are_settings(void **state)
 {
     (void)state;
     test_broker b;
-    const char *env[] = {env_strings[0], env_strings[1], "QUEEN_TLS_PRIORITIES=NORMAL:-VERS-ALL:+VERS-TLS1.3", NULL};
+    const char *env[] = {env_strings[0], env_strings[1], "QUEEN_TLS_MIN_VERSION=1.3", NULL};
     broker_spawn(&b, pgtest_url(), env);
     long long deadline = now_ms() + 30000;
     while (!handshake(b.port, CURL_SSLVERSION_TLSv1_3, CURL_SSLVERSION_MAX_TLSv1_3, NULL)) {
@@ -143,13 +145,20 @@ static void the_priority_string_is_a_setting(void **state)
     }
     assert_false(handshake(b.port, CURL_SSLVERSION_TLSv1_2, CURL_SSLVERSION_MAX_TLSv1_2, NULL));
     assert_int_equal(broker_stop(&b), 0);
+
+    assert_true(start_tls_broker(&b, "QUEEN_TLS_CIPHERS=ECDHE-RSA-CHACHA20-POLY1305"));
+    assert_true(
+        handshake(b.port, CURL_SSLVERSION_TLSv1_2, CURL_SSLVERSION_MAX_TLSv1_2, "ECDHE-RSA-CHACHA20-POLY1305"));
+    assert_false(
+        handshake(b.port, CURL_SSLVERSION_TLSv1_2, CURL_SSLVERSION_MAX_TLSv1_2, "ECDHE-RSA-AES128-GCM-SHA256"));
+    assert_int_equal(broker_stop(&b), 0);
 }
 
-static void a_priority_string_that_does_not_parse_stops_the_broker(void **state)
+/* The broker exits non-zero at start with setting, and its log names it. */
+static void stops_naming(const char *setting, const char *name)
 {
-    (void)state;
     test_broker b;
-    const char *env[] = {env_strings[0], env_strings[1], "QUEEN_TLS_PRIORITIES=NORMAL:+NO-SUCH-THING", NULL};
+    const char *env[] = {env_strings[0], env_strings[1], setting, NULL};
     broker_spawn(&b, pgtest_url(), env);
     int status = 0;
     long long deadline = now_ms() + 30000;
@@ -157,15 +166,26 @@ static void a_priority_string_that_does_not_parse_stops_the_broker(void **state)
     while ((done = waitpid(b.pid, &status, WNOHANG)) == 0) {
         if (now_ms() > deadline) {
             broker_stop(&b);
-            fail_msg("the broker started with a priority string that does not parse (log %s)", b.log);
+            fail_msg("the broker started with %s (log %s)", setting, b.log);
         }
         pause_ms(20);
     }
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
     char *log = read_file(b.log);
-    assert_non_null(strstr(log, "QUEEN_TLS_PRIORITIES"));
+    if (strstr(log, name) == NULL)
+        fail_msg("the log of a broker started with %s does not name %s:\n%s", setting, name, log);
     free(log);
     unlink(b.log);
+}
+
+static void a_setting_openssl_refuses_stops_the_broker(void **state)
+{
+    (void)state;
+    stops_naming("QUEEN_TLS_CIPHERS=NO-SUCH-THING", "QUEEN_TLS_CIPHERS");
+    stops_naming("QUEEN_TLS_CIPHERSUITES=TLS_NO_SUCH_SUITE", "QUEEN_TLS_CIPHERSUITES");
+    stops_naming("QUEEN_TLS_MIN_VERSION=1.1", "QUEEN_TLS_MIN_VERSION");
+    /* The GnuTLS string of earlier versions is not silently ignored. */
+    stops_naming("QUEEN_TLS_PRIORITIES=NORMAL:-VERS-ALL:+VERS-TLS1.3", "QUEEN_TLS_PRIORITIES");
 }
 
 int main(void)
@@ -173,8 +193,8 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(old_protocols_and_suites_without_forward_secrecy_are_refused),
-        cmocka_unit_test(the_priority_string_is_a_setting),
-        cmocka_unit_test(a_priority_string_that_does_not_parse_stops_the_broker),
+        cmocka_unit_test(versions_and_suites_are_settings),
+        cmocka_unit_test(a_setting_openssl_refuses_stops_the_broker),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();

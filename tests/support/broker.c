@@ -127,16 +127,18 @@ static int try_http(const test_broker *b, const char *method, const char *path, 
     curl_easy_cleanup(curl);
     if (out->body == NULL)
         out->body = strdup("");
-    return rc == CURLE_OK ? 0 : -1;
+    return (int)rc;
 }
 
 http_reply broker_http(const test_broker *b, const char *method, const char *path, const char *body,
                        const char *const *headers)
 {
     http_reply r;
-    if (try_http(b, method, path, body, headers, &r) != 0) {
+    int rc = try_http(b, method, path, body, headers, &r);
+    if (rc != CURLE_OK) {
         http_reply_free(&r);
-        fail_msg("%s %s: transport error (broker log: %s)", method, path, b->log);
+        fail_msg("%s %s: transport error: %s (broker log: %s)", method, path, curl_easy_strerror((CURLcode)rc),
+                 b->log);
     }
     return r;
 }
