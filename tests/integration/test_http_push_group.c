@@ -63,6 +63,21 @@ static long long blocked_by(PGconn *watch, PGconn *lock)
                       params);
 }
 
+/* Locks partition 'held' of queue q in an open transaction on lock, then
+ * sends held (a push to it) and waits until it blocks on that lock: one
+ * push in flight that goes on only when lock rolls back. */
+static void hold_push_on_partition_lock(request *held, PGconn *lock, PGconn *watch, const char *q)
+{
+    PQclear(pgtest_exec(lock, "BEGIN", 0, NULL));
+    const char *lp[] = {q};
+    PQclear(pgtest_exec(lock,
+                        "SELECT 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id "
+                        "WHERE q.name = $1 AND lp.name = 'held' FOR UPDATE OF lp",
+                        1, lp));
+    assert_int_equal(pthread_create(&held->thread, NULL, send_push, held), 0);
+    WAIT_UNTIL(blocked_by(watch, lock) == 1, 10000, "the held push never blocked on the partition lock");
+}
+
 /* The pushes of one round, to queues named after q: two with one
  * transactionId on one partition, a plain one, a refused one (no payload),
  * one over two partitions and a second queue, one to a third queue. */
@@ -181,15 +196,8 @@ static void grouped_pushes_answer_as_pushes_sent_alone(void **state)
     PGconn *listener = pgtest_connect();
     PQclear(pgtest_exec(listener, "LISTEN queen_push", 0, NULL));
     PGconn *lock = pgtest_connect(), *watch = pgtest_connect();
-    PQclear(pgtest_exec(lock, "BEGIN", 0, NULL));
-    const char *lp[] = {q};
-    PQclear(pgtest_exec(lock,
-                        "SELECT 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id "
-                        "WHERE q.name = $1 AND lp.name = 'held' FOR UPDATE OF lp",
-                        1, lp));
     request held = {.b = &b, .body = held_body};
-    assert_int_equal(pthread_create(&held.thread, NULL, send_push, &held), 0);
-    WAIT_UNTIL(blocked_by(watch, lock) == 1, 10000, "the held push never blocked on the partition lock");
+    hold_push_on_partition_lock(&held, lock, watch, q);
 
     long long statements = db_figure(&b, "coalescedStatementsTotal");
     long long calls = db_figure(&b, "coalescedCallsTotal"), retries = db_figure(&b, "coalescedRetriesTotal");
@@ -364,15 +372,8 @@ static void pushes_on_every_loop_wait_for_the_one_group_in_flight(void **state)
     char *held_body = fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"held\",\"payload\":0}]}", q);
     json_decref(http_ok(&b, "POST", "/api/v1/push", held_body, 201));
     PGconn *lock = pgtest_connect(), *watch = pgtest_connect();
-    PQclear(pgtest_exec(lock, "BEGIN", 0, NULL));
-    const char *lp[] = {q};
-    PQclear(pgtest_exec(lock,
-                        "SELECT 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id "
-                        "WHERE q.name = $1 AND lp.name = 'held' FOR UPDATE OF lp",
-                        1, lp));
     request held = {.b = &b, .body = held_body};
-    assert_int_equal(pthread_create(&held.thread, NULL, send_push, &held), 0);
-    WAIT_UNTIL(blocked_by(watch, lock) == 1, 10000, "the held push never blocked on the partition lock");
+    hold_push_on_partition_lock(&held, lock, watch, q);
 
     long long statements = db_figure(&b, "coalescedStatementsTotal"), calls = db_figure(&b, "coalescedCallsTotal");
     /* Twelve connections, which the kernel's port sharing places on the
