@@ -11,7 +11,10 @@ Fails (exit 1) when:
     incr not counted, an acknowledged key absent) or an effect is doubled
     (a counter above acknowledged + unknown);
   - a call hung: no answer within the client timeout;
-  - a 503 came without Retry-After, or any answer other than 200 and 503;
+  - a 503 or 504 came without Retry-After, or any answer other than 200,
+    503 (db_unavailable: never applied) and 504 with reason
+    db_outcome_unknown (the connection died under the statement: it may
+    have committed, so the write counts as unknown, as a timeout does);
   - writes never came back.
 Prints the measured figures as "figure NAME VALUE" lines.
 """
@@ -90,8 +93,15 @@ class Writer(threading.Thread):
                         acked = res.get("applied") is True
                     except (ValueError, KeyError, IndexError):
                         acked = False
-                elif status == 503 and "retry-after" not in headers:
+                elif status in (503, 504) and "retry-after" not in headers:
                     self.missing_retry_after += 1
+                if status == 504:
+                    try:
+                        reason = json.loads(body).get("reason")
+                    except (ValueError, AttributeError):
+                        reason = None
+                    if reason != "db_outcome_unknown":
+                        self.statuses["504 " + str(reason)] = self.statuses.get("504 " + str(reason), 0) + 1
             if incr:
                 if acked:
                     self.incr_acked += 1
@@ -107,7 +117,7 @@ class Writer(threading.Thread):
                     self.acks_after_kill.append(now)
                     if self.first_ack_after_kill is None:
                         self.first_ack_after_kill = now
-            elif status == 503:
+            elif status in (503, 504):
                 try:
                     wait = float(headers.get("retry-after", "1"))
                 except ValueError:
@@ -230,8 +240,9 @@ def main():
         ("ha.effects_doubled", doubled),
         ("ha.answers_200", statuses.get(200, 0)),
         ("ha.answers_503", statuses.get(503, 0)),
-        ("ha.answers_other", sum(c for s, c in statuses.items() if s not in (200, 503))),
-        ("ha.answers_503_without_retry_after", missing_ra),
+        ("ha.answers_504_outcome_unknown", statuses.get(504, 0)),
+        ("ha.answers_other", sum(c for s, c in statuses.items() if s not in (200, 503, 504))),
+        ("ha.answers_503_504_without_retry_after", missing_ra),
         ("ha.calls_without_answer", no_answer),
         ("ha.calls_hung", hangs),
         ("ha.slowest_call_ms", round(max(w.max_call_s for w in writers) * 1000)),
@@ -247,10 +258,10 @@ def main():
     if hangs:
         problems.append("%d calls hung past %.0f s" % (hangs, CLIENT_TIMEOUT_S))
     if missing_ra:
-        problems.append("%d answers 503 without Retry-After" % missing_ra)
-    other = {s: c for s, c in statuses.items() if s not in (200, 503)}
+        problems.append("%d answers 503/504 without Retry-After" % missing_ra)
+    other = {s: c for s, c in statuses.items() if s not in (200, 503, 504)}
     if other:
-        problems.append("answers other than 200/503: %s" % other)
+        problems.append("answers other than 200, 503 and 504 db_outcome_unknown: %s" % other)
     if in_recovery:
         problems.append("the read-back server is in recovery")
     if problems:
