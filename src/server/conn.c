@@ -637,6 +637,18 @@ static void refuse(conn *c, unsigned status, const char *reason, const char *det
     conn_answer(c, &res);
 }
 
+/* A body the parser or the request refused: the connection cannot be
+ * trusted for another request. The parser's refusal is answered here; the
+ * request's own (413/503) was answered already; without an answer it closes. */
+static void body_refused(conn *c, const h1_error *err)
+{
+    c->keep_alive = false;
+    if (err->status != 0)
+        refuse(c, err->status, err->reason, err->detail);
+    if (!c->answer_ready)
+        conn_close(c);
+}
+
 /* Feeds the body bytes at hand; true when the body is whole. */
 static bool sink_data(void *ctx, const char *p, size_t n)
 {
@@ -693,12 +705,7 @@ static void read_request(conn *c, long long now)
                 h1_error err;
                 long took = h1_body(c->parser, c->in + c->in_off, c->in_len - c->in_off, &sink, &done, &err);
                 if (took < 0) {
-                    c->keep_alive = false;
-                    if (err.status != 0)
-                        refuse(c, err.status, err.reason, err.detail);
-                    /* else the request refused its body (413/503): answered */
-                    if (!c->answer_ready)
-                        conn_close(c);
+                    body_refused(c, &err);
                     return;
                 }
                 c->in_off += (size_t)took;
@@ -756,11 +763,7 @@ static void read_request(conn *c, long long now)
                 h1_error err;
                 long took = h1_body(c->parser, c->set->scratch, (size_t)r, &sink, &done, &err);
                 if (took < 0) {
-                    c->keep_alive = false;
-                    if (err.status != 0)
-                        refuse(c, err.status, err.reason, err.detail);
-                    if (!c->answer_ready)
-                        conn_close(c);
+                    body_refused(c, &err);
                     return;
                 }
                 if ((size_t)took < (size_t)r) { /* pipelined behind the body */

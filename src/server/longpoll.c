@@ -50,7 +50,8 @@ typedef struct tenant_polls {
 
 /* ---- Long polls --------------------------------------------------------- */
 
-static void poll_resume_locked(server *srv, http_poll *p)
+/* Takes a suspended poll off the server's list (poll_lock held). */
+static void poll_unlink_locked(server *srv, http_poll *p)
 {
     p->suspended = false;
     if (p->prev != NULL)
@@ -61,6 +62,11 @@ static void poll_resume_locked(server *srv, http_poll *p)
         p->next->prev = p->prev;
     p->prev = p->next = NULL;
     atomic_fetch_sub(&srv->nsuspended, 1);
+}
+
+static void poll_resume_locked(server *srv, http_poll *p)
+{
+    poll_unlink_locked(srv, p);
     /* Handed to its loop, which runs the request again (http_run_resumed). */
     if (p->loop != NULL && !p->queued) {
         http_poll **head = loop_resumed(p->loop);
@@ -305,17 +311,8 @@ void longpoll_end(server *srv, http_poll *p)
     poll_close(srv, p, false);
     pthread_mutex_lock(&srv->poll_lock);
     p->conn = NULL;
-    if (p->suspended) { /* its client left while it waited */
-        p->suspended = false;
-        if (p->prev != NULL)
-            p->prev->next = p->next;
-        else
-            srv->suspended = p->next;
-        if (p->next != NULL)
-            p->next->prev = p->prev;
-        p->prev = p->next = NULL;
-        atomic_fetch_sub(&srv->nsuspended, 1);
-    }
+    if (p->suspended) /* its client left while it waited */
+        poll_unlink_locked(srv, p);
     bool last = --p->refs == 0;
     pthread_mutex_unlock(&srv->poll_lock);
     if (last)
