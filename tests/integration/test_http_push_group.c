@@ -399,9 +399,14 @@ static void pushes_on_every_loop_wait_for_the_one_group_in_flight(void **state)
         free(w[i].body);
         free(w[i].reply);
     }
+    /* Each loop's waiting pushes left as one statement: a shared one, or
+     * (a loop that held a single push) that push alone, not counted. */
     long long shared = db_figure(&b, "coalescedStatementsTotal") - statements;
+    long long grouped = db_figure(&b, "coalescedCallsTotal") - calls;
     assert_in_range(shared, 1, 2);
-    assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, N);
+    if (!(grouped == N || (grouped == N - 1 && shared == 1)))
+        fail_msg("%lld pushes in %lld shared statements: the waiting pushes did not leave one statement per loop",
+                 grouped, shared);
     free(held.reply);
     free(held_body);
     PQfinish(lock);
