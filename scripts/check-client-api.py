@@ -8,7 +8,8 @@ its KV group, the transaction builder, the message, the error). For every
 client:
 1. the surface parses (each owner has names), so an unreadable file cannot
    pass by being empty;
-2. every operation of the vocabulary is there, spelt in the client's casing;
+2. every operation of the vocabulary is there, spelt in the client's casing,
+   on the client and on its async twin if it has one (Rust's AsyncClient);
 3. no retired spelling of a concept is public (renew, extend_lease,
    delete_queue, get_prefix_page, an "unset" expiry, ...), so a concept has
    one name;
@@ -169,7 +170,7 @@ CLIENTS = {
     "go": dict(surface=go_surface, case=go_case, client="Client", kv=("Client", ""), tx="Tx", message="Message",
                src=("clients/go", ".go")),
     "rust": dict(surface=rust_surface, case=lambda s: s, client="Client", kv=("Client", ""), tx="Tx",
-                 message="Message", src=("clients/rust/src", ".rs")),
+                 message="Message", src=("clients/rust/src", ".rs"), twins=["AsyncClient"]),
     "cpp": dict(surface=cpp_surface, case=lambda s: s, client="Client", kv=("Client", "kv_"), tx="Transaction",
                 message="Message", src=("clients/cpp", "")),
     "php": dict(surface=php_surface, case=camel, client="Client", kv=("Client", "kv_"), tx="Transaction",
@@ -201,6 +202,11 @@ def check(name, cfg):
         # commit may be the builder's or the client's (client.commit(tx)): one name either way.
         ok = has(cfg["tx"], canon) or (op == "commit" and has(cfg["client"], op))
         yield ok, f"{name}: transaction builder has {case(canon)}"
+    # A second client type (Rust's AsyncClient) speaks the same vocabulary as the first: every
+    # operation, every KV call (on itself, as the client has them) and commit.
+    for twin in cfg.get("twins", []):
+        for op in CLIENT_OPS + [kv_prefix + op for op in KV_OPS] + ["commit"]:
+            yield has(twin, op), f"{name}: {twin} has {case(op)}, as {cfg['client']} does"
     if cfg["message"]:
         for op in MESSAGE_OPS:
             yield has(cfg["message"], op), f"{name}: {cfg['message']} has {case(op)}"

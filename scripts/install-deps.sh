@@ -29,6 +29,8 @@ packages+=(pgbouncer)
 # crates, both from Debian. Debian's rustc and cargo (1.63) only when no
 # rustup toolchain is there; the crate builds with either.
 packages+=(golang-go librust-serde-json-dev)
+# The Rust client's https:// (native-tls on OpenSSL) and its async client (tokio).
+packages+=(librust-native-tls-dev librust-tokio-dev)
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "${HOME:-}/.cargo/bin/cargo" ]; then
   packages+=(cargo rustc)
 fi

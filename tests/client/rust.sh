@@ -20,7 +20,7 @@ tap() { # verdict name
 }
 cargo --version
 if cargo clippy --version >/dev/null 2>&1; then
-  if cargo clippy --all-targets --offline -- -D warnings >"$log" 2>&1; then tap ok "cargo clippy"; else cat "$log"; tap fail "cargo clippy"; fi
+  if cargo clippy --all-targets --all-features --offline -- -D warnings >"$log" 2>&1; then tap ok "cargo clippy"; else cat "$log"; tap fail "cargo clippy"; fi
 fi
 # The README's install path: a fresh crate depends on this one by path (crates from the same
 # directory source as this folder's), builds, runs, and sees the license and repository.
@@ -40,7 +40,7 @@ else
   cat "$log"; tap fail "a crate with a path dependency on queen-client"
 fi
 rm -rf "$app"
-cargo test --offline --no-fail-fast -- --test-threads=2 >"$log" 2>&1
+cargo test --offline --all-features --no-fail-fast -- --test-threads=2 >"$log" 2>&1
 rc=$?
 cat "$log"
 # cargo's "test NAME ... ok|FAILED" lines, as TAP.

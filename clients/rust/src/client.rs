@@ -2,7 +2,7 @@
 //! transport (clients/conformance/README.md, "Retry rules", is the contract).
 
 use crate::error::{Error, Result};
-use crate::http::{Failure, Pool};
+use crate::http::{Failure, Pool, TlsSettings};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,8 @@ pub type RetryHook = Arc<dyn Fn(u32, &Error, Duration) + Send + Sync>;
 /// Client options. `Options::new(url)` takes the defaults shown.
 #[derive(Clone)]
 pub struct Options {
-    /// Broker base URLs (`http://127.0.0.1:6632`), tried in order for failover.
+    /// Broker base URLs (`http://127.0.0.1:6632`, `https://queen.internal`),
+    /// tried in order for failover.
     pub urls: Vec<String>,
     /// Sent as `Authorization: Bearer`.
     pub token: Option<String>,
@@ -30,6 +31,9 @@ pub struct Options {
     pub timeout: Duration,
     /// Default 3 s.
     pub connect_timeout: Duration,
+    /// https:// brokers: a CA certificate (PEM) trusted besides the
+    /// system's roots, for a broker whose certificate a private CA signed.
+    pub tls_ca_pem: Option<Vec<u8>>,
     /// None: no hook.
     pub on_retry: Option<RetryHook>,
 }
@@ -44,6 +48,7 @@ impl std::fmt::Debug for Options {
             .field("max_backoff", &self.max_backoff)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("tls_ca_pem", &self.tls_ca_pem.as_ref().map(|_| "(set)"))
             .field("on_retry", &self.on_retry.as_ref().map(|_| "(set)"))
             .finish()
     }
@@ -63,12 +68,19 @@ impl Options {
             max_backoff: Duration::from_secs(5),
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),
+            tls_ca_pem: None,
             on_retry: None,
         }
     }
 
     pub fn token(mut self, token: &str) -> Options {
         self.token = Some(token.to_string());
+        self
+    }
+
+    /// Trusts the CA certificate in pem (besides the system's roots) for https:// brokers.
+    pub fn tls_ca_pem(mut self, pem: &[u8]) -> Options {
+        self.tls_ca_pem = Some(pem.to_vec());
         self
     }
 }
@@ -128,6 +140,9 @@ impl Client {
         if o.urls.is_empty() {
             return Err(Error::bad_argument("no broker URL given (Options::urls, or QUEEN_URL)"));
         }
+        let connect_timeout = if o.connect_timeout.is_zero() { Duration::from_secs(3) } else { o.connect_timeout };
+        let pool = Pool::new(connect_timeout, &TlsSettings { ca_pem: o.tls_ca_pem.clone() })
+            .map_err(Error::bad_argument)?;
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
         Ok(Client {
             shared: Arc::new(Shared {
@@ -139,7 +154,7 @@ impl Client {
                 max_backoff: if o.max_backoff.is_zero() { Duration::from_secs(5) } else { o.max_backoff },
                 timeout: if o.timeout.is_zero() { Duration::from_secs(30) } else { o.timeout },
                 on_retry: o.on_retry,
-                pool: Pool::new(if o.connect_timeout.is_zero() { Duration::from_secs(3) } else { o.connect_timeout }),
+                pool,
                 current: AtomicUsize::new(0),
                 retries: AtomicU64::new(0),
                 seed: Mutex::new(nanos | 1),

@@ -19,7 +19,60 @@ pub struct Precondition {
     pub value_bytes: u64,
 }
 
-/// What went wrong.
+/// What kind of failure an [`Error`] is: clients/API.md's nine kinds, the
+/// same set in every Queen client, so a caller branches on one of them
+/// (`match e.kind() { ErrorKind::Unavailable => later, ... }`). The finer
+/// case stays on the error: its `status`, `code`, `reason` and `detail`
+/// (a 413 is `BadRequest` with status 413; a 403 `feature_gated` is `Auth`
+/// with that code; a timeout is `Transport` with code `timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// 400, 413, 422 and any 4xx not below, or an argument the client
+    /// refused before sending (status 0, code bad_argument); nothing was written.
+    BadRequest,
+    /// 401, 403: no token, one that does not verify, or one that does not allow the call.
+    Auth,
+    /// 404: no such queue, lease or route.
+    NotFound,
+    /// 409: a lease not held, a transaction id seen before.
+    Conflict,
+    /// A required KV op lost (200 kv_precondition): [`Error::precondition`] says which and why.
+    Precondition,
+    /// 429: the tenant's rate; `retry_after` says when.
+    RateLimited,
+    /// 503: the broker or its database cannot serve now.
+    Unavailable,
+    /// 500 and any other 5xx.
+    Server,
+    /// No usable answer: code unreachable (nothing was sent), timeout,
+    /// transport (the connection broke) or bad_response.
+    Transport,
+}
+
+impl ErrorKind {
+    /// The kind's name in clients/API.md (and the conformance suite).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ErrorKind::BadRequest => "bad_request",
+            ErrorKind::Auth => "auth",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Precondition => "precondition",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Server => "server",
+            ErrorKind::Transport => "transport",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What went wrong: its [`ErrorKind`] and the envelope's members.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Error {
     /// HTTP status; 0: no HTTP answer; 200: a KV precondition verdict.
@@ -58,20 +111,23 @@ impl Error {
         Error::own("bad_argument", detail)
     }
 
-    /// clients/API.md's error kind: one set in every client.
-    pub fn kind(&self) -> &'static str {
+    /// clients/API.md's error kind, from the status and the code alone, so
+    /// the kind and the members never disagree.
+    pub fn kind(&self) -> ErrorKind {
         match self.status {
-            _ if self.is_precondition() => "precondition",
-            0 if self.code == "bad_argument" => "bad_request",
-            0 => "transport",
-            401 | 403 => "auth",
-            404 => "not_found",
-            409 => "conflict",
-            429 => "rate_limited",
-            503 => "unavailable",
-            s if s >= 500 => "server",
-            s if s >= 400 => "bad_request",
-            _ => "transport", // a 2xx that did not read: bad_response
+            _ if self.is_precondition() => ErrorKind::Precondition,
+            0 if self.code == "bad_argument" => ErrorKind::BadRequest,
+            // A status with an answer that did not read is still no usable answer.
+            _ if self.code == "bad_response" => ErrorKind::Transport,
+            0 => ErrorKind::Transport,
+            401 | 403 => ErrorKind::Auth,
+            404 => ErrorKind::NotFound,
+            409 => ErrorKind::Conflict,
+            429 => ErrorKind::RateLimited,
+            503 => ErrorKind::Unavailable,
+            s if s >= 500 => ErrorKind::Server,
+            s if s >= 400 => ErrorKind::BadRequest,
+            _ => ErrorKind::Transport,
         }
     }
 
@@ -90,7 +146,7 @@ impl Error {
     pub fn to_json(&self) -> Value {
         let mut v = json!({
             "status": self.status, "code": self.code, "reason": self.reason, "detail": self.detail,
-            "retryAfter": self.retry_after, "attempts": self.attempts, "kind": self.kind(),
+            "retryAfter": self.retry_after, "attempts": self.attempts, "kind": self.kind().as_str(),
         });
         if let Some(p) = &self.precondition {
             let m = v.as_object_mut().expect("an object");

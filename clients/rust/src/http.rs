@@ -1,6 +1,7 @@
 //! A small HTTP/1.1 client on std::net: one request at a time per
 //! connection, connections kept alive in a pool and reused across calls and
-//! threads. Plain http:// only.
+//! threads. http://, and https:// through native-tls (the system's OpenSSL)
+//! with the `tls` feature (on by default).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
@@ -24,32 +25,107 @@ pub(crate) struct Answer {
     pub body: Vec<u8>,
 }
 
+/// A connection's byte stream: plain TCP or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<native_tls::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The socket under it, for timeouts and the idle check.
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.get_ref(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 struct Conn {
+    /// Pool key: scheme and authority, so an http and an https broker on
+    /// one host:port never share a connection.
+    key: String,
     authority: String,
-    reader: BufReader<TcpStream>,
+    reader: BufReader<Stream>,
 }
 
 const POOL_KEEP: usize = 32;
 
+/// How https:// connections verify the broker: the system's roots, plus a
+/// CA of one's own (a private broker's self-signed certificate, say).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TlsSettings {
+    pub ca_pem: Option<Vec<u8>>,
+}
+
 pub(crate) struct Pool {
     idle: Mutex<Vec<Conn>>,
     connect_timeout: Duration,
+    #[cfg(feature = "tls")]
+    tls: native_tls::TlsConnector,
 }
 
-/// "http://host:port/..." -> ("host:port"); anything else is refused.
-fn authority(base: &str) -> Option<String> {
-    let rest = base.strip_prefix("http://")?;
-    let host = rest.split('/').next().unwrap_or("");
-    if host.is_empty() {
+/// A broker's base URL taken apart.
+struct Target {
+    tls: bool,
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    host: String, // for SNI and the certificate's name
+    authority: String, // host:port, for the socket and the Host header
+}
+
+/// "http://host[:port]/..." or "https://host[:port]/..."; anything else is refused.
+fn target(base: &str) -> Option<Target> {
+    let (tls, rest, port) = if let Some(r) = base.strip_prefix("https://") {
+        (true, r, 443)
+    } else {
+        (false, base.strip_prefix("http://")?, 80)
+    };
+    let hostport = rest.split('/').next().unwrap_or("");
+    if hostport.is_empty() {
         return None;
     }
-    Some(if host.contains(':') && !host.ends_with(']') { host.to_string() } else { format!("{}:80", host) })
+    let has_port = hostport.rsplit_once(':').map_or(false, |(h, p)| !p.is_empty() && !p.contains(']') && !h.is_empty());
+    let authority = if has_port { hostport.to_string() } else { format!("{}:{}", hostport, port) };
+    let host = authority.rsplit_once(':').map(|(h, _)| h).unwrap_or("");
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    Some(Target { tls, host, authority })
 }
 
 /// An idle keep-alive connection is usable when reading it would block: a
 /// closed one reads end-of-file at once, and stray bytes mean it is not
 /// in step any more.
 fn still_open(s: &TcpStream) -> bool {
+    // For TLS the raw socket is what counts: a close_notify or any record
+    // waiting there means the connection is not simply idle any more.
     if s.set_nonblocking(true).is_err() {
         return false;
     }
@@ -63,23 +139,40 @@ fn timed_out(e: &io::Error) -> bool {
 }
 
 impl Pool {
-    pub fn new(connect_timeout: Duration) -> Pool {
-        Pool { idle: Mutex::new(Vec::new()), connect_timeout }
+    pub fn new(connect_timeout: Duration, tls: &TlsSettings) -> Result<Pool, String> {
+        #[cfg(feature = "tls")]
+        let connector = {
+            let mut b = native_tls::TlsConnector::builder();
+            if let Some(pem) = &tls.ca_pem {
+                b.add_root_certificate(native_tls::Certificate::from_pem(pem).map_err(|e| format!("the CA: {}", e))?);
+            }
+            b.build().map_err(|e| format!("TLS: {}", e))?
+        };
+        #[cfg(not(feature = "tls"))]
+        if tls.ca_pem.is_some() {
+            return Err("a CA for https:// needs the crate's tls feature".into());
+        }
+        Ok(Pool {
+            idle: Mutex::new(Vec::new()),
+            connect_timeout,
+            #[cfg(feature = "tls")]
+            tls: connector,
+        })
     }
 
     pub fn close_idle(&self) {
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    /// An idle connection to authority that the broker has not closed.
-    fn take(&self, authority: &str) -> Option<Conn> {
+    /// An idle connection under key that the broker has not closed.
+    fn take(&self, key: &str) -> Option<Conn> {
         loop {
             let conn = {
                 let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-                let i = idle.iter().rposition(|c| c.authority == authority)?;
+                let i = idle.iter().rposition(|c| c.key == key)?;
                 idle.swap_remove(i)
             };
-            if still_open(conn.reader.get_ref()) {
+            if still_open(conn.reader.get_ref().tcp()) {
                 return Some(conn);
             }
         }
@@ -92,7 +185,8 @@ impl Pool {
         }
     }
 
-    fn connect(&self, authority: &str, deadline: Instant) -> Result<Conn, Failure> {
+    fn connect(&self, t: &Target, key: &str, deadline: Instant) -> Result<Conn, Failure> {
+        let authority = t.authority.as_str();
         let addrs: Vec<_> = authority
             .to_socket_addrs()
             .map_err(|e| Failure::NoConnection(format!("{}: {}", authority, e)))?
@@ -106,12 +200,42 @@ impl Pool {
             match TcpStream::connect_timeout(&addr, budget) {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
-                    return Ok(Conn { authority: authority.to_string(), reader: BufReader::new(s) });
+                    let stream = self.wrap(s, t, deadline)?;
+                    return Ok(Conn { key: key.to_string(), authority: authority.to_string(), reader: BufReader::new(stream) });
                 }
                 Err(e) => last = format!("{}: {}", authority, e),
             }
         }
         Err(Failure::NoConnection(last))
+    }
+
+    /// The stream for a fresh socket: the TLS handshake, within the
+    /// deadline, for https. Nothing of a request was sent before it, so a
+    /// failed handshake is a connection not made.
+    fn wrap(&self, s: TcpStream, t: &Target, deadline: Instant) -> Result<Stream, Failure> {
+        if !t.tls {
+            return Ok(Stream::Plain(s));
+        }
+        #[cfg(feature = "tls")]
+        {
+            let budget = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+            let _ = s.set_read_timeout(Some(budget));
+            let _ = s.set_write_timeout(Some(budget));
+            match self.tls.connect(&t.host, s) {
+                Ok(tls) => Ok(Stream::Tls(Box::new(tls))),
+                Err(native_tls::HandshakeError::Failure(e)) => {
+                    Err(Failure::NoConnection(format!("{}: TLS handshake: {}", t.authority, e)))
+                }
+                Err(native_tls::HandshakeError::WouldBlock(_)) => {
+                    Err(Failure::Timeout(format!("{}: TLS handshake timed out", t.authority)))
+                }
+            }
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = (s, deadline);
+            Err(Failure::NoConnection(format!("{}: https:// needs the crate's tls feature", t.authority)))
+        }
     }
 
     /// One exchange with the broker at base. When a pooled connection broke
@@ -129,7 +253,9 @@ impl Pool {
         timeout: Duration,
         replayable: bool,
     ) -> Result<Answer, Failure> {
-        let auth = authority(base).ok_or_else(|| Failure::NoConnection(format!("{}: not an http:// URL", base)))?;
+        let t = target(base).ok_or_else(|| Failure::NoConnection(format!("{}: not an http:// or https:// URL", base)))?;
+        let auth = t.authority.clone();
+        let key = format!("{}{}", if t.tls { "https://" } else { "http://" }, auth);
         let deadline = Instant::now() + timeout;
         let mut request = format!("{} {} HTTP/1.1\r\nHost: {}\r\n", method, path, auth);
         for (k, v) in headers {
@@ -143,14 +269,14 @@ impl Pool {
         let mut bytes = request.into_bytes();
         bytes.extend_from_slice(payload);
 
-        if let Some(conn) = self.take(&auth) {
+        if let Some(conn) = self.take(&key) {
             match self.on(conn, &bytes, method, deadline) {
                 Err((Failure::Broken(_), false)) if replayable => {} // a fresh connection below
                 Err((f, _)) => return Err(f),
                 Ok(a) => return Ok(a),
             }
         }
-        let conn = self.connect(&auth, deadline)?;
+        let conn = self.connect(&t, &key, deadline)?;
         self.on(conn, &bytes, method, deadline).map_err(|(f, _)| f)
     }
 
@@ -174,9 +300,9 @@ impl Pool {
             }
         };
         let stream = conn.reader.get_mut();
-        stream.set_write_timeout(Some(remaining())).map_err(|e| fail(e, false))?;
-        stream.write_all(request).map_err(|e| fail(e, false))?;
-        stream.set_read_timeout(Some(remaining())).map_err(|e| fail(e, false))?;
+        stream.tcp().set_write_timeout(Some(remaining())).map_err(|e| fail(e, false))?;
+        stream.write_all(request).and_then(|_| stream.flush()).map_err(|e| fail(e, false))?;
+        stream.tcp().set_read_timeout(Some(remaining())).map_err(|e| fail(e, false))?;
 
         let mut line = String::new();
         match conn.reader.read_line(&mut line) {
@@ -193,7 +319,7 @@ impl Pool {
         let (mut length, mut chunked, mut close, mut retry_after) = (None, false, false, 0u64);
         loop {
             line.clear();
-            conn.reader.get_mut().set_read_timeout(Some(remaining())).map_err(|e| fail(e, true))?;
+            conn.reader.get_mut().tcp().set_read_timeout(Some(remaining())).map_err(|e| fail(e, true))?;
             if conn.reader.read_line(&mut line).map_err(|e| fail(e, true))? == 0 {
                 return Err(bad("closed inside the headers"));
             }
@@ -219,7 +345,7 @@ impl Pool {
             if chunked {
                 loop {
                     line.clear();
-                    conn.reader.get_mut().set_read_timeout(Some(remaining())).map_err(|e| fail(e, true))?;
+                    conn.reader.get_mut().tcp().set_read_timeout(Some(remaining())).map_err(|e| fail(e, true))?;
                     conn.reader.read_line(&mut line).map_err(|e| fail(e, true))?;
                     let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
                         .map_err(|_| bad("a bad chunk size"))?;
@@ -239,7 +365,7 @@ impl Pool {
             }
         }
         if close {
-            let _ = conn.reader.get_mut().shutdown(Shutdown::Both);
+            let _ = conn.reader.get_ref().tcp().shutdown(Shutdown::Both);
         } else {
             self.put(conn);
         }

@@ -171,9 +171,117 @@ fn results_array(v: Value) -> Vec<Value> {
     }
 }
 
+fn text(v: &Value, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|k| v.get(*k).and_then(Value::as_str)).map(str::to_string)
+}
+
+fn flag(v: &Value, k: &str) -> bool {
+    v.get(k).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// One pushed item's result, in the order of the items.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushResult {
+    /// queued, duplicate, or the broker's word for a refused item.
+    pub status: String,
+    pub transaction_id: Option<String>,
+    pub message_id: Option<String>,
+    /// The element as sent (every other member).
+    pub raw: Value,
+}
+
+impl PushResult {
+    fn from_raw(raw: Value) -> PushResult {
+        PushResult {
+            status: text(&raw, &["status"]).unwrap_or_default(),
+            transaction_id: text(&raw, &["transactionId", "transaction_id"]),
+            message_id: text(&raw, &["messageId", "message_id"]),
+            raw,
+        }
+    }
+    /// A repeat of a transaction id already queued: nothing new was queued.
+    pub fn is_duplicate(&self) -> bool {
+        self.status == "duplicate"
+    }
+}
+
+/// One ack's result, in the order of the acks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AckResult {
+    /// The message was settled.
+    pub success: bool,
+    pub transaction_id: Option<String>,
+    /// A failed ack past the queue's retryLimit sent the message to the dead letters.
+    pub dlq: bool,
+    pub error: Option<String>,
+    pub raw: Value,
+}
+
+impl AckResult {
+    fn from_raw(raw: Value) -> AckResult {
+        AckResult {
+            success: flag(&raw, "success"),
+            transaction_id: text(&raw, &["transactionId"]),
+            dlq: flag(&raw, "dlq"),
+            error: text(&raw, &["error"]),
+            raw,
+        }
+    }
+}
+
+/// A lease renewal's answer: renewed false when the lease is gone (expired,
+/// settled, unknown).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseExtended {
+    pub lease_id: String,
+    pub renewed: bool,
+    /// ISO-8601; None when not renewed.
+    pub expires_at: Option<String>,
+    pub raw: Value,
+}
+
+/// A configure's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConfigured {
+    pub queue: String,
+    pub queue_id: Option<String>,
+    pub namespace: Option<String>,
+    pub task: Option<String>,
+    pub raw: Value,
+}
+
+/// One queue of the list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueInfo {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub task: Option<String>,
+    pub partitions: i64,
+    pub total: i64,
+    pub pending: i64,
+    pub processing: i64,
+    pub raw: Value,
+}
+
+impl QueueInfo {
+    fn from_raw(raw: Value) -> QueueInfo {
+        let count = |k: &str| raw.get("messages").and_then(|m| m.get(k)).and_then(Value::as_i64).unwrap_or(0);
+        QueueInfo {
+            name: text(&raw, &["name"]).unwrap_or_default(),
+            namespace: text(&raw, &["namespace"]),
+            task: text(&raw, &["task"]),
+            partitions: raw.get("partitions").and_then(Value::as_i64).unwrap_or(0),
+            total: count("total"),
+            pending: count("pending"),
+            processing: count("processing"),
+            raw,
+        }
+    }
+}
+
 impl Client {
     /// Queues items; one result per item, in order.
-    pub fn push(&self, items: &[PushItem]) -> Result<Vec<Value>> {
+    pub fn push(&self, items: &[PushItem]) -> Result<Vec<PushResult>> {
         let safe = !items.is_empty() && items.iter().all(|i| i.transaction_id.as_deref().map_or(false, |t| !t.is_empty()));
         let body = json!({"items": items.iter().map(PushItem::to_json).collect::<Vec<_>>()});
         let reply = self.call(Request {
@@ -183,7 +291,7 @@ impl Client {
             safe,
             extra: Duration::ZERO,
         })?;
-        Ok(results_array(reply.json()?))
+        Ok(results_array(reply.json()?).into_iter().map(PushResult::from_raw).collect())
     }
 
     /// Leases messages; None when nothing was available. Never retried once
@@ -228,23 +336,36 @@ impl Client {
 
     /// Settles messages (group: the consumer group). Safe to repeat: each
     /// ack names its message by transaction id.
-    pub fn ack(&self, acks: &[AckItem], group: Option<&str>) -> Result<Vec<Value>> {
+    pub fn ack(&self, acks: &[AckItem], group: Option<&str>) -> Result<Vec<AckResult>> {
         let mut body = json!({"acknowledgments": acks.iter().map(AckItem::to_json).collect::<Vec<_>>()});
         if let Some(g) = group {
             body["consumerGroup"] = json!(g);
         }
-        Ok(results_array(self.json_call("POST", "/api/v1/ack/batch".into(), Some(&body))?))
+        let list = results_array(self.json_call("POST", "/api/v1/ack/batch".into(), Some(&body))?);
+        Ok(list.into_iter().map(AckResult::from_raw).collect())
     }
 
     /// Renews a lease for seconds more.
-    pub fn lease_extend(&self, lease_id: &str, seconds: u32) -> Result<Value> {
+    pub fn lease_extend(&self, lease_id: &str, seconds: u32) -> Result<LeaseExtended> {
         let path = format!("/api/v1/lease/{}/extend", path_escape(lease_id));
-        self.json_call("POST", path, Some(&json!({ "seconds": seconds })))
+        let raw = self.json_call("POST", path, Some(&json!({ "seconds": seconds })))?;
+        Ok(LeaseExtended {
+            lease_id: text(&raw, &["leaseId"]).unwrap_or_else(|| lease_id.to_string()),
+            renewed: flag(&raw, "renewed"),
+            expires_at: text(&raw, &["expiresAt"]),
+            raw,
+        })
     }
 
     /// Creates or changes a queue: options (leaseTime, retryLimit, ...) and
     /// the optional namespace and task labels.
-    pub fn configure(&self, queue: &str, options: Option<&Value>, namespace: Option<&str>, task: Option<&str>) -> Result<Value> {
+    pub fn configure(
+        &self,
+        queue: &str,
+        options: Option<&Value>,
+        namespace: Option<&str>,
+        task: Option<&str>,
+    ) -> Result<QueueConfigured> {
         let mut body = json!({ "queue": queue });
         if let Some(o) = options {
             body["options"] = o.clone();
@@ -255,12 +376,21 @@ impl Client {
         if let Some(t) = task {
             body["task"] = json!(t);
         }
-        self.json_call("POST", "/api/v1/configure".into(), Some(&body))
+        let raw = self.json_call("POST", "/api/v1/configure".into(), Some(&body))?;
+        Ok(QueueConfigured {
+            queue: text(&raw, &["queue"]).unwrap_or_else(|| queue.to_string()),
+            queue_id: text(&raw, &["queueId"]),
+            namespace: text(&raw, &["namespace"]),
+            task: text(&raw, &["task"]),
+            raw,
+        })
     }
 
     /// Lists the queues.
-    pub fn queues(&self) -> Result<Value> {
-        self.json_call("GET", "/api/v1/resources/queues".into(), None)
+    pub fn queues(&self) -> Result<Vec<QueueInfo>> {
+        let raw = self.json_call("GET", "/api/v1/resources/queues".into(), None)?;
+        let list = raw.get("queues").and_then(Value::as_array).cloned().unwrap_or_default();
+        Ok(list.into_iter().map(QueueInfo::from_raw).collect())
     }
 
     /// Deletes a queue and its messages.

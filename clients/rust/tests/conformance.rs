@@ -284,7 +284,9 @@ fn do_call(base: &Client, call: &str, a: &Value) -> Result<Result<Value, Error>,
         }
         "kv_apply" => c.apply(&list(a, "ops")).map(|rs| Value::Array(rs.into_iter().map(|r| r.raw).collect())),
         "kv_namespaces" => c.namespaces(),
-        "push" => c.push(&list(a, "items").iter().map(push_item).collect::<Vec<_>>()).map(Value::Array),
+        "push" => c
+            .push(&list(a, "items").iter().map(push_item).collect::<Vec<_>>())
+            .map(|rs| Value::Array(rs.into_iter().map(|r| r.raw).collect())),
         "pop" => {
             let mut o = PopOptions::queue(s(a, "queue").unwrap_or(""));
             o.partition = s(a, "partition").map(Into::into);
@@ -298,10 +300,14 @@ fn do_call(base: &Client, call: &str, a: &Value) -> Result<Result<Value, Error>,
             }
             c.pop(&o).map(|p| p.map(|p| p.raw).unwrap_or(Value::Null))
         }
-        "ack" => c.ack(&list(a, "acks").iter().map(ack_item).collect::<Vec<_>>(), s(a, "group")).map(Value::Array),
-        "lease_extend" => c.lease_extend(s(a, "leaseId").unwrap_or(""), n(a, "seconds") as u32),
-        "configure" => c.configure(s(a, "queue").unwrap_or(""), a.get("options"), s(a, "namespace"), s(a, "task")),
-        "queues" => c.queues(),
+        "ack" => c
+            .ack(&list(a, "acks").iter().map(ack_item).collect::<Vec<_>>(), s(a, "group"))
+            .map(|rs| Value::Array(rs.into_iter().map(|r| r.raw).collect())),
+        "lease_extend" => c.lease_extend(s(a, "leaseId").unwrap_or(""), n(a, "seconds") as u32).map(|r| r.raw),
+        "configure" => {
+            c.configure(s(a, "queue").unwrap_or(""), a.get("options"), s(a, "namespace"), s(a, "task")).map(|r| r.raw)
+        }
+        "queues" => c.queues().map(|qs| json!({ "queues": qs.into_iter().map(|q| q.raw).collect::<Vec<_>>() })),
         "queue_delete" => c.queue_delete(s(a, "queue").unwrap_or("")),
         "transaction" => {
             let mut tx = Tx::new();
