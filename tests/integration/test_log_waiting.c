@@ -1,6 +1,6 @@
 /* Waiting long polls against a real broker and PostgreSQL (notify.h, sql/037):
- * a push of k messages wakes k waiters of a queue (k pops, counted by the
- * engine), the first k to wait, and every message reaches one; each consumer
+ * a push of k messages wakes k waiters of a queue (no more than k woken,
+ * counted by the engine), the first k to wait, and every message reaches one; each consumer
  * group gets its own k; a batch that leaves messages behind wakes the next
  * waiter at once, not at the next re-check; a waiter that popped nothing
  * keeps its place; and idle waiters cost one check
@@ -125,8 +125,15 @@ static void push_of_k_wakes_k_in_order(void **state)
     /* Whatever the chase after them does is done once a tick has passed. */
     long long ticks = stat_of("notifier", "checkTicks");
     WAIT_UNTIL(stat_of("notifier", "checkTicks") > ticks + 1, 5000, "the notifier stopped ticking");
-    assert_int_equal(stat_of("pops", "total") - pops, K);
-    assert_int_equal(stat_of("notifier", "pushWakes") - wakes, K);
+    /* K answered and no more; the push woke no more waiters than it
+     * carried messages (a push that woke every waiter would show N here).
+     * The pops are at least K, not exactly K: K woken pops at once can
+     * find a partition another of them holds, pop nothing and go again
+     * (the chase), which load makes likely. */
+    assert_true(stat_of("pops", "total") - pops >= K);
+    long long woke = stat_of("notifier", "pushWakes") - wakes;
+    if (woke > K)
+        fail_msg("a push of %d messages woke %lld waiters", K, woke);
     assert_int_equal(count_answered(c, N), K);
     bool seen[N] = {false};
     for (int i = 0; i < K; i++) {
@@ -172,7 +179,7 @@ static void each_group_gets_its_count(void **state)
                2 * K);
     long long ticks = stat_of("notifier", "checkTicks");
     WAIT_UNTIL(stat_of("notifier", "checkTicks") > ticks + 1, 5000, "the notifier stopped ticking");
-    assert_int_equal(stat_of("pops", "total") - pops, 2 * K);
+    assert_true(stat_of("pops", "total") - pops >= 2 * K); /* more when woken pops met each other */
     int per_group[2] = {0, 0};
     for (int i = 0; i < 2 * PER; i++)
         if (answered(&c[i])) {
