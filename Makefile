@@ -198,7 +198,7 @@ install: all
 # make test-c: the C client's suites alone (libqueenclient's own tests, its
 # conformance runner, queenctl's, and make install with programs built on it).
 .PHONY: test-c
-test-c: deps
+test-c: deps-test
 	$(MAKE) all $(CLIENT_TEST_BIN)
 	BUILD=$(BUILD) bash scripts/test.sh client/test_,client/install
 # ---- end of the remote client ----
@@ -208,11 +208,11 @@ test-c: deps
 # tests/client/rust.sh: each client's own tests and its conformance runner,
 # against real brokers on the private PostgreSQL); these run one alone.
 .PHONY: test-go test-rust
-test-go: deps
+test-go: deps-test
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/test.sh client/go
 
-test-rust: deps
+test-rust: deps-test
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/test.sh client/rust
 # ---- end of the Go and Rust clients ----
@@ -222,11 +222,11 @@ test-rust: deps
 # tests/client/js.sh run each one's own tests and its conformance runner against real brokers on the
 # private PostgreSQL scripts/test.sh starts; make test runs both, these targets one alone.
 .PHONY: test-python test-js
-test-python: deps
+test-python: deps-test
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/test.sh client/python
 
-test-js: deps
+test-js: deps-test
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/test.sh client/js
 # ---- end of the Python and JavaScript/TypeScript clients ----
@@ -267,32 +267,38 @@ $(CPP_EXAMPLE): $(BUILD)/obj/clients/cpp/example/example.o $(BUILD)/libqueenclie
 	$(CXX) $(SANLD) -o $@ $^ -lcurl -lpthread
 
 .PHONY: test-php test-cpp
-test-php: deps
+test-php: deps-test
 	$(MAKE) $(BUILD)/queen $(HARNESS)
 	BUILD=$(BUILD) bash scripts/test.sh clients/php
 
-test-cpp: deps
+test-cpp: deps-test
 	$(MAKE) $(BUILD)/queen $(HARNESS) $(CPP_TEST_BIN) $(CPP_EXAMPLE)
 	BUILD=$(BUILD) bash scripts/test.sh clients/cpp
 # ---- end of the PHP and C++ clients ----
 
+# What each use needs, by profile (scripts/install-deps.sh): make run only
+# the compiler and the libraries the broker links; the tests, the benchmark
+# and the HA and PgBouncer checks their own tools on top.
+.PHONY: deps deps-run deps-test deps-bench deps-ha deps-pgbouncer
 deps:
-	bash scripts/install-deps.sh
+	bash scripts/install-deps.sh all
+deps-run deps-test deps-bench deps-ha deps-pgbouncer: deps-%:
+	bash scripts/install-deps.sh $*
 
 # Every suite: unit (cmocka), SQL (pgTAP via pg_prove), integration (real
 # PostgreSQL, real broker). Ends with one line "N passed, M failed".
-test: deps
+test: deps-test
 	$(MAKE) tests
 	BUILD=$(BUILD) bash scripts/test.sh
 
 test-san:
 	$(MAKE) SAN=1 test
 
-run: deps
+run: deps-run
 	$(MAKE) all
 	$(BUILD)/queen dev
 
-bench: deps
+bench: deps-bench
 	$(MAKE) all $(SCALE_BENCH)
 	BUILD=$(BUILD) bash bench/run.sh
 
@@ -313,26 +319,26 @@ $(SCALE_BENCH): bench/scale_bench.c bench/http.c bench/http.h
 tests: $(SCALE_BENCH)
 
 .PHONY: soak
-soak: deps
+soak: deps-bench
 	$(MAKE) all $(SOAK_DRIVER)
 	BUILD=$(BUILD) bash bench/soak.sh
 
 # The campaign for longer: TORTURE_SECONDS per part (default 120);
 # figures to bench/RELIABILITY.md.
-torture: deps
+torture: deps-test
 	$(MAKE) tests
 	BUILD=$(BUILD) TORTURE_SECONDS=$(or $(TORTURE_SECONDS),120) bash scripts/torture.sh
 
 # Failover on Patroni + etcd (Debian packages): a primary and a synchronous
 # standby on loopback, a broker on a multi-host URL, the primary killed under
 # write load (scripts/ha-test.sh). Bounded; removes everything it started.
-ha-test: deps
+ha-test: deps-ha
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/ha-test.sh
 
 # Which PgBouncer pool mode a broker works behind (scripts/pgbouncer-test.sh):
 # session must work, transaction is expected not to (docs/deploy.md).
-pgbouncer-test: deps
+pgbouncer-test: deps-pgbouncer
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/pgbouncer-test.sh
 
