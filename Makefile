@@ -1,6 +1,7 @@
 # Queen: `make` builds build/queen, build/libqueen.a and build/libqueen.so.
 # `make SAN=1 ...` builds the same under AddressSanitizer + UBSan in build/san.
-# `make test` runs every suite; `make run` serves on a private PostgreSQL.
+# `make check` is the inner loop (under 3 minutes), `make test` every suite
+# (what CI runs); `make run` serves on a private PostgreSQL.
 
 CC      ?= cc
 PG_INC  := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
@@ -56,7 +57,7 @@ FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
 FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o \
               $(FUZZ_DIR)/obj/gen/console_files.o
 
-.PHONY: all tests test test-san run bench clean deps fuzz torture ha-test pgbouncer-test
+.PHONY: all tests test check test-san run bench clean deps fuzz torture ha-test pgbouncer-test
 # Keep objects of the test and example programs between builds.
 .SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
@@ -293,6 +294,32 @@ test: deps-test
 
 test-san:
 	$(MAKE) SAN=1 test
+
+# The inner loop, under 3 minutes on two cores: the lints, every unit test,
+# every pgTAP file, and the core integration suites, all on one private
+# cluster, the suites that need no broker settings of their own on one
+# shared broker (QUEEN_TEST_SHARED_BROKER; tests/support/http_fixture.c).
+# Core is the message path and kv at both layers, where most changes land
+# and most regressions show: push, pop, ack, leases, the transaction wire,
+# the DLQ, groups and browsing, kv, long-poll wake-ups, and the pipelined
+# connections with their group commits (engine, then HTTP). Not core, in
+# make test only: the edge's hardening, HTTP/1.1 framing, TLS, body limits,
+# origins, JWKS, quotas and tenancy limits, the time-driven suites (delays,
+# lease expiry, traces, sweeper), the many-broker, lifecycle and schema-boot
+# suites, compat, every client, the console, the campaign and the fuzzers.
+CHECK_INTEG := test_engine_log test_engine_kv test_engine_wire test_engine_pool test_engine_pop_ready \
+               test_engine_groups test_engine_dlq test_engine_tenant test_engine_stats test_engine_browse \
+               test_log_leases test_log_wire test_log_dlq_move test_log_file_order test_log_waiting \
+               test_http_log test_http_kv test_http_pipeline test_http_push_group test_http_wire_group \
+               test_http_auth test_http_dlq test_http_browse test_http_groups
+comma := ,
+empty :=
+space := $(empty) $(empty)
+CHECK_SUITES := lint/,unit/,sql/,$(subst $(space),$(comma),$(CHECK_INTEG:%=integration/%))
+.PHONY: check
+check: deps-test
+	$(MAKE) all $(UNIT_BIN) $(CHECK_INTEG:%=$(BUILD)/tests/integration/%)
+	QUEEN_TEST_SHARED_BROKER=1 BUILD=$(BUILD) bash scripts/test.sh '$(CHECK_SUITES)'
 
 run: deps-run
 	$(MAKE) all
