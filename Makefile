@@ -1,6 +1,7 @@
 # Queen: `make` builds build/queen, build/libqueen.a and build/libqueen.so.
 # `make SAN=1 ...` builds the same under AddressSanitizer + UBSan in build/san.
-# `make test` runs every suite; `make run` serves on a private PostgreSQL.
+# `make check` is the inner loop (under 3 minutes), `make test` every suite
+# (what CI runs); `make run` serves on a private PostgreSQL.
 
 CC      ?= cc
 PG_INC  := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
@@ -56,7 +57,7 @@ FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
 FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o \
               $(FUZZ_DIR)/obj/gen/console_files.o
 
-.PHONY: all tests test test-san run bench clean deps fuzz torture ha-test pgbouncer-test
+.PHONY: all tests test check test-san run bench clean deps fuzz torture ha-test pgbouncer-test
 # Keep objects of the test and example programs between builds.
 .SECONDARY:
 all: $(BUILD)/queen $(BUILD)/libqueen.a $(BUILD)/libqueen.so $(EXAMPLE_BIN)
@@ -198,7 +199,7 @@ install: all
 # make test-c: the C client's suites alone (libqueenclient's own tests, its
 # conformance runner, queenctl's, and make install with programs built on it).
 .PHONY: test-c
-test-c: deps
+test-c: deps-test
 	$(MAKE) all $(CLIENT_TEST_BIN)
 	BUILD=$(BUILD) bash scripts/test.sh client/test_,client/install
 # ---- end of the remote client ----
@@ -208,11 +209,11 @@ test-c: deps
 # tests/client/rust.sh: each client's own tests and its conformance runner,
 # against real brokers on the private PostgreSQL); these run one alone.
 .PHONY: test-go test-rust
-test-go: deps
+test-go: deps-test
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/test.sh client/go
 
-test-rust: deps
+test-rust: deps-test
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/test.sh client/rust
 # ---- end of the Go and Rust clients ----
@@ -222,11 +223,11 @@ test-rust: deps
 # tests/client/js.sh run each one's own tests and its conformance runner against real brokers on the
 # private PostgreSQL scripts/test.sh starts; make test runs both, these targets one alone.
 .PHONY: test-python test-js
-test-python: deps
+test-python: deps-test
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/test.sh client/python
 
-test-js: deps
+test-js: deps-test
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/test.sh client/js
 # ---- end of the Python and JavaScript/TypeScript clients ----
@@ -267,32 +268,64 @@ $(CPP_EXAMPLE): $(BUILD)/obj/clients/cpp/example/example.o $(BUILD)/libqueenclie
 	$(CXX) $(SANLD) -o $@ $^ -lcurl -lpthread
 
 .PHONY: test-php test-cpp
-test-php: deps
+test-php: deps-test
 	$(MAKE) $(BUILD)/queen $(HARNESS)
 	BUILD=$(BUILD) bash scripts/test.sh clients/php
 
-test-cpp: deps
+test-cpp: deps-test
 	$(MAKE) $(BUILD)/queen $(HARNESS) $(CPP_TEST_BIN) $(CPP_EXAMPLE)
 	BUILD=$(BUILD) bash scripts/test.sh clients/cpp
 # ---- end of the PHP and C++ clients ----
 
+# What each use needs, by profile (scripts/install-deps.sh): make run only
+# the compiler and the libraries the broker links; the tests, the benchmark
+# and the HA and PgBouncer checks their own tools on top.
+.PHONY: deps deps-run deps-test deps-bench deps-ha deps-pgbouncer
 deps:
-	bash scripts/install-deps.sh
+	bash scripts/install-deps.sh all
+deps-run deps-test deps-bench deps-ha deps-pgbouncer: deps-%:
+	bash scripts/install-deps.sh $*
 
 # Every suite: unit (cmocka), SQL (pgTAP via pg_prove), integration (real
 # PostgreSQL, real broker). Ends with one line "N passed, M failed".
-test: deps
+test: deps-test
 	$(MAKE) tests
 	BUILD=$(BUILD) bash scripts/test.sh
 
 test-san:
 	$(MAKE) SAN=1 test
 
-run: deps
+# The inner loop, under 3 minutes on two cores: the lints, every unit test,
+# every pgTAP file, and the core integration suites, all on one private
+# cluster, the suites that need no broker settings of their own on one
+# shared broker (QUEEN_TEST_SHARED_BROKER; tests/support/http_fixture.c).
+# Core is the message path and kv at both layers, where most changes land
+# and most regressions show: push, pop, ack, leases, the transaction wire,
+# the DLQ, groups and browsing, kv, long-poll wake-ups, and the pipelined
+# connections with their group commits (engine, then HTTP). Not core, in
+# make test only: the edge's hardening, HTTP/1.1 framing, TLS, body limits,
+# origins, JWKS, quotas and tenancy limits, the time-driven suites (delays,
+# lease expiry, traces, sweeper), the many-broker, lifecycle and schema-boot
+# suites, compat, every client, the console, the campaign and the fuzzers.
+CHECK_INTEG := test_engine_log test_engine_kv test_engine_wire test_engine_pool test_engine_pop_ready \
+               test_engine_groups test_engine_dlq test_engine_tenant test_engine_stats test_engine_browse \
+               test_log_leases test_log_wire test_log_dlq_move test_log_file_order test_log_waiting \
+               test_http_log test_http_kv test_http_pipeline test_http_push_group test_http_wire_group \
+               test_http_auth test_http_dlq test_http_browse test_http_groups
+comma := ,
+empty :=
+space := $(empty) $(empty)
+CHECK_SUITES := lint/,unit/,sql/,$(subst $(space),$(comma),$(CHECK_INTEG:%=integration/%))
+.PHONY: check
+check: deps-test
+	$(MAKE) all $(UNIT_BIN) $(CHECK_INTEG:%=$(BUILD)/tests/integration/%)
+	QUEEN_TEST_SHARED_BROKER=1 BUILD=$(BUILD) bash scripts/test.sh '$(CHECK_SUITES)'
+
+run: deps-run
 	$(MAKE) all
 	$(BUILD)/queen dev
 
-bench: deps
+bench: deps-bench
 	$(MAKE) all $(SCALE_BENCH)
 	BUILD=$(BUILD) bash bench/run.sh
 
@@ -313,26 +346,26 @@ $(SCALE_BENCH): bench/scale_bench.c bench/http.c bench/http.h
 tests: $(SCALE_BENCH)
 
 .PHONY: soak
-soak: deps
+soak: deps-bench
 	$(MAKE) all $(SOAK_DRIVER)
 	BUILD=$(BUILD) bash bench/soak.sh
 
 # The campaign for longer: TORTURE_SECONDS per part (default 120);
 # figures to bench/RELIABILITY.md.
-torture: deps
+torture: deps-test
 	$(MAKE) tests
 	BUILD=$(BUILD) TORTURE_SECONDS=$(or $(TORTURE_SECONDS),120) bash scripts/torture.sh
 
 # Failover on Patroni + etcd (Debian packages): a primary and a synchronous
 # standby on loopback, a broker on a multi-host URL, the primary killed under
 # write load (scripts/ha-test.sh). Bounded; removes everything it started.
-ha-test: deps
+ha-test: deps-ha
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/ha-test.sh
 
 # Which PgBouncer pool mode a broker works behind (scripts/pgbouncer-test.sh):
 # session must work, transaction is expected not to (docs/deploy.md).
-pgbouncer-test: deps
+pgbouncer-test: deps-pgbouncer
 	$(MAKE) all
 	BUILD=$(BUILD) bash scripts/pgbouncer-test.sh
 

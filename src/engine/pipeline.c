@@ -1091,11 +1091,6 @@ long long pipeline_tick(pipeline_set *s, long long now)
     return next;
 }
 
-int pipeline_pending(const pipeline_set *s)
-{
-    return s->in_flight + s->waiting + s->nheld;
-}
-
 void pipeline_close(pipeline_set *s)
 {
     if (s == NULL)

@@ -148,9 +148,6 @@ void pipeline_submit(pipeline_set *s, pipeline_call *call);
  * or -1 when nothing is pending. */
 long long pipeline_tick(pipeline_set *s, long long now_ms);
 
-/* Statements sent and not answered, and calls waiting. */
-int pipeline_pending(const pipeline_set *s);
-
 /* Fails every waiting and in-flight call (in flight: lost), then closes. */
 void pipeline_close(pipeline_set *s);
 

@@ -250,16 +250,17 @@ static void queued_reads_share_a_statement_and_keep_their_own_answers(void **sta
                 fail_msg("read %d answered %s, not its own key's value", i, reads[i].reply);
             free(want);
         }
-        if (with_refused) {
-            /* The typed GETs' shared statement answered them; the batch
-             * route's (its three reads and the refused one) ran each alone. */
-            assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, READS / 2);
-            assert_int_equal(db_figure(&b, "coalescedRetriesTotal") - retries, READS / 2 + 1);
-        } else {
-            /* Two shared statements (one per statement shape), all six reads. */
-            assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, n);
-            assert_int_equal(db_figure(&b, "coalescedRetriesTotal"), retries);
-        }
+        /* Outcomes first (above: each read its own value, the refused one
+         * its 400); the figures then say only that reads shared statements,
+         * and that the refused one's shared statement ran again member by
+         * member (it and at least one neighbour) while without it none
+         * did. How many shared is load's business, not the contract's. */
+        long long shared = db_figure(&b, "coalescedCallsTotal") - calls;
+        long long again = db_figure(&b, "coalescedRetriesTotal") - retries;
+        if (shared < 2 || shared > n)
+            fail_msg("%lld of %d queued reads answered by a shared statement", shared, n);
+        if (with_refused ? again < 2 : again != 0)
+            fail_msg("%lld reads ran again alone (%s the refused one)", again, with_refused ? "with" : "without");
         for (int i = 0; i < n; i++) {
             free((char *)reads[i].path);
             free((char *)reads[i].body);
@@ -328,14 +329,21 @@ static void queued_writes_commit_as_one_group_and_keep_their_own_answers(void **
         assert_non_null(strstr(w[2].reply, "\"value\": \"first\""));
         assert_non_null(strstr(w[3].reply, "\"reason\": \"absent\""));
         assert_non_null(strstr(w[4].reply, "\"applied\": true"));
+        /* The figures say only that the writes shared statements (fewer
+         * statements than calls) and that the refused member's group ran
+         * again member by member (it and at least one neighbour) while
+         * without it none did; the exact split is load's business. */
+        long long shared = db_figure(&b, "coalescedStatementsTotal") - statements;
+        long long together = db_figure(&b, "coalescedCallsTotal") - calls;
+        long long again = db_figure(&b, "coalescedRetriesTotal") - retries;
         if (with_refused) {
             assert_non_null(strstr(w[5].reply, "ailedIndex"));
-            assert_int_equal(db_figure(&b, "coalescedStatementsTotal"), statements);
-            assert_int_equal(db_figure(&b, "coalescedRetriesTotal") - retries, n);
+            if (again < 2)
+                fail_msg("%lld writes ran again alone after the refused one failed their group", again);
         } else {
-            assert_int_equal(db_figure(&b, "coalescedStatementsTotal") - statements, 1);
-            assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, n);
-            assert_int_equal(db_figure(&b, "coalescedRetriesTotal"), retries);
+            if (shared < 1 || together < 2 * shared || together > n)
+                fail_msg("%lld writes in %lld shared statements, of %d queued together", together, shared, n);
+            assert_int_equal(again, 0);
         }
         for (int i = 0; i < n; i++) {
             free((char *)w[i].body);

@@ -52,6 +52,16 @@ static long long db_figure(const test_broker *b, const char *name)
     return http_metric(b, "http", "database", name);
 }
 
+/* Since the figures read at statements0 and calls0: at least one shared
+ * statement, each answering two calls or more, n calls at most. */
+static void assert_shared_statements(const test_broker *b, long long statements0, long long calls0, int n)
+{
+    long long shared = db_figure(b, "coalescedStatementsTotal") - statements0;
+    long long grouped = db_figure(b, "coalescedCallsTotal") - calls0;
+    if (shared < 1 || grouped < 2 * shared || grouped > n)
+        fail_msg("%lld calls in %lld shared statements, of %d sent together", grouped, shared, n);
+}
+
 /* Backends waiting for the lock session's locks, seen from a connection of
  * its own. */
 static long long blocked_by(PGconn *watch, PGconn *lock)
@@ -214,9 +224,14 @@ static void grouped_pushes_answer_as_pushes_sent_alone(void **state)
     assert_int_equal(held.status, 201);
     for (int i = 0; i < NPUSH; i++)
         pthread_join(grouped[i].thread, NULL);
-    /* One statement answered all of them; the refused one failed none. */
-    assert_int_equal(db_figure(&b, "coalescedStatementsTotal") - statements, 1);
-    assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, NPUSH);
+    /* They shared statements (fewer statements than the calls they
+     * answered) and the refused one failed none (no group ran again). How
+     * many shared is not fixed: a push whose request re-read the
+     * maintenance switch first (engine/maintenance.c, every 500 ms, so at
+     * any moment under load) counted as waiting while that read waited, and
+     * reached the pipeline after the others had left. What each answered is
+     * checked below against the same pushes sent alone. */
+    assert_shared_statements(&b, statements, calls, NPUSH);
     assert_int_equal(db_figure(&b, "coalescedRetriesTotal"), retries);
     char *two = fmt("%s_two", q), *three = fmt("%s_three", q);
     const char *queues[] = {two, three};

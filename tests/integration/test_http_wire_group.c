@@ -228,9 +228,18 @@ static void grouped_bundles_answer_as_bundles_sent_alone(void **state)
     assert_int_equal(held.status, 200);
     for (int i = 0; i < NB; i++)
         pthread_join(grouped[i].thread, NULL);
-    /* One statement answered all of them; the failing ones failed none. */
-    assert_int_equal(db_figure(&b, "coalescedStatementsTotal") - statements, 1);
-    assert_int_equal(db_figure(&b, "coalescedCallsTotal") - calls, NB);
+    /* They shared statements (at least one, each answering two bundles or
+     * more, fewer statements than bundles) and the failing ones failed
+     * none (no group ran again). How many shared is not fixed: a bundle
+     * whose request re-read the maintenance switch first (engine/
+     * maintenance.c, every 500 ms, so at any moment under load) counted as
+     * waiting while that read waited, and reached the pipeline after the
+     * others had left, alone. What each answered is checked below against
+     * the same bundles sent alone. */
+    long long shared = db_figure(&b, "coalescedStatementsTotal") - statements;
+    long long together = db_figure(&b, "coalescedCallsTotal") - calls;
+    if (shared < 1 || together < 2 * shared || together > NB)
+        fail_msg("%lld bundles in %lld shared statements, of %d sent together", together, shared, NB);
     assert_int_equal(db_figure(&b, "coalescedRetriesTotal"), retries);
 
     /* The same bundles one at a time on the solo place: each alone. */

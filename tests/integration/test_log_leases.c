@@ -319,42 +319,66 @@ static void failed_past_retry_limit_dead_letters(void **state)
     PQfinish(c);
 }
 
-static void push_notifies_queen_push(void **state)
+/* Reads queen_push notifications on l until one carries `until` (true) or 5 s
+ * pass (false); counts in *others those carrying `other` on the way. A
+ * listener gets notifications in commit order, so once a push committed after
+ * some transaction has been seen, whatever that transaction notified has been
+ * seen too: the observation that replaces waiting and hoping nothing came. */
+static bool notified_until(PGconn *l, const char *until, const char *other, int *others)
 {
-    (void)state;
-    PGconn *l = pgtest_connect(), *c = pgtest_connect();
-    char *q = pgtest_unique("lease_notify_");
-    PQclear(pgtest_exec(l, "LISTEN queen_push", 0, NULL));
-    push_n(c, q, "Default", 3, "m");
-    char want[128];
-    snprintf(want, sizeof want, "%s:%s", tenant, q);
-    bool seen = false;
     double deadline = now_s() + 5.0;
-    while (!seen && now_s() < deadline) {
+    while (now_s() < deadline) {
+        PQconsumeInput(l);
+        PGnotify *n;
+        bool seen = false;
+        while ((n = PQnotifies(l)) != NULL) {
+            if (strcmp(n->relname, "queen_push") == 0) {
+                if (other != NULL && strcmp(n->extra, other) == 0)
+                    (*others)++;
+                if (!seen && strcmp(n->extra, until) == 0)
+                    seen = true;
+            }
+            PQfreemem(n);
+            if (seen)
+                return true;
+        }
         int fd = PQsocket(l);
         fd_set rs;
         FD_ZERO(&rs);
         FD_SET(fd, &rs);
         struct timeval tv = {0, 200000};
         select(fd + 1, &rs, NULL, NULL, &tv);
-        PQconsumeInput(l);
-        PGnotify *n;
-        while ((n = PQnotifies(l)) != NULL) {
-            if (strcmp(n->relname, "queen_push") == 0 && strcmp(n->extra, want) == 0)
-                seen = true;
-            PQfreemem(n);
-        }
     }
-    assert_true(seen);
-    /* A rolled-back push notifies nobody. */
+    return false;
+}
+
+static void push_notifies_queen_push(void **state)
+{
+    (void)state;
+    PGconn *l = pgtest_connect(), *c = pgtest_connect();
+    char *q = pgtest_unique("lease_notify_"), *m1 = pgtest_unique("lease_mark_"), *m2 = pgtest_unique("lease_mark_");
+    PQclear(pgtest_exec(l, "LISTEN queen_push", 0, NULL));
+    push_n(c, q, "Default", 3, "m");
+    char want[128], mark1[128], mark2[128];
+    snprintf(want, sizeof want, "%s:%s", tenant, q);
+    snprintf(mark1, sizeof mark1, "%s:%s", tenant, m1);
+    snprintf(mark2, sizeof mark2, "%s:%s", tenant, m2);
+    assert_true(notified_until(l, want, NULL, NULL));
+    /* Everything the committed push notified is read before the rollback. */
+    push_n(c, m1, "Default", 1, "m");
+    assert_true(notified_until(l, mark1, NULL, NULL));
+    /* A rolled-back push notifies nobody: a push committed after it is
+     * seen, and nothing for q came before it. */
     PQclear(pgtest_exec(c, "BEGIN", 0, NULL));
     push_n(c, q, "Default", 1, "r");
     PQclear(pgtest_exec(c, "ROLLBACK", 0, NULL));
-    usleep(200000);
-    PQconsumeInput(l);
-    PGnotify *n = PQnotifies(l);
-    assert_null(n);
+    push_n(c, m2, "Default", 1, "m");
+    int rolled_back = 0;
+    assert_true(notified_until(l, mark2, want, &rolled_back));
+    assert_int_equal(rolled_back, 0);
     free(q);
+    free(m1);
+    free(m2);
     PQfinish(l);
     PQfinish(c);
 }

@@ -1,6 +1,6 @@
 /* Waiting long polls against a real broker and PostgreSQL (notify.h, sql/037):
- * a push of k messages wakes k waiters of a queue (k pops, counted by the
- * engine), the first k to wait, and every message reaches one; each consumer
+ * a push of k messages wakes k waiters of a queue (no more than k woken,
+ * counted by the engine), the first k to wait, and every message reaches one; each consumer
  * group gets its own k; a batch that leaves messages behind wakes the next
  * waiter at once, not at the next re-check; a waiter that popped nothing
  * keeps its place; and idle waiters cost one check
@@ -107,8 +107,8 @@ static long long payload_of(const poll_call *c)
 }
 
 /* N waiters of one queue; a push of K messages to K partitions wakes K of
- * them (K pops, no more), the first K to wait, each with its own message;
- * a second push of N - K serves the rest. */
+ * them (no more), the first K to wait, each with its own message; a second
+ * push of N - K serves the rest. */
 static void push_of_k_wakes_k_in_order(void **state)
 {
     (void)state;
@@ -119,30 +119,52 @@ static void push_of_k_wakes_k_in_order(void **state)
         c[i].path = fmt("/api/v1/pop/queue/%s?wait=true&timeout=7000&batch=1&autoAck=true", q);
     start_in_order(c, N);
     long long pops = stat_of("pops", "total"), wakes = stat_of("notifier", "pushWakes");
+    long long checked = stat_of("notifier", "checkWakes");
 
     push_spread(q, 0, K);
     WAIT_UNTIL(count_answered(c, N) == K, 5000, "%d of %d woken polls answered", count_answered(c, N), K);
     /* Whatever the chase after them does is done once a tick has passed. */
     long long ticks = stat_of("notifier", "checkTicks");
     WAIT_UNTIL(stat_of("notifier", "checkTicks") > ticks + 1, 5000, "the notifier stopped ticking");
-    assert_int_equal(stat_of("pops", "total") - pops, K);
-    assert_int_equal(stat_of("notifier", "pushWakes") - wakes, K);
+    /* K answered and no more; the push woke no more waiters than it
+     * carried messages (a push that woke every waiter would show N here),
+     * and so did a check. The pops are at least K, not exactly K: woken
+     * pops at once can find a partition another of them holds, pop nothing
+     * and go again (the chase), which load makes likely. */
+    assert_true(stat_of("pops", "total") - pops >= K);
+    long long woke = stat_of("notifier", "pushWakes") - wakes;
+    long long by_check = stat_of("notifier", "checkWakes") - checked;
+    if (woke > K || by_check > K)
+        fail_msg("a push of %d messages woke %lld waiters, the check %lld", K, woke, by_check);
     assert_int_equal(count_answered(c, N), K);
-    bool seen[N] = {false};
-    for (int i = 0; i < K; i++) {
-        if (!answered(&c[i]))
+    /* Waiters are woken in the order they waited: the answered ones are
+     * among the first woke + by_check, which is the first K unless the
+     * waiters' check (every NOTIFY_RECHECK_MS) saw the messages while the
+     * push's own wake-up was on its way and woke K of its own; the first K
+     * then raced the next K for the K messages. */
+    long long first = woke + by_check;
+    bool seen[N] = {false}, served_first[N] = {false};
+    for (int i = 0; i < N; i++) {
+        if (answered(&c[i]) && i >= first)
+            fail_msg("poll %d was served though only the first %lld waiters were woken", i, first);
+        if (!answered(&c[i]) && i < K && first == K)
             fail_msg("poll %d waited before poll %d..%d yet was not woken", i, K, N - 1);
+        if (!answered(&c[i]))
+            continue;
         assert_int_equal(c[i].status, 200);
         long long v = payload_of(&c[i]);
         assert_true(v >= 0 && v < K && !seen[v]);
         seen[v] = true;
+        served_first[i] = true;
     }
 
     push_spread(q, K, N - K);
     for (int i = 0; i < N; i++)
         pthread_join(c[i].t, NULL);
-    for (int i = K; i < N; i++) {
+    for (int i = 0; i < N; i++) {
         assert_int_equal(c[i].status, 200);
+        if (served_first[i]) /* checked above */
+            continue;
         long long v = payload_of(&c[i]);
         assert_true(v >= K && v < N && !seen[v]);
         seen[v] = true;
@@ -172,7 +194,7 @@ static void each_group_gets_its_count(void **state)
                2 * K);
     long long ticks = stat_of("notifier", "checkTicks");
     WAIT_UNTIL(stat_of("notifier", "checkTicks") > ticks + 1, 5000, "the notifier stopped ticking");
-    assert_int_equal(stat_of("pops", "total") - pops, 2 * K);
+    assert_true(stat_of("pops", "total") - pops >= 2 * K); /* more when woken pops met each other */
     int per_group[2] = {0, 0};
     for (int i = 0; i < 2 * PER; i++)
         if (answered(&c[i])) {
@@ -331,7 +353,20 @@ static int setup(void **state)
 {
     (void)state;
     static const char *const env[] = {"QUEEN_HTTP_THREADS=2", "QUEEN_MAX_POLL_TIMEOUT_MS=8000", NULL};
-    return http_broker_start(env);
+    if (http_broker_start(env) != 0)
+        return -1;
+    /* The tests count the notifier's wakes: until its connection is up,
+     * every waiter pops at each tick instead (notify.c, wake_all_keyed). */
+    for (long long until = now_ms() + 10000; now_ms() < until; pause_ms(5)) {
+        http_reply r = broker_http(&http_broker, "GET", "/metrics", NULL, NULL);
+        json_t *m = r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
+        bool up = json_is_true(json_object_get(json_object_get(json_object_get(m, "engine"), "notifier"), "connected"));
+        json_decref(m);
+        http_reply_free(&r);
+        if (up)
+            return 0;
+    }
+    return -1;
 }
 
 int main(void)

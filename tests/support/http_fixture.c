@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,9 +125,25 @@ int http_broker_start(const char *const *env)
     return broker_start(&http_broker, env) ? 0 : -1;
 }
 
+/* make check's runner starts one broker with exactly these settings
+ * (scripts/test.sh, QUEEN_TEST_BROKER_PORT), and every file that asks for
+ * nothing more uses it instead of a broker of its own and leaves it
+ * running: the runner stops it at the end and fails the run on its exit
+ * status (a sanitizer's report). Keep the two lists the same. */
+static bool http_broker_shared;
+
 int http_broker_setup(void **state)
 {
     (void)state;
+    const char *port = getenv("QUEEN_TEST_BROKER_PORT");
+    if (port != NULL && *port != '\0') {
+        memset(&http_broker, 0, sizeof http_broker);
+        http_broker.port = atoi(port);
+        snprintf(http_broker.base, sizeof http_broker.base, "http://127.0.0.1:%d", http_broker.port);
+        snprintf(http_broker.log, sizeof http_broker.log, "%s", "test-logs/shared-broker.log");
+        http_broker_shared = true;
+        return 0;
+    }
     static const char *const env[] = {"QUEEN_HTTP_THREADS=2", NULL};
     return http_broker_start(env);
 }
@@ -133,6 +151,8 @@ int http_broker_setup(void **state)
 int http_broker_teardown(void **state)
 {
     (void)state;
+    if (http_broker_shared)
+        return 0;
     return broker_stop(&http_broker) == 0 ? 0 : -1;
 }
 

@@ -36,7 +36,9 @@ void http_refused(const test_broker *b, const char *method, const char *path, co
 /* The one broker the tests of a file share, started by cmocka's group setup
  * and stopped by its teardown:
  *   cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown)
- * http_broker_setup starts it with two HTTP threads and nothing else; a file
+ * http_broker_setup starts it with two HTTP threads and nothing else (under
+ * make check it uses the runner's one shared broker of those settings and
+ * leaves it running: a file on it must not count on a fresh broker); a file
  * that needs more settings calls http_broker_start(env) (a NULL-terminated
  * "NAME=value" list) from a setup of its own. */
 extern test_broker http_broker;
