@@ -42,7 +42,7 @@ else
   cat "$log"; tap fail "a crate with a path dependency on queen-client"
 fi
 rm -rf "$app"
-cargo test --offline --no-fail-fast -- --test-threads=2 >"$log" 2>&1
+cargo test --offline --all-features --no-fail-fast -- --test-threads=2 >"$log" 2>&1
 rc=$?
 cat "$log"
 # cargo's "test NAME ... ok|FAILED" lines, as TAP.
