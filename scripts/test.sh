@@ -77,6 +77,8 @@ psql "$QUEEN_TEST_PG_URL" -qtAc 'CREATE EXTENSION IF NOT EXISTS pgtap' >/dev/nul
 
 run_suite "lint/include_structure" python3 scripts/check-includes.py
 run_suite "lint/openapi_routes" python3 scripts/check-openapi-routes.py
+# Every reason SQL raises and C names against the registry (src/engine/reasons.txt).
+run_suite "lint/reasons" python3 scripts/reasons.py check
 # Every client against the one vocabulary (clients/API.md).
 run_suite "lint/client_api" python3 scripts/check-client-api.py
 for t in "$BUILD"/tests/unit/test_*; do
