@@ -36,15 +36,6 @@ static int too_large_key(size_t bytes, const kv_limits *lim, queen_error *err)
     return -1;
 }
 
-int kv_guard_key(const char *key, size_t len, const kv_limits *lim, queen_error *err)
-{
-    if (memchr(key, '\0', len) != NULL) {
-        queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "kv_bad_key", "a key may not hold a NUL byte");
-        return -1;
-    }
-    return len > (size_t)lim->max_key_bytes ? too_large_key(len, lim, err) : 0;
-}
-
 int kv_guard_key_token(rawjson_span token, const kv_limits *lim, queen_error *err)
 {
     size_t bytes;

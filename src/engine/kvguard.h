@@ -41,9 +41,6 @@ typedef struct kv_demand {
  * that is not a string is left to SQL. 0, or -1 with err. */
 int kv_guard_key_token(rawjson_span token, const kv_limits *lim, queen_error *err);
 
-/* A key as C text of len bytes (the typed calls and the path routes). */
-int kv_guard_key(const char *key, size_t len, const kv_limits *lim, queen_error *err);
-
 /* Every guard over a raw ops array, and its demand (d may be NULL).
  * Reasons: kv_bad_request (not an array, an op not an object),
  * kv_too_many_ops, kv_too_many_keys, kv_tenant_not_an_input,

@@ -287,7 +287,8 @@ static void wire_preflight_table(void **state)
         {"{\"kv\": [", "bad_body"},
         {"[1]", "log_bad_request"},
         {"{\"kv\":[],\"extra\":1}", "log_bad_request"},
-        {"{\"kv\":[],\"requiredLeases\":{}}", "log_bad_request"},
+        {"{\"kv\":[],\"requiredLeases\":{}}", "log_bad_lease_id"},
+        {"{\"kv\":{},\"requiredLeases\":{}}", "log_bad_request"}, /* SQL's order: kv before leases */
         {"{\"operations\":[{\"type\":\"pop\"}]}", "log_bad_operation"},
         {"{\"operations\":[1]}", "log_bad_operation"},
         {"{\"a\":1,\"a\":2,\"kv\":[]}", "bad_body"}, /* duplicate keys */
@@ -297,7 +298,7 @@ static void wire_preflight_table(void **state)
         {"{\"operations\":null}", "log_bad_request"},
         {"{\"operations\":{}}", "log_bad_request"},
         {"{\"operations\":[{\"type\":\"kv\",\"op\":\"get\"}]}", "log_kv_in_operations"},
-        {"{\"kv\":{}}", "kv_bad_request"},
+        {"{\"kv\":{}}", "log_bad_request"},
         {"{\"kv\":[1]}", "kv_bad_request"},
         {"{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\",\"tenant\":\"x\"}]}", "kv_tenant_not_an_input"},
         {"{\"kv\":[{\"op\":\"getPrefix\",\"ns\":\"a\",\"prefix\":\"k\"}]}",
