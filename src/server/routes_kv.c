@@ -267,9 +267,9 @@ static bool list_parse(const json_t *body, http_response *res, list_args *a)
         refuse(res, "kv_bad_request", "limit must be an integer");
         return false;
     }
-    /* SQL clamps to 1..1000 and never refuses; the engine reads 0 as
-     * "default", so an explicit 0 or below is sent as 1. */
-    a->limit = lim < 1 ? 1 : lim > 1000 ? 1000 : (int)lim;
+    /* SQL clamps the page and never refuses; the engine reads 0 as
+     * "default", so an explicit 0 or below is sent as 1 (SQL's floor). */
+    a->limit = lim < 1 ? 1 : (int)lim;
     const json_t *keys_only = json_object_get(body, "keysOnly"), *expired = json_object_get(body, "includeExpired");
     if ((keys_only && !json_is_boolean(keys_only)) || (expired && !json_is_boolean(expired))) {
         refuse(res, "kv_bad_request", "keysOnly and includeExpired must be booleans");
