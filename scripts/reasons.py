@@ -8,7 +8,9 @@
   reasons.py check       TAP for scripts/test.sh: every reason SQL raises, C
                          names and the API document lists is registered with
                          one SQLSTATE and a status matching its category, the
-                         generated documents are current, and no entry is unused
+                         generated documents are current, README's table of
+                         categories names the registry's codes and statuses,
+                         and no entry is unused
 
 A reason is found in SQL as a string literal of our prefixes (kv_, log_,
 tenant_, encryption_) that is not a function name; in C as such a literal, or
@@ -291,6 +293,34 @@ def docs_texts(reg):
 
 # ---- the check --------------------------------------------------------------
 
+def readme_table_problems(reg):
+    """README's category table (| category | status | code (KV routes) |
+    code (other routes) | retry |): each row's codes are categories' codes,
+    and one of them has the row's status."""
+    text = read("README.md")
+    head = "| category | status | `code` (KV routes) | `code` (other routes) | retry |"
+    if head not in text:
+        return ["README.md: the table of categories is gone (its header changed?)"]
+    rows = text[text.index(head):].split("\n")[2:]
+    problems, codes = [], reg.codes()
+    for row in rows:
+        if not row.startswith("|"):
+            break
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        status = re.match(r"\d{3}", cells[1])
+        names = set(re.findall(r"`([a-z_]+)`", cells[2] + " " + cells[3]))
+        unknown = sorted(names - codes)
+        if unknown:
+            problems.append(f"README.md: {cells[0][:40]}: {', '.join(unknown)} is no category's code")
+        cats = [c for c in reg.categories.values() if names & {c["code"], c["kv_code"]}]
+        if status and cats and all(c["status"] != int(status.group(0)) for c in cats) and "verdict" not in cells[1]:
+            problems.append(f"README.md: {cells[0][:40]}: status {status.group(0)}, the registry says "
+                            f"{sorted({c['status'] for c in cats})}")
+    if not rows or not rows[0].startswith("|"):
+        problems.append("README.md: the table of categories has no rows")
+    return problems
+
+
 def check():
     reg = load()
     results = []
@@ -320,6 +350,7 @@ def check():
     used = set(sql) | set(creasons) | generic
     tap("no registered reason is unused",
         [f"{REGISTRY}:{r['line']}: {rid} is raised nowhere" for rid, r in sorted(reg.reasons.items()) if rid not in used])
+    tap("README's table of categories names the registry's codes and statuses", readme_table_problems(reg))
     stale = []
     for path, want in docs_texts(reg).items():
         if read(path) != want:
