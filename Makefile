@@ -34,7 +34,7 @@ FAULT_SRC  := $(wildcard tests/faults/test_*.c)
 SUPPORT_SRC:= $(wildcard tests/support/*.c)
 EXAMPLE_SRC:= $(wildcard examples/*.c)
 
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_files.o
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_files.o $(BUILD)/obj/gen/reasons.o
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/console_files.o
 MAIN_OBJ   := $(BUILD)/obj/src/server/main.o $(BUILD)/obj/gen/pg_script.o
 SUPPORT_OBJ:= $(SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
@@ -55,6 +55,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=a
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
 FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o \
+              $(FUZZ_DIR)/obj/gen/reasons.o \
               $(FUZZ_DIR)/obj/gen/console_files.o
 
 .PHONY: all tests test check test-san run bench clean deps fuzz torture ha-test pgbouncer-test
@@ -67,6 +68,11 @@ fuzz: $(FUZZ_BIN)
 $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
 	scripts/embed.sh sql $@ $(SQL_FILES)
+
+# The reason registry's C tables (src/engine/reasons.txt, read by error.c).
+$(BUILD)/gen/reasons.c: src/engine/reasons.txt scripts/reasons.py
+	@mkdir -p $(@D)
+	python3 scripts/reasons.py c $@
 
 $(BUILD)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -123,6 +129,10 @@ $(BUILD)/tests/faults/%: $(BUILD)/obj/tests/faults/%.o $(SUPPORT_OBJ) $(SERVER_O
 $(FUZZ_DIR)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
 	scripts/embed.sh sql $@ $(SQL_FILES)
+
+$(FUZZ_DIR)/gen/reasons.c: src/engine/reasons.txt scripts/reasons.py
+	@mkdir -p $(@D)
+	python3 scripts/reasons.py c $@
 
 $(FUZZ_DIR)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed.sh
 	@mkdir -p $(@D)

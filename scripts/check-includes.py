@@ -15,7 +15,7 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-LOWER_LAYERS = ["util", "error", "rawjson", "tenant", "pool", "sqlcall", "kvguard", "notify", "sweeper", "quota",
+LOWER_LAYERS = ["util", "error", "reasons", "rawjson", "tenant", "pool", "sqlcall", "kvguard", "notify", "sweeper", "quota",
                 "logging", "config", "schema", "input_limits"]
 
 

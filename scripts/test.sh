@@ -124,6 +124,8 @@ fi
 
 run_suite "lint/include_structure" python3 scripts/check-includes.py
 run_suite "lint/openapi_routes" python3 scripts/check-openapi-routes.py
+# Every reason SQL raises and C names against the registry (src/engine/reasons.txt).
+run_suite "lint/reasons" python3 scripts/reasons.py check
 # Every client against the one vocabulary (clients/API.md).
 run_suite "lint/client_api" python3 scripts/check-client-api.py
 each_program unit "$BUILD/tests/unit" tests/unit/test_*.c

@@ -16,14 +16,10 @@
 -- id) -> queen.log_consumers (ascending partition, group) -> leaves
 -- (log_dead_letters). Nothing here takes a kv lock after a log lock.
 --
--- The wire's failures, for the engine to map (docs/sql-log.md):
---   22023 log_* / kv_*            -> bad_request
---   22001 kv_*_too_large, 54000   -> payload_too_large
---   23505 log_duplicate           -> duplicate        (DETAIL JSON)
---   55000 log_ack_rejected        -> ack_rejected     (DETAIL JSON)
---   23514 kv_precondition_failed  -> kv_precondition  (kv_apply_v1's DETAIL, untouched)
---   XX000 *_result_misaligned     -> misaligned
---   anything else                 -> db_error
+-- The wire's failures (log_duplicate and log_ack_rejected with a DETAIL
+-- JSON, kv_precondition_failed with kv_apply_v1's DETAIL untouched) are
+-- reasons of the registry src/engine/reasons.txt, which gives each its
+-- SQLSTATE and the transaction failure body's reason.
 
 -- _log_ack_in_v1: one ack once checked, as _log_ack_apply_v1 takes it:
 -- i (its position among the call's acks: its result's slot), txid, pid, grp

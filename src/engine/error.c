@@ -1,7 +1,8 @@
-/* error: the error registry (see error.h). Two tables decide everything:
- * state_rows (what PostgreSQL said -> category) and classes (category ->
- * how every caller presents it). The HTTP edge, the transaction failure
- * body and queen.h's retry advice all read them; nothing restates them. */
+/* error: the error registry (see error.h). The registry file reasons.txt
+ * decides the categories' presentation and each reason's category (the
+ * tables generated from it, reasons.h); state_rows here classifies what
+ * PostgreSQL raised on its own. The HTTP edge, the transaction failure body
+ * and queen.h's retry advice all read them; nothing restates them. */
 #include "error.h"
 
 #include <jansson.h>
@@ -11,104 +12,67 @@
 #include <string.h>
 
 #include "rawjson.h"
+#include "reasons.h"
 #include "util.h"
 
-/* Category -> presentation. Retry-After is a floor: a rate refusal carries
- * the engine's own seconds until a token. A lost required KV op is a 409 in
- * general; the KV routes render it as their 200 verdict. */
-static const queen_error_class classes[] = {
-    [QUEEN_OK] = {200, "ok", "ok", "ok", "ok", false, 0},
-    [QUEEN_ERR_BAD_REQUEST] = {400, "bad_request", "kv_bad_request", "bad_request", "bad_request", false, 0},
-    [QUEEN_ERR_TOO_LARGE] = {413, "payload_too_large", "payload_too_large", "payload_too_large", "payload_too_large",
-                             false, 0},
-    [QUEEN_ERR_PRECONDITION] = {409, "precondition_failed", "kv_precondition", "kv_precondition",
-                                "kv_precondition_failed", false, 0},
-    [QUEEN_ERR_UNAVAILABLE] = {503, "unavailable", "kv_unavailable", "db_error", "db_unavailable", true, 1},
-    [QUEEN_ERR_MISCONFIGURED] = {500, "misconfigured", "kv_misconfigured", "db_error", "db_misconfigured", false, 0},
-    [QUEEN_ERR_INTERNAL] = {500, "internal_error", "kv_error", "db_error", "db_error", false, 0},
-    [QUEEN_ERR_QUOTA_EXCEEDED] = {403, "kv_quota_exceeded", "kv_quota_exceeded", "kv_quota_exceeded",
-                                  "kv_quota_exceeded", false, 0},
-    [QUEEN_ERR_FEATURE_GATED] = {403, "feature_gated", "feature_gated", "feature_gated", "feature_gated", false, 0},
-    [QUEEN_ERR_RATE_LIMITED] = {429, "rate_limited", "rate_limited", "rate_limited", "rate_limited", true, 1},
-    [QUEEN_ERR_CONFLICT] = {409, "conflict", "kv_conflict", "db_error", "conflict", false, 0},
-    [QUEEN_ERR_UNAUTHORIZED] = {401, "unauthorized", "unauthorized", "unauthorized", "unauthorized", false, 0},
-    [QUEEN_ERR_FORBIDDEN] = {403, "forbidden", "forbidden", "forbidden", "forbidden", false, 0},
-    /* 403, not 429: a per-tenant limit is a standing budget (it frees only
-     * when the tenant deletes queues or retention removes traces), not a
-     * rate a short wait fixes, so nothing tells the client to retry. */
-    [QUEEN_ERR_LIMIT_EXCEEDED] = {403, "limit_exceeded", "limit_exceeded", "limit_exceeded", "limit_exceeded", false,
-                                  0},
-    /* 504, not 503: clients retry a 503 blindly, and this call may have
-     * committed. Not retryable as such; the caller decides (queen.h). */
-    [QUEEN_ERR_OUTCOME_UNKNOWN] = {504, "outcome_unknown", "kv_outcome_unknown", "outcome_unknown",
-                                   "db_outcome_unknown", false, 1},
-};
-
+/* The registry (reasons.txt, generated into queen_error_classes and
+ * queen_reasons): a category's presentation, and each reason's category. */
 const queen_error_class *queen_error_class_of(queen_error_category cat)
 {
-    if ((int)cat < 0 || (size_t)cat >= sizeof classes / sizeof classes[0] || classes[cat].code == NULL)
+    if ((int)cat < 0 || (size_t)cat >= QUEEN_ERROR_CATEGORIES || queen_error_classes[cat].code == NULL)
         cat = QUEEN_ERR_INTERNAL;
-    return &classes[cat];
+    return &queen_error_classes[cat];
 }
 
-/* (SQLSTATE exact or two-character class, message or NULL for any) ->
- * category and, where the wire names it apart from its category, the
- * transaction failure reason. First match wins: exact before class.
+static int reason_cmp(const void *key, const void *row)
+{
+    return strcmp(key, ((const queen_reason_row *)row)->id);
+}
+
+const queen_reason_row *queen_reason_find(const char *id)
+{
+    if (id == NULL)
+        return NULL;
+    return bsearch(id, queen_reasons, queen_reason_count, sizeof queen_reasons[0], reason_cmp);
+}
+
+/* A reason our SQL raised, with the SQLSTATE the registry gives it: its
+ * category and wire reason are the registry's (log_duplicate is a conflict
+ * whatever 23505 means elsewhere). */
+static const queen_reason_row *sql_reason(const char *state, const char *message)
+{
+    const queen_reason_row *r = queen_reason_find(message);
+    if (r == NULL || r->sqlstate == NULL || state == NULL || strcmp(r->sqlstate, state) != 0 ||
+        r->category == QUEEN_REASON_EDGE_ONLY)
+        return NULL;
+    return r;
+}
+
+/* An error PostgreSQL raised on its own, by SQLSTATE (exact or
+ * two-character class) -> category. First match wins: exact before class.
  *   22001 string too long, 54000 program limit (a jsonb past PostgreSQL's
  *   limits): too large, not malformed.
- *   23514 is raised only by kv_apply_v1 for a required op that lost.
- *   23505 log_duplicate and 55000 log_ack_rejected: the wire's bundle
- *   conflicts with what is committed (a transaction id seen, a lease gone).
- *   55000 log_group_leased: a seek or delete of a consumer group that holds a
- *   live lease (sql/030), refused rather than moving a consumer's cursor;
- *   55000 log_message_leased: deleting a message a live lease covers (032).
- *   55000 log_message_consumed: moving to the dead letters a message every
- *   group has consumed (039).
- *   55000 encryption_key_missing: an unsealed payload for an encrypted
- *   queue (003); a broker with the key would have sealed it: 503, retry.
- *   54000 tenant_*_limit: a per-tenant limit of 001/033, not a size.
+ *   23514 check violation: kv_apply_v1's lost required op raises it.
  *   Classes 08 (connection), 53 (resources), 57 (operator intervention,
  *   statement_timeout), 58 (system error: I/O) and the two concurrency
  *   codes may succeed on a retry; class 42 means the schema is older than
- *   the broker. */
+ *   the broker. Our SQL's own reasons carry their category in the registry. */
 static const struct state_row {
-    const char *state, *message;
+    const char *state;
     queen_error_category category;
-    const char *wire_reason; /* NULL: the category's */
 } state_rows[] = {
-    {"23514", NULL, QUEEN_ERR_PRECONDITION, NULL},
-    {"23505", "log_duplicate", QUEEN_ERR_CONFLICT, "duplicate"},
-    {"55000", "log_ack_rejected", QUEEN_ERR_CONFLICT, "ack_rejected"},
-    {"55000", "log_group_leased", QUEEN_ERR_CONFLICT, NULL},
-    {"55000", "log_message_leased", QUEEN_ERR_CONFLICT, NULL},
-    {"55000", "log_message_consumed", QUEEN_ERR_CONFLICT, NULL},
-    {"55000", "encryption_key_missing", QUEEN_ERR_UNAVAILABLE, NULL},
-    {"XX000", "log_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
-    {"XX000", "kv_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
-    {"54000", "tenant_queue_limit", QUEEN_ERR_LIMIT_EXCEEDED, NULL},
-    {"54000", "tenant_partition_limit", QUEEN_ERR_LIMIT_EXCEEDED, NULL},
-    {"54000", "tenant_trace_limit", QUEEN_ERR_LIMIT_EXCEEDED, NULL},
-    {"22001", NULL, QUEEN_ERR_TOO_LARGE, NULL},
-    {"54000", NULL, QUEEN_ERR_TOO_LARGE, NULL},
-    {"22", NULL, QUEEN_ERR_BAD_REQUEST, NULL},
-    {"40001", NULL, QUEEN_ERR_UNAVAILABLE, NULL},
-    {"40P01", NULL, QUEEN_ERR_UNAVAILABLE, NULL},
-    {"08", NULL, QUEEN_ERR_UNAVAILABLE, NULL},
-    {"53", NULL, QUEEN_ERR_UNAVAILABLE, NULL},
-    {"57", NULL, QUEEN_ERR_UNAVAILABLE, NULL},
-    {"58", NULL, QUEEN_ERR_UNAVAILABLE, NULL},
-    {"42", NULL, QUEEN_ERR_MISCONFIGURED, NULL},
+    {"23514", QUEEN_ERR_PRECONDITION}, {"22001", QUEEN_ERR_TOO_LARGE},   {"54000", QUEEN_ERR_TOO_LARGE},
+    {"22", QUEEN_ERR_BAD_REQUEST},     {"40001", QUEEN_ERR_UNAVAILABLE}, {"40P01", QUEEN_ERR_UNAVAILABLE},
+    {"08", QUEEN_ERR_UNAVAILABLE},     {"53", QUEEN_ERR_UNAVAILABLE},    {"57", QUEEN_ERR_UNAVAILABLE},
+    {"58", QUEEN_ERR_UNAVAILABLE},     {"42", QUEEN_ERR_MISCONFIGURED},
 };
 
-static const struct state_row *row_of(const char *state, const char *message)
+static const struct state_row *row_of(const char *state)
 {
-    if (state == NULL || *state == '\0')
-        return NULL;
     for (size_t i = 0; i < sizeof state_rows / sizeof state_rows[0]; i++) {
         const struct state_row *r = &state_rows[i];
         size_t n = strlen(r->state);
-        if (strncmp(state, r->state, n) == 0 && (n == 2 ? strlen(state) == 5 : state[n] == '\0') &&
-            (r->message == NULL || (message != NULL && strcmp(message, r->message) == 0)))
+        if (strncmp(state, r->state, n) == 0 && (n == 2 ? strlen(state) == 5 : state[n] == '\0'))
             return r;
     }
     return NULL;
@@ -118,13 +82,16 @@ queen_error_category error_category_of(const char *state, const char *message)
 {
     if (state == NULL || *state == '\0')
         return QUEEN_ERR_UNAVAILABLE; /* no SQLSTATE: libpq lost the connection */
-    const struct state_row *r = row_of(state, message);
+    const queen_reason_row *ours = sql_reason(state, message);
+    if (ours != NULL)
+        return ours->category;
+    const struct state_row *r = row_of(state);
     return r ? r->category : QUEEN_ERR_INTERNAL;
 }
 
 const char *error_wire_reason(const queen_error *err)
 {
-    const struct state_row *r = err->sqlstate[0] ? row_of(err->sqlstate, err->reason) : NULL;
+    const queen_reason_row *r = err->sqlstate[0] ? sql_reason(err->sqlstate, err->reason) : NULL;
     if (r != NULL && r->wire_reason != NULL)
         return r->wire_reason;
     return queen_error_class_of(err->category)->wire_reason;
@@ -155,20 +122,12 @@ void queen_error_set(queen_error *err, queen_error_category cat, const char *rea
     va_end(ap);
 }
 
-/* Our SQL raises opaque ids ("kv_bad_key", "log_bad_queue",
- * "tenant_queue_limit", "encryption_key_missing"); anything else is PostgreSQL's prose and may quote
+/* Our SQL raises registered ids ("kv_bad_key", "log_bad_queue",
+ * "tenant_queue_limit"); anything else is PostgreSQL's prose and may quote
  * the caller's input. */
 static bool is_our_reason(const char *msg, size_t cap)
 {
-    if (msg == NULL ||
-        (strncmp(msg, "kv_", 3) != 0 && strncmp(msg, "log_", 4) != 0 && strncmp(msg, "tenant_", 7) != 0 &&
-         strncmp(msg, "encryption_", 11) != 0) ||
-        strlen(msg) >= cap)
-        return false;
-    for (const char *p = msg; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
-            return false;
-    return true;
+    return msg != NULL && strlen(msg) < cap && queen_reason_find(msg) != NULL;
 }
 
 /* Decodes the JSON string member `name` of the object text into out

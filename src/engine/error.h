@@ -1,10 +1,11 @@
 /* error: the one error registry of Queen. Every way an error is classified
- * or named derives from the two tables in error.c: SQLSTATE (+ our SQL's
- * message) -> category and wire reason, and category -> HTTP status, codes,
- * retryability and Retry-After (queen_error_class_of in queen.h). Also the
+ * or named derives from the registry file reasons.txt (our reasons ->
+ * category, SQLSTATE and wire reason; category -> HTTP status, codes,
+ * retryability and Retry-After: queen_error_class_of in queen.h) and, for
+ * what PostgreSQL raises on its own, error.c's SQLSTATE classes. Also the
  * constructors of a queen_error and the precondition members that both the
  * KV verdict and the transaction failure body splice in.
- * Depends on util.h and rawjson.h only. */
+ * Depends on util.h, rawjson.h and reasons.h only. */
 #ifndef QUEEN_ERROR_H
 #define QUEEN_ERROR_H
 
@@ -17,8 +18,8 @@ void queen_error_set(queen_error *err, queen_error_category cat, const char *rea
     __attribute__((format(printf, 4, 5)));
 
 /* The one mapping of a PostgreSQL error to a queen_error. A message our SQL
- * raised ("kv_*" / "log_*") is the reason and the DETAIL the detail; any
- * other message (PostgreSQL's own text, which may quote input) goes to the
+ * raised (a registered reason: "kv_bad_key", "log_bad_queue") is the reason
+ * and the DETAIL the detail; any other message (PostgreSQL's own text, which may quote input) goes to the
  * detail and the reason is the category's generic one, so names travel only
  * in detail. A 23514 DETAIL is parsed into err->precondition. state NULL:
  * libpq itself failed (connection lost), UNAVAILABLE. */

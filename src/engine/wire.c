@@ -171,12 +171,14 @@ int wire_preflight(const char *bundle_json, const kv_limits *lim, wire_plan *pla
             goto out;
         }
     }
+    /* The reasons and their order are log_transaction_wire_v1's (005), so a
+     * bundle is refused alike here and there. */
     if (!absent(ops) && !json_is_array(ops))
         refuse(err, "log_bad_request", "operations must be an array");
-    else if (!absent(leases) && !json_is_array(leases))
-        refuse(err, "log_bad_request", "requiredLeases must be an array");
     else if (!absent(kv) && !json_is_array(kv))
-        refuse(err, "kv_bad_request", "kv must be an array of kv ops");
+        refuse(err, "log_bad_request", "kv must be an array");
+    else if (!absent(leases) && !json_is_array(leases))
+        refuse(err, "log_bad_lease_id", "requiredLeases must be an array of uuid strings");
     else if (absent(ops) && absent(kv))
         refuse(err, "log_bad_request", "a bundle needs operations, kv or both");
     else if (check_operations(ops, plan, err) == 0) {
@@ -186,7 +188,7 @@ int wire_preflight(const char *bundle_json, const kv_limits *lim, wire_plan *pla
             /* The kv array's text as the caller wrote it: jansson's tree
              * would have turned its numbers into doubles. */
             if (!rawjson_member(rawjson_trim((rawjson_span){bundle_json, strlen(bundle_json)}), "kv", &raw))
-                rc = refuse(err, "kv_bad_request", "kv must be an array of kv ops");
+                rc = refuse(err, "log_bad_request", "kv must be an array");
             else
                 rc = kv_guard_ops(raw, lim, &plan->kv_demand, err);
         }

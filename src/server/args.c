@@ -63,7 +63,10 @@ bool arg_page(const http_request *req, int *limit, long long *after, http_respon
 {
     long long n = 0;
     *after = 0;
-    if (!arg_int(req, "limit", 1, 1000, &n, res, "log_bad_limit") ||
+    /* The page's range (1..1000) is SQL's (_log_page_limit_v1, which refuses
+     * with the same reason): only a positive int crosses libqueen, whose 0
+     * means "absent". */
+    if (!arg_int(req, "limit", 1, INT_MAX, &n, res, "log_bad_limit") ||
         !arg_int(req, "after", 0, LLONG_MAX, after, res, "log_bad_after"))
         return false;
     *limit = (int)n;

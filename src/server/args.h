@@ -18,8 +18,9 @@ bool arg_bool(const http_request *req, const char *name, bool *out, http_respons
 bool arg_str(const http_request *req, const char *name, char *buf, size_t len, const char **out, http_response *res,
              const char *reason);
 
-/* The keyset page of every listing: limit (1..1000, log_bad_limit) and after
- * (>= 0, log_bad_after); each 0 when absent. */
+/* The keyset page of every listing: limit (a positive int, log_bad_limit;
+ * SQL refuses one past its page) and after (>= 0, log_bad_after); each 0
+ * when absent. */
 bool arg_page(const http_request *req, int *limit, long long *after, http_response *res);
 
 /* The filters and page that GET /api/v1/messages and GET /api/v1/dlq take,

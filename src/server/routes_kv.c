@@ -37,13 +37,9 @@ static bool path_ok(const http_request *req, http_response *res)
         refuse(res, "kv_no_query_string", "the kv path routes take no query string");
         return false;
     }
-    /* A percent-decoded %00 cannot cross the engine's C-string calls, so it
-     * is named here, with the engine's reason (every other key rule is the
-     * engine's). */
-    if (memchr(req->params[1], '\0', req->params_len[1]) != NULL) {
-        refuse(res, "kv_bad_key", "a key may not hold a NUL byte");
-        return false;
-    }
+    /* A percent-decoded %00 never gets here: the edge refuses it with the
+     * path (http.c, kv_bad_key on these routes); every other key rule is
+     * the engine's. */
     return true;
 }
 
@@ -271,9 +267,9 @@ static bool list_parse(const json_t *body, http_response *res, list_args *a)
         refuse(res, "kv_bad_request", "limit must be an integer");
         return false;
     }
-    /* SQL clamps to 1..1000 and never refuses; the engine reads 0 as
-     * "default", so an explicit 0 or below is sent as 1. */
-    a->limit = lim < 1 ? 1 : lim > 1000 ? 1000 : (int)lim;
+    /* SQL clamps the page and never refuses; the engine reads 0 as
+     * "default", so an explicit 0 or below is sent as 1 (SQL's floor). */
+    a->limit = lim < 1 ? 1 : (int)lim;
     const json_t *keys_only = json_object_get(body, "keysOnly"), *expired = json_object_get(body, "includeExpired");
     if ((keys_only && !json_is_boolean(keys_only)) || (expired && !json_is_boolean(expired))) {
         refuse(res, "kv_bad_request", "keysOnly and includeExpired must be booleans");

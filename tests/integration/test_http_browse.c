@@ -164,6 +164,8 @@ static void listing_arguments(void **state)
     }
     /* The page alone, as the trace listing takes it. */
     bad_arg("/api/v1/traces/by-name/x", "limit=0", "log_bad_limit");
+    bad_arg("/api/v1/traces/by-name/x", "limit=1001", "log_bad_limit");
+    bad_arg("/api/v1/traces/by-name/x", "limit=2147483648", "log_bad_limit");
     bad_arg("/api/v1/traces/by-name/x", "after=-1", "log_bad_after");
     free(lng);
     free(q);

@@ -377,6 +377,13 @@ static void console_reads(void **state)
     assert_true(json_is_true(json_object_get(v, "truncated")));
     assert_string_equal(jstr(v, "nextAfter"), "b");
     json_decref(v);
+    /* A page past SQL's clamp is SQL's to clamp, not the edge's to refuse. */
+    char *big = fmt("{\"namespace\":\"%s\",\"limit\":2147483647}", ns);
+    v = http_ok(&B, "POST", "/api/v1/resources/kv/list", big, 200);
+    assert_int_equal(json_array_size(json_object_get(v, "rows")), 3);
+    assert_true(json_is_false(json_object_get(v, "truncated")));
+    json_decref(v);
+    free(big);
     char *page2 = fmt("{\"namespace\":\"%s\",\"after\":\"b\",\"keysOnly\":true,\"prefix\":\"\"}", ns);
     v = http_ok(&B, "POST", "/api/v1/resources/kv/list", page2, 200);
     assert_int_equal(json_array_size(json_object_get(v, "rows")), 1);

@@ -299,6 +299,49 @@ static void transaction_bundles(void **state)
     free(unknown);
 }
 
+/* The reason SQL's wire gives a bundle (called as libqueen calls it), or
+ * NULL when it is accepted. */
+static char *sql_wire_reason(const char *bundle)
+{
+    PGconn *c = pgtest_connect();
+    const char *p[] = {bundle, QUEEN_DEFAULT_TENANT};
+    PGresult *r = PQexecParams(c,
+                               "SELECT queen.log_transaction_wire_v1($1::jsonb || jsonb_build_object('tenant', $2::text))",
+                               2, NULL, p, NULL, NULL, 0);
+    const char *msg = PQresultStatus(r) == PGRES_FATAL_ERROR ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    char *out = msg ? strdup(msg) : NULL;
+    PQclear(r);
+    PQfinish(c);
+    return out;
+}
+
+/* The broker's pre-flight refuses a bundle before SQL sees it; where both
+ * judge the same input they give the same reason, SQL's. Each bundle is
+ * sent over HTTP and given to SQL directly. */
+static void transaction_preflight_agrees_with_sql(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body, *reason;
+    } cases[] = {
+        {"{\"kv\":[],\"requiredLeases\":{}}", "log_bad_lease_id"},
+        {"{\"kv\":[],\"requiredLeases\":\"x\"}", "log_bad_lease_id"},
+        {"{\"kv\":{}}", "log_bad_request"},
+        {"{\"operations\":[],\"kv\":1}", "log_bad_request"},
+        {"{\"kv\":{},\"requiredLeases\":{}}", "log_bad_request"},
+        {"{\"operations\":{}}", "log_bad_request"},
+        {"{\"operations\":[{\"type\":\"pop\"}]}", "log_bad_operation"},
+        {"{\"operations\":[1]}", "log_bad_operation"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *sql = sql_wire_reason(cases[i].body);
+        if (sql == NULL || strcmp(sql, cases[i].reason) != 0)
+            fail_msg("%s: SQL says %s, expected %s", cases[i].body, sql ? sql : "(accepted)", cases[i].reason);
+        free(sql);
+        http_refused(&http_broker, "POST", "/api/v1/transaction", cases[i].body, 400, "bad_request", cases[i].reason);
+    }
+}
+
 /* ---- long polls ------------------------------------------------------------------ */
 
 static long long polls_waiting(void)
@@ -384,6 +427,7 @@ int main(void)
         cmocka_unit_test(push_and_pop),
         cmocka_unit_test(ack_lease_configure_delete),
         cmocka_unit_test(transaction_bundles),
+        cmocka_unit_test(transaction_preflight_agrees_with_sql),
         cmocka_unit_test(long_poll_wakes_on_push),
         cmocka_unit_test(long_polls_do_not_pin_threads),
     };

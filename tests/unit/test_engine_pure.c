@@ -16,6 +16,7 @@
 
 #include "engine.h"
 #include "rawjson.h"
+#include "reasons.h"
 #include "notify.h"
 #include "sweeper.h"
 #include "wire.h"
@@ -74,6 +75,40 @@ static void foreign_messages_never_become_reasons(void **state)
     queen_error_from_fields(&err, "22023", "log_bad_queue", "queue \"Q\" is not a name");
     assert_string_equal(err.reason, "log_bad_queue");
     assert_string_equal(err.detail, "queue \"Q\" is not a name");
+}
+
+/* The generated reason table: sorted (the lookup bisects it), every reason
+ * our SQL raises classified by its row whatever its SQLSTATE means
+ * elsewhere, and an unregistered id (even one of our prefixes) is prose. */
+static void registered_reasons_decide_their_category(void **state)
+{
+    (void)state;
+    assert_true(queen_reason_count > 100);
+    for (size_t i = 0; i < queen_reason_count; i++) {
+        const queen_reason_row *r = &queen_reasons[i];
+        if (i > 0 && strcmp(queen_reasons[i - 1].id, r->id) >= 0)
+            fail_msg("%s is out of order", r->id);
+        assert_ptr_equal(queen_reason_find(r->id), r);
+        if (r->category != QUEEN_REASON_EDGE_ONLY)
+            assert_int_equal(r->http_status, queen_error_class_of(r->category)->http_status);
+        if (r->sqlstate == NULL)
+            continue;
+        if (error_category_of(r->sqlstate, r->id) != r->category)
+            fail_msg("%s (%s) -> %d, registered %d", r->id, r->sqlstate, (int)error_category_of(r->sqlstate, r->id),
+                     (int)r->category);
+        queen_error err;
+        queen_error_from_fields(&err, r->sqlstate, r->id, "d");
+        assert_string_equal(err.reason, r->id);
+        assert_string_equal(error_wire_reason(&err),
+                            r->wire_reason ? r->wire_reason : queen_error_class_of(r->category)->wire_reason);
+    }
+    assert_null(queen_reason_find("log_not_registered"));
+    queen_error err;
+    queen_error_from_fields(&err, "22023", "log_not_registered", "d");
+    assert_string_equal(err.reason, "bad_request");
+    /* The registry's SQLSTATE is part of the match: 55000 without our id
+     * is PostgreSQL's, internal. */
+    assert_int_equal(error_category_of("22023", "log_duplicate"), QUEEN_ERR_BAD_REQUEST);
 }
 
 /* One registry: whether a transaction failure says "retryable" is exactly
@@ -252,7 +287,8 @@ static void wire_preflight_table(void **state)
         {"{\"kv\": [", "bad_body"},
         {"[1]", "log_bad_request"},
         {"{\"kv\":[],\"extra\":1}", "log_bad_request"},
-        {"{\"kv\":[],\"requiredLeases\":{}}", "log_bad_request"},
+        {"{\"kv\":[],\"requiredLeases\":{}}", "log_bad_lease_id"},
+        {"{\"kv\":{},\"requiredLeases\":{}}", "log_bad_request"}, /* SQL's order: kv before leases */
         {"{\"operations\":[{\"type\":\"pop\"}]}", "log_bad_operation"},
         {"{\"operations\":[1]}", "log_bad_operation"},
         {"{\"a\":1,\"a\":2,\"kv\":[]}", "bad_body"}, /* duplicate keys */
@@ -262,7 +298,7 @@ static void wire_preflight_table(void **state)
         {"{\"operations\":null}", "log_bad_request"},
         {"{\"operations\":{}}", "log_bad_request"},
         {"{\"operations\":[{\"type\":\"kv\",\"op\":\"get\"}]}", "log_kv_in_operations"},
-        {"{\"kv\":{}}", "kv_bad_request"},
+        {"{\"kv\":{}}", "log_bad_request"},
         {"{\"kv\":[1]}", "kv_bad_request"},
         {"{\"kv\":[{\"op\":\"get\",\"ns\":\"a\",\"key\":\"k\",\"tenant\":\"x\"}]}", "kv_tenant_not_an_input"},
         {"{\"kv\":[{\"op\":\"getPrefix\",\"ns\":\"a\",\"prefix\":\"k\"}]}",
@@ -465,6 +501,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sqlstates_map_to_categories),
         cmocka_unit_test(foreign_messages_never_become_reasons),
+        cmocka_unit_test(registered_reasons_decide_their_category),
         cmocka_unit_test(retry_advice_is_one_rule),
         cmocka_unit_test(precondition_detail_is_parsed_exactly),
         cmocka_unit_test(raw_shape_counts_values_and_depth),
