@@ -11,7 +11,7 @@
 #   pgbouncer  run + PgBouncer (make pgbouncer-test)
 #   ci         what .ci/run runs: test, ha and pgbouncer
 #   all        every profile
-# So that a user who only wants the broker installs a compiler and six
+# So that a user who only wants the broker installs a compiler, python3 and six
 # libraries, not a browser and four language toolchains.
 # Idempotent: installs only what is missing, and runs apt-get update once,
 # only when something must be installed.
@@ -22,6 +22,8 @@ run=(
   postgresql libpq-dev
   libhttp-parser-dev libjansson-dev libcurl4-openssl-dev libssl-dev openssl
   nlohmann-json3-dev
+  # the build generates the reason registry's C table from src/engine/reasons.txt
+  python3
 )
 
 test=(
