@@ -20,6 +20,13 @@
  * connect attempt a second per connection, not a storm. */
 #define RECONNECT_FIRST_MS 50
 #define RECONNECT_MAX_MS 1000
+/* libpq grows a connection's input buffer to the largest message it
+ * received and never shrinks it: one 4 MB listing left 4 MiB on each of the
+ * eight connections for the broker's life (bench/RESULTS.md, "the edge
+ * without libmicrohttpd", 2026-12-04 follow-up). A connection that received
+ * a result larger than this is replaced once it is idle, which hands that
+ * buffer back; a reconnect (~ms) is small beside building such a result. */
+#define RECYCLE_AFTER_RESULT_BYTES (1u << 20)
 
 typedef enum conn_state { CONN_DOWN, CONN_CONNECTING, CONN_READY } conn_state;
 
@@ -64,6 +71,7 @@ typedef struct pipe_conn {
     const pipeline_call *cancelled; /* sent, late: a cancel request went for it (NULL: none) */
     const char **prepared;
     size_t nprepared, capprepared;
+    bool grown;          /* received a result past RECYCLE_AFTER_RESULT_BYTES: replace when idle */
 } pipe_conn;
 
 struct pipeline_set {
@@ -202,6 +210,7 @@ static void conn_down_failing(pipe_conn *c, const char *why, long long now, cons
     c->pg = NULL;
     c->nprepared = 0;
     c->cancelled = NULL;
+    c->grown = false;
     c->state = CONN_DOWN;
     c->retry_at = now + c->backoff_ms;
     c->backoff_ms = c->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : c->backoff_ms * 2;
@@ -809,6 +818,17 @@ static void send_held(pipeline_set *s)
 /* One result of the head call. A call sends [prepare,] statement, sync; its
  * answer is the statement's result, or the prepare's error (the statement
  * is then "aborted"); the sync ends it. */
+/* The bytes of a result's values: what its message held, near enough. */
+static size_t result_bytes(const PGresult *r)
+{
+    size_t n = 0;
+    int rows = PQntuples(r), cols = PQnfields(r);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            n += (size_t)PQgetlength(r, i, j);
+    return n;
+}
+
 static void take_result(pipe_conn *c, PGresult *r)
 {
     pipeline_call *call = c->sent.head;
@@ -836,10 +856,29 @@ static void take_result(pipe_conn *c, PGresult *r)
         PQclear(r);
         return;
     }
+    if (!c->grown && result_bytes(r) > RECYCLE_AFTER_RESULT_BYTES)
+        c->grown = true;
     if (call->res == NULL)
         call->res = r;
     else
         PQclear(r);
+}
+
+/* An idle connection whose input buffer grew past the bound is closed and
+ * opened again at once: nothing is in flight on it, so nothing is lost. */
+static void conn_recycle(pipe_conn *c, long long now)
+{
+    pipeline_set *s = c->set;
+    atomic_fetch_add(&s->fig->recycled_total, 1);
+    watch_drop(c);
+    PQfinish(c->pg);
+    c->pg = NULL;
+    c->nprepared = 0;
+    c->cancelled = NULL;
+    c->grown = false;
+    c->state = CONN_DOWN;
+    atomic_fetch_sub(&s->fig->connections, 1);
+    connect_start(c, now);
 }
 
 static void drain(pipe_conn *c, long long now)
@@ -868,6 +907,8 @@ static void drain(pipe_conn *c, long long now)
         conn_down(c, "the database closed the connection", now);
         return;
     }
+    if (c->sent.head == NULL && c->grown)
+        conn_recycle(c, now);
     /* Idle and readable with nothing to read: the server said goodbye
      * (a terminate, a restart). libpq reports it as CONNECTION_BAD only
      * once it reads the EOF, which consume did above. */
@@ -889,7 +930,7 @@ static void conn_ready(loop_watch *w, uint32_t events)
     }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
         drain(c, now);
-    if (c->state == CONN_READY)
+    if (c->state != CONN_DOWN) /* ready, or being replaced (conn_recycle): the others take what waits */
         pump(c->set);
 }
 

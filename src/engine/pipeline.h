@@ -10,7 +10,9 @@
  * a call waits in arrival order, bounded by the acquire timeout (then it
  * fails "unavailable", as the blocking pool does). A connection that breaks
  * fails the calls it carried ("lost": their outcome is unknown) and is
- * re-established in the background, with back-off.
+ * re-established in the background, with back-off. One that received a
+ * result past 1 MiB is closed and opened again once idle: libpq keeps its
+ * input buffer at the largest message received, for the connection's life.
  *
  * Every call has a deadline: the caller's own, else its fiber's (all the
  * statements of one fiber, a request's handler run, share the deadline set
@@ -104,6 +106,7 @@ typedef struct pipeline_figures {
     atomic_ulong coalesced_calls_total;      /* calls answered by one */
     atomic_ulong coalesced_retries_total;    /* calls run alone after their shared statement failed */
     atomic_ulong deadline_cuts_total;        /* connections cut: a sent statement passed its deadline */
+    atomic_ulong recycled_total;             /* idle connections replaced after a result past 1 MiB */
     /* Not figures: what the sets of one engine share, because they share
      * this struct. The engine-wide lanes, and the sets a finished lane
      * statement hands the turn to (guarded by sets_lock). */

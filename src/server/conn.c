@@ -11,7 +11,8 @@
  * Memory: an idle connection holds this struct and no buffer (the head
  * buffer is freed between requests when nothing is pipelined behind). The
  * answer being written is counted in the server's answer_bytes and freed
- * when sent or at the write deadline. */
+ * when sent or at the write deadline; a large one is its own mapping (the
+ * broker's mmap threshold, main.c), so the system gets it back then. */
 #include "conn.h"
 
 #include <errno.h>
@@ -301,12 +302,6 @@ static bool io_flush(conn *c, bool *failed)
     return true;
 }
 
-/* Past this much, an answer's memory is handed back to the system when it
- * is freed (as http.c does for bodies): glibc keeps large freed blocks in
- * the thread's arena otherwise, and answers held by slow readers then
- * leave the broker that much larger for good. */
-#define CONN_TRIM_AFTER_BYTES (4u << 20)
-
 static void out_free(conn *c)
 {
     size_t held = c->out_head_len + c->out_body_len;
@@ -316,8 +311,6 @@ static void out_free(conn *c)
     free(c->out_body);
     c->out_head = c->out_body = NULL;
     c->out_head_len = c->out_body_len = c->out_sent = 0;
-    if (held >= CONN_TRIM_AFTER_BYTES)
-        malloc_trim(0);
 }
 
 static void queue_flush(conn *c);
@@ -443,8 +436,6 @@ void conn_answer(conn *c, http_response *res)
         /* Held answers (clients slow to read them) fill the budget: this
          * one is not held too; the client retries. */
         free(body);
-        if (len >= CONN_TRIM_AFTER_BYTES)
-            malloc_trim(0);
         char detail[192];
         snprintf(detail, sizeof detail,
                  "answers held for clients still reading them would pass %lld bytes "

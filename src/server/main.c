@@ -6,6 +6,7 @@
  *   queen version          print the version
  *   queen settings         print the settings table (markdown, for README)
  */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,9 +87,20 @@ static void log_database_version(queen *engine)
         log_info("database: %s", version);
 }
 
+/* Blocks from this size up are mapped for themselves and unmapped when
+ * freed. glibc's default threshold rises to the largest block freed (up to
+ * 32 MiB), after which multi-MB answers, their database results and their
+ * copies are carved from the loops' arenas and, freed between live small
+ * blocks, stay resident: 300 unread 4 MB listings left 17 MiB so held
+ * (bench/RESULTS.md, edge section, the 2026-12-04 follow-up). Fixing the
+ * threshold costs one mmap and munmap per such block, nothing beside
+ * building it. */
+#define SERVE_MMAP_THRESHOLD (1 << 20)
+
 static int serve(queen_config *cfg)
 {
     char err[1024];
+    mallopt(M_MMAP_THRESHOLD, SERVE_MMAP_THRESHOLD);
     if (queen_schema_apply(cfg, err, sizeof err) != 0) {
         log_error("schema boot failed: %s", err);
         return 1;

@@ -4,7 +4,8 @@
  * transaction, and an error in one never touches its neighbours; a request
  * that finds every connection full waits in arrival order and answers 503
  * after QUEEN_PG_ACQUIRE_TIMEOUT_MS; a connection the server drops is
- * replaced without a broker restart. */
+ * replaced without a broker restart; one that received a result past 1 MiB
+ * is replaced once idle (libpq keeps its input buffer at that size). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -578,11 +579,54 @@ static void dropped_connections_come_back(void **state)
     assert_int_equal(broker_stop(&b), 0);
 }
 
+/* A listing past 1 MiB: the one connection that carried it is closed and
+ * opened again once idle, so libpq's input buffer (grown to that answer's
+ * size, never shrunk) goes back; it is not counted as a failure, and the
+ * next request is served. A small answer replaces nothing. */
+static void a_connection_that_received_a_large_result_is_replaced(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"QUEEN_PG_POOL=1", "QUEEN_HTTP_THREADS=1", "QUEEN_SWEEPER=0", QUOTA_QUIET, NULL};
+    test_broker b;
+    assert_true(broker_start(&b, env));
+    WAIT_UNTIL(http_metric(&b, "http", "database", "connections") == 1, 10000, "the loop never had its connection");
+    enum { MESSAGES = 6, PAYLOAD = 256 * 1024 };
+    char *payload = malloc(PAYLOAD + 1);
+    assert_non_null(payload);
+    memset(payload, 'x', PAYLOAD);
+    payload[PAYLOAD] = '\0';
+    for (int i = 0; i < MESSAGES; i++) {
+        json_t *body = json_pack("{s:[{s:s, s:s}]}", "items", "queue", "pipe_large", "payload", payload);
+        char *text = json_dumps(body, JSON_COMPACT);
+        http_reply r = broker_http(&b, "POST", "/api/v1/push", text, NULL);
+        assert_int_equal(r.status, 201);
+        http_reply_free(&r);
+        free(text);
+        json_decref(body);
+    }
+    free(payload);
+    long long reconnects = http_metric(&b, "http", "database", "reconnectsTotal");
+    http_reply r = broker_http(&b, "GET", "/api/v1/messages?queue=pipe_large&limit=100", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    assert_true(r.body != NULL && strlen(r.body) > (size_t)MESSAGES * PAYLOAD);
+    http_reply_free(&r);
+    WAIT_UNTIL(http_metric(&b, "http", "database", "recycledTotal") == 1, 10000,
+               "the connection that received a %d-byte result was not replaced", MESSAGES * PAYLOAD);
+    r = broker_http(&b, "GET", "/api/v1/kv/ns/absent", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    assert_int_equal(http_metric(&b, "http", "database", "recycledTotal"), 1);
+    assert_int_equal(http_metric(&b, "http", "database", "reconnectsTotal"), reconnects);
+    WAIT_UNTIL(http_metric(&b, "http", "database", "connections") == 1, 10000, "the replacement never connected");
+    assert_int_equal(broker_stop(&b), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(neighbours_on_one_connection_keep_their_own_outcome),
         cmocka_unit_test(dropped_connections_come_back),
+        cmocka_unit_test(a_connection_that_received_a_large_result_is_replaced),
         cmocka_unit_test(queued_reads_share_a_statement_and_keep_their_own_answers),
         cmocka_unit_test(queued_writes_commit_as_one_group_and_keep_their_own_answers),
         cmocka_unit_test(a_member_stuck_on_a_lock_does_not_hold_its_group),
