@@ -239,9 +239,19 @@ CREATE TABLE IF NOT EXISTS queen.log_ready (
     partition_id    UUID NOT NULL,
     PRIMARY KEY (subscription_id, partition_id)
 );
--- 006's reclaim deletes a partition's rows through this.
-SELECT queen._schema_create_index_v1('idx_log_ready_partition',
-    'CREATE INDEX idx_log_ready_partition ON queen.log_ready (partition_id)');
+-- The primary key is the table's one index: every reader names the
+-- subscription (006's reclaim finds a partition's rows through its queue's
+-- subscriptions). A second index on partition_id alone, made by older
+-- brokers, is dropped once (a boot that finds it gone takes no lock): it
+-- offered the pop's walk an ordered scan of every subscription's rows, which
+-- a generic plan made while the table held one subscription took, and which
+-- then read the dead rows of deleted queues on every step (bench/RESULTS.md,
+-- 2026-12-04: 0.17x at 10,000 partitions).
+DO $$ BEGIN
+    IF to_regclass('queen.idx_log_ready_partition') IS NOT NULL THEN
+        DROP INDEX queen.idx_log_ready_partition;
+    END IF;
+END $$;
 -- Inserted and deleted as partitions fill and drain: vacuumed on dead-tuple
 -- count, like the cursors.
 SELECT queen._schema_set_options_v1('queen.log_ready',

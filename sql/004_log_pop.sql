@@ -493,6 +493,16 @@ $$;
 -- partition with work in turn (a partition waits at most one round of the
 -- ready rows per session). A row whose cursor holds a live lease is stepped
 -- over.
+-- enable_seqscan, enable_hashjoin, enable_mergejoin off (for the calls made
+-- from here too: 004's partition step, 031's head expiry): every statement
+-- of a pop is a key lookup or an index range, and a generic plan is cached
+-- per session until its tables' statistics change. Made while the cursors
+-- or partitions were few (a fresh table, or one vacuumed just after a queue
+-- was deleted), the walk's plan read every cursor with a Seq Scan into a
+-- hash join, and kept doing so on each step as the table grew to the
+-- partitions it drained: 130-150 buffers per step and 0.2-0.4x at 10,000
+-- partitions (bench/RESULTS.md, 2026-12-04). With these off the only plans
+-- left are index probes in nested loops, whatever the statistics say.
 DROP FUNCTION IF EXISTS queen._log_pop_claim_v1(UUID[], TEXT, TEXT, INTEGER, INTEGER, BOOLEAN, TEXT, TIMESTAMPTZ,
                                                 INTEGER);
 CREATE OR REPLACE FUNCTION queen._log_pop_claim_v1(
@@ -501,6 +511,9 @@ CREATE OR REPLACE FUNCTION queen._log_pop_claim_v1(
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
     v_n       INTEGER := cardinality(p_queues);

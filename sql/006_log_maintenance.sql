@@ -72,7 +72,11 @@ BEGIN
             FOR UPDATE SKIP LOCKED) AS s;
         CONTINUE WHEN v_got < v_total;
         CONTINUE WHEN NOT queen.log_partition_dead_v1(r.id, p_now, p_idle_seconds);
-        DELETE FROM queen.log_ready WHERE partition_id = r.id; -- no foreign key (001)
+        -- No foreign key (001); found through the queue's subscriptions, as
+        -- the ready rows' only index leads with the subscription.
+        DELETE FROM queen.log_ready
+        WHERE subscription_id IN (SELECT s.id FROM queen.log_subscriptions s WHERE s.queue_id = r.queue_id)
+          AND partition_id = r.id;
         DELETE FROM queen.log_partitions WHERE id = r.id;
         PERFORM queen._log_partition_count_add_v1(
             (SELECT q.tenant_id FROM queen.queues q WHERE q.id = r.queue_id), -1); -- 001's per-tenant count

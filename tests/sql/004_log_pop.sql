@@ -4,7 +4,7 @@
 -- and every refusal. Expiry is simulated by moving lease_expires_at (now() is
 -- frozen inside this transaction). Own tenant; rolled back.
 BEGIN;
-SELECT plan(88);
+SELECT plan(89);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT volatility_is('queen', 'log_pop_v1',
@@ -205,10 +205,19 @@ SELECT is((SELECT string_agg(l, ' ') FROM (SELECT * FROM regexp_split_to_table(
            WHERE l ~ 'NOT v_redo OR') x), NULL, 'the batch read has no OR in its offset bound (one index range)');
 
 -- The queue-level pop's walk over the ready rows: generic plans (a custom
--- plan per pop re-planned it every time).
+-- plan per pop re-planned it every time), and never a scan or a hash or
+-- merge join, whatever the statistics were when a session made its plans
+-- (a plan cached while the cursors were few read all of them on every step
+-- once they were many).
 SELECT is((SELECT proconfig FROM pg_proc
            WHERE oid = 'queen._log_pop_claim_v1(uuid[],text,text,integer,integer,boolean,timestamptz,integer)'::regprocedure),
-          ARRAY['plan_cache_mode=force_generic_plan'], 'the queue pop plans its statements once (generic plans)');
+          ARRAY['plan_cache_mode=force_generic_plan', 'enable_seqscan=off', 'enable_hashjoin=off',
+                'enable_mergejoin=off'],
+          'the queue pop plans its statements once (generic plans), as index probes in nested loops');
+-- The walk's only choice of index is the primary key: an index on
+-- partition_id alone offered an ordered scan of every subscription's rows.
+SELECT is((SELECT array_agg(indexrelid::regclass::text) FROM pg_index WHERE indrelid = 'queen.log_ready'::regclass),
+          ARRAY['queen.log_ready_pkey'], 'the ready rows have one index, the primary key');
 
 -- The ready rows (001): the partitions a group's queue-level pop walks.
 -- A drained partition has none, so it costs a pop nothing; a push puts one

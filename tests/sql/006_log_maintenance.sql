@@ -3,7 +3,7 @@
 -- past (or far ahead) so rows of concurrently running tests never qualify.
 -- Own tenant; rolled back.
 BEGIN;
-SELECT plan(26);
+SELECT plan(27);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT function_lang_is('queen', 'log_partition_dead_v1', ARRAY['uuid', 'timestamp with time zone', 'integer'], 'sql',
@@ -44,7 +44,14 @@ SELECT is(queen.log_partition_dead_v1(:'pa', now(), 9 * 365 * 86400), false, 'a 
 UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second' WHERE partition_id = :'pa';
 SELECT is(queen.log_partition_dead_v1(:'pa', now(), 9 * 365 * 86400), true, 'an expired lease does not');
 
+-- A ready row left on it (one no pop has visited since it drained).
+INSERT INTO queen.log_ready (subscription_id, partition_id)
+SELECT s.id, :'pa' FROM queen.log_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
+WHERE q.tenant_id = :'t' AND q.name = 't006_a'
+ON CONFLICT DO NOTHING;
 SELECT is(queen.log_partition_reclaim_step_v1(now(), 9 * 365 * 86400, 100), '{"deleted":1}'::jsonb, 'the reclaim step deletes exactly the dead one');
+SELECT is((SELECT count(*)::int FROM queen.log_ready WHERE partition_id = :'pa'), 0,
+          'its ready rows went with it (found through the queue''s subscriptions)');
 SELECT is((SELECT count(*)::int FROM queen.log_partitions WHERE id IN (:'pa', :'pb')), 1, 'a is gone, b (holding a message) stays');
 SELECT is((SELECT count(*)::int FROM queen.log_consumers WHERE partition_id = :'pa'), 0, 'its cursors went with it');
 
