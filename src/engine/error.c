@@ -64,6 +64,9 @@ const queen_error_class *queen_error_class_of(queen_error_category cat)
  *   55000 log_message_leased: deleting a message a live lease covers (032).
  *   55000 log_message_consumed: moving to the dead letters a message every
  *   group has consumed (039).
+ *   55000 streams_config_mismatch: a query registered again under its name
+ *   with another pipeline hash (040); 55000 streams_lease_lost: a stream
+ *   cycle whose source lease is no longer held (040): both refused, 409.
  *   55000 encryption_key_missing: an unsealed payload for an encrypted
  *   queue (003); a broker with the key would have sealed it: 503, retry.
  *   54000 tenant_*_limit: a per-tenant limit of 001/033, not a size.
@@ -83,6 +86,8 @@ static const struct state_row {
     {"55000", "log_message_leased", QUEEN_ERR_CONFLICT, NULL},
     {"55000", "log_message_consumed", QUEEN_ERR_CONFLICT, NULL},
     {"55000", "encryption_key_missing", QUEEN_ERR_UNAVAILABLE, NULL},
+    {"55000", "streams_config_mismatch", QUEEN_ERR_CONFLICT, NULL},
+    {"55000", "streams_lease_lost", QUEEN_ERR_CONFLICT, NULL},
     {"XX000", "log_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
     {"XX000", "kv_result_misaligned", QUEEN_ERR_INTERNAL, "misaligned"},
     {"54000", "tenant_queue_limit", QUEEN_ERR_LIMIT_EXCEEDED, NULL},
@@ -156,13 +161,13 @@ void queen_error_set(queen_error *err, queen_error_category cat, const char *rea
 }
 
 /* Our SQL raises opaque ids ("kv_bad_key", "log_bad_queue",
- * "tenant_queue_limit", "encryption_key_missing"); anything else is PostgreSQL's prose and may quote
- * the caller's input. */
+ * "tenant_queue_limit", "encryption_key_missing", "streams_bad_ack");
+ * anything else is PostgreSQL's prose and may quote the caller's input. */
 static bool is_our_reason(const char *msg, size_t cap)
 {
     if (msg == NULL ||
         (strncmp(msg, "kv_", 3) != 0 && strncmp(msg, "log_", 4) != 0 && strncmp(msg, "tenant_", 7) != 0 &&
-         strncmp(msg, "encryption_", 11) != 0) ||
+         strncmp(msg, "encryption_", 11) != 0 && strncmp(msg, "streams_", 8) != 0) ||
         strlen(msg) >= cap)
         return false;
     for (const char *p = msg; *p; p++)
