@@ -34,7 +34,7 @@
 --   22023 streams_bad_* / log_bad_* (push items, ack)  -> 400
 --   22023 streams_query_not_found, streams_partition_not_source -> 400
 --   55000 streams_config_mismatch  -> 409 (DETAIL: the sentence for people)
---   55000 streams_lease_lost       -> 409 (DETAIL JSON: the ack's error)
+--   55000 streams_lease_lost       -> 409 (DETAIL names the ack's error)
 -- Every RAISE names an opaque code; names and values go in DETAIL only.
 --
 -- Re-applied at every boot: CREATE ... IF NOT EXISTS and CREATE OR REPLACE.
@@ -262,9 +262,9 @@ $$;
 -- the push check's log_bad_* (003) and the ack check's (005),
 -- streams_query_not_found (not this tenant's), streams_partition_not_source
 -- (not a partition of the query's source queue); 55000 streams_lease_lost
--- when the ack's lease is not the live lease of the cursor (DETAIL
--- {"error": lease_mismatch|lease_expired|not_delivered|message_not_found|
--- outside_lease|...}); what the push raises (003).
+-- when the ack's lease is not the live lease of the cursor (DETAIL names
+-- the ack's error: lease_mismatch, lease_expired, not_delivered,
+-- message_not_found, outside_lease, ...); what the push raises (003).
 CREATE OR REPLACE FUNCTION queen.streams_cycle_v1(p_tenant UUID, p JSONB, p_items JSONB)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
@@ -382,9 +382,9 @@ BEGIN
         v_ares := queen._log_ack_apply_v1(p_tenant, ARRAY[v_one], '[]');
         IF NOT (v_ares[1] ->> 'success')::boolean THEN
             RAISE EXCEPTION 'streams_lease_lost' USING ERRCODE = '55000',
-                DETAIL = jsonb_build_object('error', v_ares[1] -> 'error', 'leaseId', v_one.lease,
-                                            'partitionId', v_pid, 'consumerGroup', v_grp,
-                                            'transactionId', v_one.txid)::text;
+                DETAIL = format('the ack was refused (%s): lease %s no longer holds this batch of consumer '
+                                'group %s; nothing of the cycle was committed', v_ares[1] ->> 'error', v_one.lease,
+                                v_grp);
         END IF;
         v_released := (v_ares[1] ->> 'leaseReleased')::boolean;
         IF v_release AND NOT v_released THEN
