@@ -411,6 +411,31 @@ int queen_dlq_requeue(queen *q, const char *tenant, const char *queue, const cha
 int queen_dlq_delete(queen *q, const char *tenant, long long id, const char *queue, char **result_json,
                      queen_error *err);
 
+/* ---- Streams (sql/040_streams.sql) ----------------------------------------
+ * The server side of the reference's streaming SDK: state, sink pushes and
+ * the source ack of one cycle commit in one transaction. Each call takes the
+ * body of its HTTP route (docs/openapi.yaml, the /streams/v1 paths) as JSON text and
+ * answers its 200 body; refusals are -1 with err (nothing written):
+ * queen_streams_register: {name, source_queue, sink_queue?, config_hash,
+ *   reset?} -> {success, query_id, name, config_hash, fresh, reset}. The
+ *   same name with another config_hash: QUEEN_ERR_CONFLICT,
+ *   streams_config_mismatch, unless reset is true (the state is deleted).
+ * queen_streams_state_get: {query_id, partition_id, keys?, key_prefix?,
+ *   ripe_at_or_before?} -> {success, rows: [{key, value, updated_at}]}.
+ * queen_streams_cycle: {query_id, partition_id, consumer_group?, state_ops?,
+ *   push_items?, ack?: {transactionId, leaseId, status?, count?} | null,
+ *   release_lease? = true} -> {success, query_id, partition_id, queueName,
+ *   state_ops_applied, push_results, ack_result}. QUEEN_ERR_CONFLICT,
+ *   streams_lease_lost: the ack's lease is no longer the live lease of the
+ *   source cursor. QUEEN_ERR_BAD_REQUEST: streams_bad_*,
+ *   streams_query_not_found, streams_partition_not_source, and the push's
+ *   and the ack's own log_bad_*. QUEEN_ERR_OUTCOME_UNKNOWN: the connection
+ *   died under the call; the cycle committed or not, and a retry of it is
+ *   refused with streams_lease_lost when it had. */
+int queen_streams_register(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
+int queen_streams_state_get(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
+int queen_streams_cycle(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
+
 /* ---- Consumer groups (sql/030_log_groups.sql) -----------------------------
  * queen_groups: {"consumerGroups":[{name, lagMessages, lagSeconds, queues:
  *   [{queue, lagMessages, lagSeconds, partitions: [{partition, partitionId,

@@ -13,7 +13,7 @@
                          and no entry is unused
 
 A reason is found in SQL as a string literal of our prefixes (kv_, log_,
-tenant_, encryption_) that is not a function name; in C as such a literal, or
+tenant_, encryption_, streams_, ...) that is not a function name; in C as such a literal, or
 as a literal passed where a function takes a parameter named `reason`,
 returned by a function whose name ends in `reason`, or assigned to a
 `reason` member."""
@@ -24,7 +24,7 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 REGISTRY = "src/engine/reasons.txt"
-PREFIX = re.compile(r"^(kv|log|tenant|encryption|auth|token|body|db)_[a-z0-9_]+$")
+PREFIX = re.compile(r"^(kv|log|tenant|encryption|auth|token|body|db|streams)_[a-z0-9_]+$")
 FUNCTION_NAME = re.compile(r"_v[0-9]+$")
 # Literals of our prefixes that name something else: JSON members and
 # session settings, never an answer's reason.

@@ -491,7 +491,8 @@ static void judge_request(judge *j, const route *p, char *const *params, size_t 
     json_t *doc = NULL;
     if (p->resource == RES_KV_BATCH || p->resource == RES_KV_LIST || p->resource == RES_QUEUE_PUSH ||
         p->resource == RES_QUEUE_BODY || p->resource == RES_TRANSACTION || p->resource == RES_PARTITION ||
-        p->resource == RES_PARTITIONS) {
+        p->resource == RES_PARTITIONS || p->resource == RES_STREAM_QUERY || p->resource == RES_STREAM_CYCLE ||
+        p->resource == RES_STREAM_STATE) {
         json_error_t jerr;
         doc = body != NULL && body_len > 0 ? json_loadb(body, body_len, BODY_JSON_FLAGS, &jerr) : NULL;
     }
@@ -580,6 +581,25 @@ static void judge_request(judge *j, const route *p, char *const *params, size_t 
             need_ref(j, "partitionId", NULL);
         break;
     }
+    case RES_STREAM_QUERY: {
+        /* A query reads its source and writes its sink. */
+        const char *q = str_member(doc, "source_queue", &len);
+        need(j, false, q ? q : "", q && !memchr(q, '\0', len) ? len : 0, false, ACCESS_READ);
+        q = str_member(doc, "sink_queue", &len);
+        if (q != NULL && len > 0)
+            need(j, false, q, !memchr(q, '\0', len) ? len : 0, false, ACCESS_WRITE);
+        break;
+    }
+    case RES_STREAM_CYCLE:
+        /* The source partition's queue (read: a cycle acks it and writes
+         * its state) and every sink's (write). */
+        need_ref(j, "partitionId", json_is_object(doc) ? json_object_get(doc, "partition_id") : NULL);
+        need_queue_items(j, json_object_get(doc, "push_items"));
+        break;
+    case RES_STREAM_STATE:
+        /* State is kept per source partition (sql/040): read on its queue. */
+        need_ref(j, "partitionId", json_is_object(doc) ? json_object_get(doc, "partition_id") : NULL);
+        break;
     case RES_BROKER:
         /* Scopes name a tenant's keys and queues: a token narrowed to some
          * of them is no grant over the whole broker, whatever its role. */

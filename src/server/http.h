@@ -94,6 +94,9 @@ typedef enum resource_kind {
     RES_PARTITIONS,   /* the body's acknowledgments[].partitionId (ack batch) */
     RES_LEASE_PATH,   /* params[0] is a lease id: the queue of the cursor holding it */
     RES_TRANSACTION,  /* the bundle's pushes, acks (by partition), required leases and kv ops */
+    RES_STREAM_QUERY, /* a stream query's body: source_queue read, sink_queue write */
+    RES_STREAM_CYCLE, /* a stream cycle's body: partition_id read (its queue), push_items[].queue write */
+    RES_STREAM_STATE, /* a stream state read's partition_id: read on its queue */
     RES_BROKER,       /* broker-wide, no tenant's: maintenance, the broker's metrics */
 } resource_kind;
 

@@ -60,6 +60,10 @@ const route http_routes[] = {
     {"GET", "/api/v1/status/analytics", route_status_analytics, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"POST", "/api/v1/transaction", route_transaction, FAMILY_LOG, ROLE_WRITE, RES_TRANSACTION, ACCESS_WRITE},
 
+    {"POST", "/streams/v1/queries", route_streams_register, FAMILY_LOG, ROLE_READ, RES_STREAM_QUERY, ACCESS_READ},
+    {"POST", "/streams/v1/state/get", route_streams_state_get, FAMILY_LOG, ROLE_READ, RES_STREAM_STATE, ACCESS_READ},
+    {"POST", "/streams/v1/cycle", route_streams_cycle, FAMILY_LOG, ROLE_READ, RES_STREAM_CYCLE, ACCESS_READ},
+
     {"GET", "/api/v1/dlq", route_dlq_list, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"DELETE", "/api/v1/dlq", route_dlq_delete_queue, FAMILY_LOG, ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
     {"POST", "/api/v1/dlq/requeue", route_dlq_requeue, FAMILY_LOG, ROLE_ADMIN, RES_QUEUE_BODY, ACCESS_WRITE},

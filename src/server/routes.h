@@ -86,6 +86,11 @@ void route_postgres_stats(server *srv, const http_request *req, http_response *r
 void route_console_index(server *srv, const http_request *req, http_response *res);
 void route_console_asset(server *srv, const http_request *req, http_response *res);
 
+/* routes_streams.c */
+void route_streams_register(server *srv, const http_request *req, http_response *res);
+void route_streams_state_get(server *srv, const http_request *req, http_response *res);
+void route_streams_cycle(server *srv, const http_request *req, http_response *res);
+
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);
 

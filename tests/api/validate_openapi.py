@@ -339,6 +339,36 @@ def run(s):
             body={"kv": [{"op": "put", "ns": "a", "key": "k", "value": 1, "forever": True}]}, tenant=RATED,
             expect=429)
 
+    # ---- streams (the reference SDK's bodies)
+    sq = q + "-stream"
+    reg = {"name": sq, "source_queue": sq, "sink_queue": sq + "-out", "config_hash": "h1", "reset": False}
+    got = s.check("/streams/v1/queries", "POST", "/streams/v1/queries", body=reg, expect=200)
+    s.check("/streams/v1/queries (resumed)", "POST", "/streams/v1/queries", body=reg, expect=200)
+    s.check("/streams/v1/queries (another hash)", "POST", "/streams/v1/queries", body=dict(reg, config_hash="h2"),
+            expect=409)
+    s.check("/streams/v1/queries (no name)", "POST", "/streams/v1/queries", body={"source_queue": sq}, expect=400)
+    qid = got["query_id"] if got else str(uuid.uuid4())
+    s.check("/api/v1/push (stream source)", "POST", "/api/v1/push",
+            body={"items": [{"queue": sq, "payload": {"n": 1}}]}, expect=201)
+    sp = s.check("/api/v1/pop/queue/{queue} (stream group)", "GET",
+                 "/api/v1/pop/queue/%s?consumerGroup=streams.%s" % (sq, sq), expect=200)
+    msg = sp["messages"][0] if sp else {"partitionId": str(uuid.uuid4()), "leaseId": str(uuid.uuid4()),
+                                         "transactionId": "x"}
+    s.check("/streams/v1/state/get", "POST", "/streams/v1/state/get",
+            body={"query_id": qid, "partition_id": msg["partitionId"], "keys": []}, expect=200)
+    s.check("/streams/v1/state/get (bad query_id)", "POST", "/streams/v1/state/get",
+            body={"query_id": "x", "partition_id": msg["partitionId"]}, expect=400)
+    cycle = {"query_id": qid, "partition_id": msg["partitionId"], "consumer_group": "streams." + sq,
+             "state_ops": [{"type": "upsert", "key": "k", "value": {"acc": 1}}],
+             "push_items": [{"queue": sq + "-out", "payload": {"sum": 1}}],
+             "ack": {"transactionId": msg["transactionId"], "leaseId": msg["leaseId"], "status": "completed",
+                     "count": 1},
+             "release_lease": True}
+    s.check("/streams/v1/cycle", "POST", "/streams/v1/cycle", body=cycle, expect=200)
+    s.check("/streams/v1/cycle (lease gone)", "POST", "/streams/v1/cycle", body=cycle, expect=409)
+    s.check("/streams/v1/cycle (bad state op)", "POST", "/streams/v1/cycle",
+            body=dict(cycle, state_ops=[{"type": "merge", "key": "k"}]), expect=400)
+
     s.check("/api/v1/resources/queues/{queue}", "DELETE", "/api/v1/resources/queues/%s" % q, expect=200)
     s.check("/api/v1/resources/queues/{queue} (no such queue)", "DELETE", "/api/v1/resources/queues/%s" % q,
             expect=200)

@@ -495,6 +495,63 @@ static void refused_unnamed(const char *token, const char *method, const char *p
     http_reply_free(&r);
 }
 
+/* The stream routes (issue 39): a query reads its source and writes its
+ * sink. Registering needs read on source_queue and write on sink_queue; a
+ * cycle is judged on the queue of its partition_id (read) and on every
+ * push_items queue (write); a state read on the queue of its partition_id.
+ * A refused cycle writes nothing. */
+static void a_stream_needs_read_on_its_source_and_write_on_its_sinks(void **state)
+{
+    (void)state;
+    const char *w = tok("write", TA);
+    const char *t = tok_full("write", TA, "s1", "queue:st-src:read queue:st-out:write", 600);
+    char *pid = pushed(w, "st-src", "a1", "partition_id");
+    char *other = pushed(w, "st-secret", "b1", "partition_id");
+
+    expect(t, "POST", "/streams/v1/queries",
+           "{\"name\":\"st\",\"source_queue\":\"st-src\",\"sink_queue\":\"st-out\",\"config_hash\":\"h\"}", 200,
+           NULL);
+    expect(t, "POST", "/streams/v1/queries",
+           "{\"name\":\"st2\",\"source_queue\":\"st-src\",\"sink_queue\":\"st-secret\",\"config_hash\":\"h\"}",
+           403, "auth_forbidden_scope");
+    expect(t, "POST", "/streams/v1/queries", "{\"name\":\"st3\",\"source_queue\":\"st-secret\",\"config_hash\":\"h\"}",
+           403, "auth_forbidden_scope");
+    http_reply r = call(t, "POST", "/streams/v1/queries",
+                        "{\"name\":\"st\",\"source_queue\":\"st-src\",\"sink_queue\":\"st-out\",\"config_hash\":\"h\"}");
+    json_t *j = json_of(&r);
+    char *qid = strdup(jstr(j, "query_id"));
+    json_decref(j);
+    http_reply_free(&r);
+
+    char *to_secret = fmt("{\"query_id\":\"%s\",\"partition_id\":\"%s\",\"push_items\":[{\"queue\":\"st-secret\","
+                          "\"payload\":1}]}",
+                          qid, pid);
+    /* the sink is named by the body, as a push names it: the refusal may say so */
+    expect(t, "POST", "/streams/v1/cycle", to_secret, 403, "auth_forbidden_scope");
+    char *from_secret = fmt("{\"query_id\":\"%s\",\"partition_id\":\"%s\"}", qid, other);
+    refused_unnamed(t, "POST", "/streams/v1/cycle", from_secret, "st-secret");
+    refused_unnamed(t, "POST", "/streams/v1/state/get", from_secret, "st-secret");
+    char *own = fmt("{\"query_id\":\"%s\",\"partition_id\":\"%s\",\"push_items\":[{\"queue\":\"st-out\","
+                    "\"payload\":1}]}",
+                    qid, pid);
+    expect(t, "POST", "/streams/v1/cycle", own, 200, NULL);
+    char *get = fmt("{\"query_id\":\"%s\",\"partition_id\":\"%s\"}", qid, pid);
+    expect(t, "POST", "/streams/v1/state/get", get, 200, NULL);
+    /* a read token may not write a sink */
+    const char *rd = tok_full("read", TA, "s1", "queue:st-src:read queue:st-out:write", 600);
+    expect(rd, "POST", "/streams/v1/cycle", own, 403, "auth_forbidden_role");
+    /* nothing reached the secret queue */
+    expect(w, "GET", "/api/v1/pop/queue/st-secret?batch=10&autoAck=true", NULL, 200, NULL);
+    expect(w, "GET", "/api/v1/pop/queue/st-secret", NULL, 204, NULL);
+    free(pid);
+    free(other);
+    free(qid);
+    free(to_secret);
+    free(from_secret);
+    free(own);
+    free(get);
+}
+
 /* Issue 34, finding 1: a token scoped to one queue settled (acked,
  * dead-lettered, extended, traced) another queue of its tenant by naming
  * its partition, with no lease. Each call is judged on the queue its
@@ -720,6 +777,7 @@ int main(void)
         cmocka_unit_test(two_tenants_never_see_each_other),
         cmocka_unit_test(the_producer_is_the_token_sub),
         cmocka_unit_test(a_queue_scope_settles_only_its_own_queue),
+        cmocka_unit_test(a_stream_needs_read_on_its_source_and_write_on_its_sinks),
         cmocka_unit_test(broker_wide_calls_need_the_operator),
         cmocka_unit_test(scopes_that_do_not_parse_refuse_the_token),
         cmocka_unit_test(secrets_never_reach_the_log_or_metrics),

@@ -138,6 +138,9 @@ static void route_table_covers_the_api(void **state)
         {"GET", "/api/v1/resources/queues"},
         {"DELETE", "/api/v1/resources/queues/:queue"},
         {"POST", "/api/v1/transaction"},
+        {"POST", "/streams/v1/queries"},
+        {"POST", "/streams/v1/state/get"},
+        {"POST", "/streams/v1/cycle"},
         {"GET", "/api/v1/dlq"},
         {"DELETE", "/api/v1/dlq"},
         {"POST", "/api/v1/dlq/requeue"},
@@ -179,10 +182,12 @@ static void route_table_covers_the_api(void **state)
     /* Families: the KV routes speak kv_* codes; only /health, /metrics and
      * the broker-wide /api/v1/system switches, /api/v1/status, the broker's
      * /api/v1/analytics figures and the console's files are not
-     * tenant-scoped. */
+     * tenant-scoped (the /streams/v1 routes are, like /api/v1). */
     for (size_t r = 0; r < http_route_count; r++) {
         bool kv = strstr(http_routes[r].pattern, "/kv") != NULL;
-        bool ops = http_routes[r].pattern[1] != 'a' || strncmp(http_routes[r].pattern, "/api/v1/system/", 15) == 0 ||
+        bool tenant_path = strncmp(http_routes[r].pattern, "/api/", 5) == 0 ||
+                           strncmp(http_routes[r].pattern, "/streams/", 9) == 0;
+        bool ops = !tenant_path || strncmp(http_routes[r].pattern, "/api/v1/system/", 15) == 0 ||
                    strncmp(http_routes[r].pattern, "/api/v1/analytics/", 18) == 0 ||
                    strcmp(http_routes[r].pattern, "/api/v1/status") == 0;
         assert_int_equal(http_routes[r].family, kv ? FAMILY_KV : ops ? FAMILY_OPS : FAMILY_LOG);
