@@ -55,6 +55,7 @@
 # kernel's ephemeral range 32768-60999, so no client socket can hold one),
 # BENCH_COMMIT (what the report names as the commit; default: git HEAD, plus
 # "(+local changes)" when src, sql, include or bench differ from it),
+# BENCH_OPS (the KV ops of direct/broker/raw: "put get incr putIfAbsent mix"),
 # BENCH_NO_REPORT=1 (leave RESULTS.md alone), BENCH_WIRE_POINTS ("1:4 1:16 10:4 10:16", per_tx:consumers),
 # BENCH_PG_POOL (broker's
 # QUEEN_PG_POOL, default: the broker's own default), BENCH_WAIT_QUIET=N (wait
@@ -296,7 +297,7 @@ declare -A DIRECT_ARGS=(
 )
 declare -A LUA_OP=([put]=put [get]=get [incr]=incr [putIfAbsent]=pia_new [mix]=mix)
 declare -A RAW_OF=([put]=upsert [get]=select [incr]=incr)
-for op in put get incr putIfAbsent mix; do
+for op in ${BENCH_OPS:-put get incr putIfAbsent mix}; do
   want direct || want raw || { want broker && [ $KV_OK = 1 ]; } || continue
   for c in $CONC; do
     # shellcheck disable=SC2086
