@@ -93,13 +93,13 @@ typedef struct queen_config {
     char *tls_ciphersuites; /* TLS 1.3 suites */
     char *allowed_origins; /* Origin values served besides the broker's own (src/server/origin.h) */
     char *allowed_hosts;   /* Host names served with QUEEN_AUTH=off besides addresses and localhost */
-    /* QUEEN_ENCRYPTION_KEY (README, Payload encryption). Without one, a
+    /* QUEEN_ENCRYPTION_KEY (docs/api.md, Payload encryption). Without one, a
      * push into a queue with encryptionEnabled is refused
      * (QUEEN_ERR_UNAVAILABLE "encryption_key_missing", nothing stored), and
      * a popped message of such a queue comes with "data": null and
      * "encryptionError" instead of its ciphertext. */
     char *encryption_key;
-    /* Per-tenant limits (README, Configuration): the first four reach SQL
+    /* Per-tenant limits (docs/settings.md): the first four reach SQL
      * as session settings (queen._tenant_limit_v1); 0 is no limit. */
     int max_queues_per_tenant;
     int max_partitions_per_tenant;
@@ -246,7 +246,7 @@ void queen_close(queen *q);
  * QUEEN_DEFAULT_TENANT. */
 
 /* ---- KV (sql/024_kv.sql: queen.kv_apply_v1) ------------------------------
- * ops_json: a JSON array of ops (README.md, KV). *results_json: the
+ * ops_json: a JSON array of ops (docs/api.md, KV). *results_json: the
  * array of results aligned by index. in_wire applies the wire budgets.
  * Before SQL: the input guards (QUEEN_KV_MAX_* clamped to SQL's budgets:
  * op and key counts, key and value bytes, NUL names, tenant fields) and the
@@ -366,8 +366,8 @@ int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int s
  * queue names, null where the id is not a uuid, unknown or another
  * tenant's. Reads only. */
 int queen_queues_of(queen *q, const char *tenant, const char *refs_json, char **names_json, queen_error *err);
-/* Creates or reconfigures a queue (queen.log_configure_v1; README.md, HTTP
- * API > Queues). options_json: an object of option names (NULL: {}); an
+/* Creates or reconfigures a queue (queen.log_configure_v1; docs/api.md,
+ * Messages > Configure). options_json: an object of option names (NULL: {}); an
  * option not given keeps its stored value. The result echoes every option's
  * effective value and "storedOnly", the names stored but not acted on yet.
  * queen_configure_ex adds the rest of POST /api/v1/configure: label_namespace
@@ -571,7 +571,7 @@ int queen_queue_clear(queen *q, const char *tenant, const char *queue, char **re
 /* ---- Status (sql/039_log_status.sql) -------------------------------------
  * The dashboard reads under the reference broker's names. Counts come from
  * offsets (two index probes per partition, never a count of messages):
- * README, "Switching from Queen MQ", says what that counts.
+ * docs/compat.md, "Dashboard status", says what that counts.
  * queen_status_queues: {queues: [{id, name, namespace, task, createdAt,
  *   partitions, messages: {total, pending, processing}}], pagination:
  *   {limit, offset}}, newest first; namespace / task filter when not NULL;
@@ -727,7 +727,7 @@ typedef struct queen_stats {
         long long total, empty; /* attempts (one per long-poll round), and those that found nothing */
         long long waits;        /* queen_pop calls with wait */
         /* sealed payloads that did not open (pop, browse, dead letters):
-         * delivered as data null with encryptionError (README, Payload encryption) */
+         * delivered as data null with encryptionError (docs/api.md, Payload encryption) */
         long long open_failures;
     } pops;
     struct {

@@ -11,7 +11,7 @@ for scripts/test.sh.
 5. Every path parameter of a route is declared by its operation.
 6. Every operation's x-queen-role is the role the route table's row gives
    its route (none, read, write, admin), and only the role-none
-   route waives bearerAuth (security: []); README.md's roles table (between
+   route waives bearerAuth (security: []); docs/auth.md's roles table (between
    <!-- roles:begin --> and <!-- roles:end -->) says the same of every route.
 
 A table pattern becomes an OpenAPI path by writing :name and *name (the
@@ -59,7 +59,7 @@ def operations(doc):
     return ops
 
 
-def readme_roles(path=os.path.join(ROOT, "README.md")):
+def page_roles(path=os.path.join(ROOT, "docs", "auth.md")):
     with open(path, encoding="utf-8") as f:
         text = f.read()
     body = text[text.index("<!-- roles:begin -->"):text.index("<!-- roles:end -->")]
@@ -132,9 +132,9 @@ def main():
             bad_roles.append("%s %s: x-queen-role %s, routes.c says %s" % (key[0], key[1], role, want))
         if (security == []) != (want == "none"):
             bad_roles.append("%s %s: security %r with role %s" % (key[0], key[1], security, want))
-    if readme_roles() != table_roles:
-        bad_roles.append("README.md's roles table differs from routes.c's: %s" %
-                         sorted(set(readme_roles().items()) ^ set(table_roles.items())))
+    if page_roles() != table_roles:
+        bad_roles.append("docs/auth.md's roles table differs from routes.c's: %s" %
+                         sorted(set(page_roles().items()) ^ set(table_roles.items())))
     results.append(check(len(table_roles) > 0 and not bad_roles,
                          "x-queen-role matches src/server/routes.c's roles (%d rows)" % len(table_roles),
                          bad_roles))

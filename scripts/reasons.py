@@ -8,8 +8,8 @@
   reasons.py check       TAP for scripts/test.sh: every reason SQL raises, C
                          names and the API document lists is registered with
                          one SQLSTATE and a status matching its category, the
-                         generated documents are current, README's table of
-                         categories names the registry's codes and statuses,
+                         generated documents are current, docs/api.md's table
+                         of categories names the registry's codes and statuses,
                          and no entry is unused
 
 A reason is found in SQL as a string literal of our prefixes (kv_, log_,
@@ -293,14 +293,14 @@ def docs_texts(reg):
 
 # ---- the check --------------------------------------------------------------
 
-def readme_table_problems(reg):
-    """README's category table (| category | status | code (KV routes) |
+def api_table_problems(reg):
+    """docs/api.md's category table (| category | status | code (KV routes) |
     code (other routes) | retry |): each row's codes are categories' codes,
     and one of them has the row's status."""
-    text = read("README.md")
+    text = read("docs/api.md")
     head = "| category | status | `code` (KV routes) | `code` (other routes) | retry |"
     if head not in text:
-        return ["README.md: the table of categories is gone (its header changed?)"]
+        return ["docs/api.md: the table of categories is gone (its header changed?)"]
     rows = text[text.index(head):].split("\n")[2:]
     problems, codes = [], reg.codes()
     for row in rows:
@@ -311,13 +311,13 @@ def readme_table_problems(reg):
         names = set(re.findall(r"`([a-z_]+)`", cells[2] + " " + cells[3]))
         unknown = sorted(names - codes)
         if unknown:
-            problems.append(f"README.md: {cells[0][:40]}: {', '.join(unknown)} is no category's code")
+            problems.append(f"docs/api.md: {cells[0][:40]}: {', '.join(unknown)} is no category's code")
         cats = [c for c in reg.categories.values() if names & {c["code"], c["kv_code"]}]
         if status and cats and all(c["status"] != int(status.group(0)) for c in cats) and "verdict" not in cells[1]:
-            problems.append(f"README.md: {cells[0][:40]}: status {status.group(0)}, the registry says "
+            problems.append(f"docs/api.md: {cells[0][:40]}: status {status.group(0)}, the registry says "
                             f"{sorted({c['status'] for c in cats})}")
     if not rows or not rows[0].startswith("|"):
-        problems.append("README.md: the table of categories has no rows")
+        problems.append("docs/api.md: the table of categories has no rows")
     return problems
 
 
@@ -350,7 +350,7 @@ def check():
     used = set(sql) | set(creasons) | generic
     tap("no registered reason is unused",
         [f"{REGISTRY}:{r['line']}: {rid} is raised nowhere" for rid, r in sorted(reg.reasons.items()) if rid not in used])
-    tap("README's table of categories names the registry's codes and statuses", readme_table_problems(reg))
+    tap("docs/api.md's table of categories names the registry's codes and statuses", api_table_problems(reg))
     stale = []
     for path, want in docs_texts(reg).items():
         if read(path) != want:

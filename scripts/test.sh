@@ -128,6 +128,9 @@ run_suite "lint/openapi_routes" python3 scripts/check-openapi-routes.py
 run_suite "lint/reasons" python3 scripts/reasons.py check
 # Every client against the one vocabulary (clients/API.md).
 run_suite "lint/client_api" python3 scripts/check-client-api.py
+# Every relative link of the Markdown pages, none outside the repository from
+# README.md and docs/, and the README's layout table against the tree.
+run_suite "lint/docs" python3 scripts/check-docs.py
 each_program unit "$BUILD/tests/unit" tests/unit/test_*.c
 for f in tests/sql/*.sql; do
   run_suite "sql/$(basename "$f")" pg_prove --verbose -d "$QUEEN_TEST_PG_URL" "$f"

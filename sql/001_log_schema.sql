@@ -470,7 +470,7 @@ $$;
 -- _tenant_limit_v1(name, default) -> bigint: the per-tenant limit the
 -- session carries as the setting queen.<name> (the broker and libqueen put
 -- QUEEN_MAX_QUEUES_PER_TENANT and its kin in every connection's startup
--- packet: README, Configuration), or default when the session has none (a
+-- packet: docs/settings.md), or default when the session has none (a
 -- caller of the SQL API on its own connection gets the documented default).
 -- 0 or less: no limit. STABLE: a setting does not change within a statement.
 CREATE OR REPLACE FUNCTION queen._tenant_limit_v1(p_name TEXT, p_default BIGINT)
@@ -540,7 +540,7 @@ $$;
 -- queue): the counts are read without a lock, so the hot path (every pair
 -- exists) never pays for them, and a concurrent creation for the same
 -- tenant may pass a limit by what the creators add meanwhile (at most their
--- own batches; README states it). Queues are counted (at most the queue
+-- own batches; docs/api.md, "Per-tenant limits", states it). Queues are counted (at most the queue
 -- limit of index entries); partitions are summed from log_partition_counts
 -- (a few rows, whatever the tenant holds).
 CREATE OR REPLACE FUNCTION queen._log_tenant_room_v1(p_tenant UUID, p_new_queues BIGINT, p_new_partitions BIGINT)

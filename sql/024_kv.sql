@@ -447,7 +447,7 @@ $$;
 -- kv_apply_v1(p_ops jsonb, p_tenant uuid, p_now timestamptz, p_in_wire boolean) -> jsonb
 --
 -- Arguments
---   p_ops     JSON array of ops (README.md, HTTP API > KV), applied in one call.
+--   p_ops     JSON array of ops (docs/api.md, KV), applied in one call.
 --   p_tenant  the tenant; an argument, never an input field of an op.
 --   p_now     the call's instant; NULL means now(). ONE instant for every op.
 --   p_in_wire true inside log_transaction_wire_v1 (tighter budgets, no

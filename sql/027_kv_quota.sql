@@ -1,5 +1,5 @@
 -- 027_kv_quota.sql: the one read of KV quota and usage the broker makes
--- (README.md, HTTP API > KV, "Quota and rate limits"): kv_quota_read_v1.
+-- (docs/api.md, KV, "Quota and rate limits"): kv_quota_read_v1.
 --
 -- May call: only pg_catalog. Reads queen.kv_quota (operator configuration)
 -- and queen.kv_usage (the sweeper's measurement, 026), both from 024.

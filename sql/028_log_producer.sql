@@ -1,4 +1,4 @@
--- 028_log_producer.sql: who pushed a message (README.md, Authentication).
+-- 028_log_producer.sql: who pushed a message (docs/auth.md).
 --
 -- Owns: queen.log_messages.producer.
 -- May call: 000 (_schema_add_column_v1) and pg_catalog.

@@ -1,5 +1,5 @@
-/* dlq: the dead-letter calls, shaped for the broker's routes (README.md,
- * HTTP API > Dead letters): the same names and arguments as libqueen's
+/* dlq: the dead-letter calls, shaped for the broker's routes (docs/api.md,
+ * Dead letters): the same names and arguments as libqueen's
  * queen_dlq_* (include/queen.h), the broker's bodies handed back as they are. */
 #include "queen_client.h"
 #include "jbuf.h"

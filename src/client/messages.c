@@ -1,5 +1,5 @@
 /* messages: push, pop, ack, lease renewal and the queues, shaped for the
- * broker's routes (README.md, HTTP API > Messages). */
+ * broker's routes (docs/api.md, Messages). */
 #include "queen_client.h"
 #include "jbuf.h"
 #include "jdoc.h"

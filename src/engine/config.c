@@ -203,7 +203,7 @@ static const setting settings[] = {
      "duration), access log or not; a long poll that waited for a push is not. 0: off."},
     {"QUEEN_AUTH", "auth", SET_STRING, AT(auth), "off", 0, 0,
      "off: no authentication (a warning at start when QUEEN_BIND is not loopback). jwt: every route but /health "
-     "and the console's files needs Authorization: Bearer <JWT> (README, Authentication)."},
+     "and the console's files needs Authorization: Bearer <JWT> (docs/auth.md)."},
     {"QUEEN_JWT_SECRET", "jwt-secret", SET_STRING, AT(jwt_secret), "", 0, 0,
      "HS256 shared secret (its bytes as given). Never logged."},
     {"QUEEN_JWT_PUBLIC_KEYS", "jwt-public-keys", SET_STRING, AT(jwt_public_keys), "", 0, 0,

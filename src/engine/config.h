@@ -1,7 +1,7 @@
 /* config: every setting of the broker and the embedded library, in one table.
  *
  * The table (config.c) is the only place a setting is named: environment
- * parsing, --flags, --help and the README's table all come from it. A value
+ * parsing, --flags, --help and docs/settings.md's table all come from it. A value
  * that does not parse is an error naming the setting, never a silent default. */
 #ifndef QUEEN_CONFIG_H
 #define QUEEN_CONFIG_H
@@ -39,7 +39,7 @@ int queen_config_validate(const queen_config *cfg, char *err, size_t errlen);
  * sql/001's _tenant_limit_v1, so no SQL signature changes for them. */
 void queen_config_session_settings(const queen_config *cfg, char *out, size_t n);
 
-/* --help text, and the README's markdown table, both from the table. */
+/* --help text, and docs/settings.md's markdown table, both from the table. */
 void queen_config_print_help(FILE *out);
 void queen_config_print_markdown(FILE *out);
 

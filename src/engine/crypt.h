@@ -1,4 +1,4 @@
-/* crypt: payload encryption at rest (README.md, Payload encryption): AES-256-GCM
+/* crypt: payload encryption at rest (docs/api.md, Payload encryption): AES-256-GCM
  * through OpenSSL 3's EVP, a fresh 12-byte nonce per message, the key's id in
  * the envelope so keys can rotate, and the message's place as additional
  * authenticated data: tenant, queue, partition and transactionId. A sealed

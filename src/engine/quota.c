@@ -1,5 +1,5 @@
 /* quota: queen_kv_admit, the in-process enforcement of KV quota and rate
- * limits (README.md, KV), and the refresh thread that feeds it.
+ * limits (docs/api.md, KV), and the refresh thread that feeds it.
  *
  * Owns: the per-tenant table (limits from queen.kv_quota, the last
  * measurement from queen.kv_usage, the delta this broker admitted since, two

@@ -1,4 +1,4 @@
-/* quota: KV quota and rate limits in the engine (README.md, KV), behind
+/* quota: KV quota and rate limits in the engine (docs/api.md, KV), behind
  * queen_kv_admit. Two halves: the pure admission arithmetic (a token bucket
  * and quota_decide, unit-tested table by table) and the per-tenant table
  * with the refresh thread that keeps it current from kv_quota_read_v1.

@@ -1,6 +1,6 @@
 /* auth: who may call which route (QUEEN_AUTH=jwt). A bearer JWT (jwt.h)
  * gives the caller's role, optional scopes, tenant and subject; the route
- * table (routes.c, README "Authentication") says which role each route
+ * table (routes.c, docs/auth.md) says which role each route
  * needs and which resources it touches. Judged before the handler runs, so before
  * any database connection is taken, but for the calls that name a queue
  * only by a partition or lease id (auth_settle_refused). Tokens and secrets never reach a log

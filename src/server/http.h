@@ -36,7 +36,7 @@ typedef struct edge_loop edge_loop;
 typedef enum http_family {
     FAMILY_OPS, /* /health, /metrics: no tenant, generic codes */
     FAMILY_LOG, /* messages and the transaction: generic codes */
-    FAMILY_KV,  /* the KV routes: kv_* codes (README.md, KV) */
+    FAMILY_KV,  /* the KV routes: kv_* codes (docs/api.md, KV) */
 } http_family;
 
 typedef struct http_request {

@@ -4,7 +4,7 @@
  *   queen dev              private PostgreSQL under .queen/, then serve
  *   queen schema apply     apply the schema and exit
  *   queen version          print the version
- *   queen settings         print the settings table (markdown, for README)
+ *   queen settings         print the settings table (markdown, for docs/settings.md)
  */
 #include <malloc.h>
 #include <signal.h>

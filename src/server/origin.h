@@ -1,4 +1,4 @@
-/* origin: which browser requests the broker serves (README.md, "Browsers:
+/* origin: which browser requests the broker serves (docs/auth.md, "Browsers:
  * origins, hosts and content types"). A broker on loopback with
  * QUEEN_AUTH=off trusts whoever reaches its port, and a web page the
  * operator visits reaches it too: a cross-origin form or no-cors fetch

@@ -8,7 +8,7 @@
  * consumer-groups/:group, traces/names and traces/by-name/:traceName before
  * traces/:partitionId/:transactionId). No comment inside the table: a checker reads it.
  *
- * The one table of roles: README's "Authentication" and docs/openapi.yaml
+ * The one table of roles: docs/auth.md and docs/openapi.yaml
  * (x-queen-role) say the same, and a test holds both to it. read consumes
  * (gets, pops, acks), write also produces (puts, pushes, transactions,
  * traces), admin also changes its tenant's queues; operator alone acts on

@@ -1,4 +1,4 @@
-/* routes_browse: browsing the log (README.md, HTTP API > Browsing messages):
+/* routes_browse: browsing the log (docs/api.md, Browsing messages):
  * a partition's messages with their state, a transactionId's messages,
  * delete; and one message by partitionId and transactionId (the reference
  * clients' paths): get, delete, retry. Parse, call one engine function (src/engine/browse.c), render. */

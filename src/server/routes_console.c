@@ -1,4 +1,4 @@
-/* routes_console: the web console (README.md, Console), static files served
+/* routes_console: the web console (docs/console.md), static files served
  * from the binary at / and under /console/. Nothing here reads the database
  * or a tenant's data: the page calls the API with the operator's token like
  * any client, so these routes need no token (FAMILY_OPS, role none). */

@@ -1,4 +1,4 @@
-/* routes_dlq: the dead-letter routes (README.md, HTTP API > Dead letters):
+/* routes_dlq: the dead-letter routes (docs/api.md, Dead letters):
  * list with a keyset cursor, requeue, delete. Parse, call one engine
  * function (src/engine/dlq.c), render the body PostgreSQL rendered. */
 #include "routes.h"

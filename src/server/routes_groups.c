@@ -1,4 +1,4 @@
-/* routes_groups: the consumer-group routes (README.md, HTTP API > Consumer
+/* routes_groups: the consumer-group routes (docs/api.md, Consumer
  * groups): the view with lag, the lagging view, one group, seek, delete,
  * the subscription start, and the reference's stats refresh (a no-op here)
  * (also under the reference's path for one queue).

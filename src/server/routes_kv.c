@@ -1,4 +1,4 @@
-/* routes_kv: the KV routes (README.md, HTTP API > KV): the batch, the path routes
+/* routes_kv: the KV routes (docs/api.md, KV): the batch, the path routes
  * (GET/PUT/DELETE /api/v1/kv/:ns/KEY..., the key being the rest of the path)
  * and the console reads. Each handler parses HTTP, calls one engine
  * function (which judges the ops: guards, quota, rate) and renders.

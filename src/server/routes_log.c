@@ -1,4 +1,4 @@
-/* routes_log: the message routes (README.md, HTTP API): push, pop (with its long
+/* routes_log: the message routes (docs/api.md): push, pop (with its long
  * poll), ack, ack batch, lease extend, configure, queue listing and delete.
  * Each handler parses, calls one engine function and renders the body
  * PostgreSQL rendered. Never calls libpq; never re-renders a payload (items
@@ -99,7 +99,7 @@ static bool int_arg(const http_request *req, const char *name, long min, long ma
 #define bool_arg arg_bool
 #define str_arg arg_str
 
-/* Query arguments of the pop (README.md, HTTP API > Messages). 0 means "default" to the engine, so
+/* Query arguments of the pop (docs/api.md, Messages). 0 means "default" to the engine, so
  * an explicit 0 for batch, leaseSeconds or partitions is refused here, as SQL would. /api/v1/pop
  * (no path parameter) pops by the queues' namespace/task labels. subscriptionMode is any text:
  * like the reference broker, every value but new/new-only means all (SQL decides). */

@@ -1,5 +1,5 @@
 /* routes_resources: the resource routes an admin client and the console
- * read (README.md, HTTP API > Resources): overview, namespaces, tasks, a
+ * read (docs/api.md, Resources): overview, namespaces, tasks, a
  * queue's detail and partitions, the tenant's partitions by depth, clearing
  * a queue, and the broker's status.
  * Parse, call one engine function (src/engine/resources.c), render. */

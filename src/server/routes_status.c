@@ -1,5 +1,5 @@
-/* routes_status: the reference broker's dashboard routes (README.md,
- * "Switching from Queen MQ"): /api/v1/status/queues[/:queue],
+/* routes_status: the reference broker's dashboard routes (docs/compat.md,
+ * "Dashboard status"): /api/v1/status/queues[/:queue],
  * /api/v1/status/analytics (tenant reads, sql/039 through
  * src/engine/status.c), and /api/v1/analytics/system-metrics,
  * worker-metrics and postgres-stats (the operator's: this broker's figures

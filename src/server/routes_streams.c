@@ -1,4 +1,4 @@
-/* routes_streams: the stream routes (README.md, HTTP API > Streams), the
+/* routes_streams: the stream routes (docs/api.md, Streams), the
  * server side of the reference's streaming SDK: register a query, read its
  * state, commit a cycle. Parse, call one engine function
  * (src/engine/streams.c), render. The body goes to the engine as the client

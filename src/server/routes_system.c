@@ -1,4 +1,4 @@
-/* routes_system: the broker-wide switches (README.md, HTTP API > Maintenance
+/* routes_system: the broker-wide switches (docs/api.md, Maintenance
  * mode): read and set maintenance mode, and pop maintenance (the reference
  * clients' /maintenance/pop, answered in their shape). Not tenant-scoped: the switch holds
  * for every tenant of the database. Parse, call one engine function

@@ -1,4 +1,4 @@
-/* routes_traces: trace events (README.md, HTTP API > Traces): record one
+/* routes_traces: trace events (docs/api.md, Traces): record one
  * against a message, look them up by message or by name. Parse, call one
  * engine function (src/engine/traces.c), render. */
 #include "routes.h"

@@ -64,15 +64,15 @@ check "a client program compiles with pkg-config --cflags --libs libqueenclient"
 check "an embedded program compiles with pkg-config --cflags --libs libqueen" \
   cc -std=c11 -Wall -Werror -o "$work/embedded" "$work/embedded.c" $(pkg-config --cflags --libs libqueen)
 
-# The README's five-line example, as a user would paste it into main().
+# docs/clients.md's five-line example, as a user would paste it into main().
 {
   printf '#include <queen_client.h>\n#include <stdio.h>\n#include <stdlib.h>\nint main(void) {\n'
-  awk '/^## Clients/{in_clients=1} in_clients && /^```c$/{code=1; next} code && /^```$/{exit} code' README.md
+  awk '/^# Clients/{in_clients=1} in_clients && /^```c$/{code=1; next} code && /^```$/{exit} code' docs/clients.md
   printf 'return 0;\n}\n'
 } >"$work/readme.c"
-if [ "$(grep -c . "$work/readme.c")" -eq 11 ]; then ok "the README's C example has five lines"; else not_ok "the README's C example is not five lines"; fi
+if [ "$(grep -c . "$work/readme.c")" -eq 11 ]; then ok "docs/clients.md's C example has five lines"; else not_ok "docs/clients.md's C example is not five lines"; fi
 # shellcheck disable=SC2046
-check "the README's C example compiles against the installed libqueenclient" \
+check "docs/clients.md's C example compiles against the installed libqueenclient" \
   cc -std=c11 -Wall -Werror -o "$work/readme" "$work/readme.c" $(pkg-config --cflags --libs libqueenclient)
 
 dead=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')

@@ -1,5 +1,4 @@
-/* Authentication and authorisation over HTTP (QUEEN_AUTH=jwt, README.md
- * "Authentication"): a real broker with an HS256 secret, RSA and Ed25519
+/* Authentication and authorisation over HTTP (QUEEN_AUTH=jwt, docs/auth.md): a real broker with an HS256 secret, RSA and Ed25519
  * PEM keys and a JWKS file holding a P-256 key, every token minted here.
  * /health is open and every other route is 401 without a token; bad tokens
  * of every shape are 401 with WWW-Authenticate and the envelope; roles and

@@ -1,4 +1,4 @@
-/* Browsing the log (README.md, HTTP API > Browsing messages) against a real
+/* Browsing the log (docs/api.md, Browsing messages) against a real
  * broker: a partition's messages with their state for a group (pending,
  * leased, consumed, dead) page by page, a message by transactionId, and
  * delete, refused with 409 while a live lease covers the message. And the

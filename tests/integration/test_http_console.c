@@ -1,4 +1,4 @@
-/* The web console's files (routes_console.c, README.md "Console") from a
+/* The web console's files (routes_console.c, docs/console.md) from a
  * real broker: the page at / and /console/, each embedded file with its
  * content type, the security and caching headers, revalidation by ETag
  * (304), the envelope's 404 for any other name under /console/ (no way out

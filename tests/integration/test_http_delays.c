@@ -1,4 +1,4 @@
-/* delayedProcessing and maxWaitTimeSeconds (README.md, Configure) against a
+/* delayedProcessing and maxWaitTimeSeconds (docs/api.md, Configure) against a
  * real broker with its sweeper: a delayed message is not popped until it is
  * old enough (its age is set in the database, never waited for), and a
  * message nobody consumes within maxWaitTimeSeconds turns up in the dead

@@ -1,4 +1,4 @@
-/* The dead-letter routes (README.md, HTTP API > Dead letters) against a real
+/* The dead-letter routes (docs/api.md, Dead letters) against a real
  * broker: messages failed past retryLimit are listed page by page with their
  * transactionId, requeued (delivered again as attempt 1, once) and deleted;
  * bad arguments are 400s that write nothing; and eight operators requeueing

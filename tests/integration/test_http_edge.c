@@ -40,7 +40,7 @@ static void start(test_broker *b, const char *const *env)
 static bool log_has(const test_broker *b, const char *what);
 
 /* QUEEN_PG_POOL and QUEEN_HTTP_THREADS left at 0: one event loop per CPU
- * (README: "0: one per CPU core") sharing the derived pool (four per core,
+ * (docs/settings.md: "0: one per CPU core") sharing the derived pool (four per core,
  * at least 8), all of whose connections the loops open. */
 static void loops_follow_the_cpus_and_share_the_pool(void **state)
 {

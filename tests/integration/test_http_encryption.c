@@ -1,4 +1,4 @@
-/* Payload encryption at rest (README.md, Payload encryption) over real
+/* Payload encryption at rest (docs/api.md, Payload encryption) over real
  * brokers: with encryptionEnabled the database holds no plaintext of a
  * message (nor of its dead letter) while pop, the dead letters and browse
  * answer the payload byte for byte; a second broker whose key ring puts a

@@ -1,4 +1,4 @@
-/* The consumer-group routes (README.md, HTTP API > Consumer groups) against
+/* The consumer-group routes (docs/api.md, Consumer groups) against
  * a real broker: the view (offsets, lag, the lease holder), the lagging view,
  * one group, seek (refused 409 while the group holds a live lease, then to
  * the beginning, the end and an instant) and delete; bad arguments are 400s. */

@@ -1,4 +1,4 @@
-/* The JWKS refresh never stalls an event loop (README.md "Authentication",
+/* The JWKS refresh never stalls an event loop (docs/auth.md,
  * Keys). The review's reproduction: a token naming an unknown kid made the
  * broker fetch the JWKS inside the request, on the event loop, and a
  * concurrent /health took 4.7 s. Here the JWKS is served over https by a

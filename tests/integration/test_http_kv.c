@@ -1,11 +1,11 @@
-/* The KV routes (README.md, HTTP API > KV) against a real broker on the private cluster:
+/* The KV routes (docs/api.md, KV) against a real broker on the private cluster:
  * the batch, the path routes (slash in a key, %2F, decoding once, ETag, the
  * query-string and field-in-path refusals, DELETE bodies, required losses as
  * 200 verdicts), the console reads, the edge guards (refused before a
  * connection is taken: the pool's acquiredTotal does not move), and every
  * KV status: 200, 400, 404, 405, 413, 503 (+ Retry-After), 500
  * (kv_misconfigured, kv_error). 403 and 429 belong to quota and rate
- * limiting, which this broker does not enforce (see README). */
+ * limiting, which test_http_quota.c covers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* The message routes and the transaction (README.md, HTTP API) against a real
+/* The message routes and the transaction (docs/api.md) against a real
  * broker: push (201, duplicate, 400s), pop (200, 204, partition route, bad
  * arguments), long polls (woken by a push well before the timeout; 16 of them
  * on a broker with 2 HTTP threads leave /health answering at once), ack, ack

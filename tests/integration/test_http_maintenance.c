@@ -1,4 +1,4 @@
-/* Maintenance mode (README.md, HTTP API > Maintenance mode) across two real
+/* Maintenance mode (docs/api.md, Maintenance mode) across two real
  * brokers on one database: switched on through one, the other refuses pushes
  * (503, reason maintenance, Retry-After) and answers pops with nothing while
  * acks and reads keep working; switched off, pushes are accepted again and

@@ -1,4 +1,4 @@
-/* Browsers against a broker (src/server/origin.h; README.md "Browsers:
+/* Browsers against a broker (src/server/origin.h; docs/auth.md "Browsers:
  * origins, hosts and content types"). The review's reproductions against a
  * broker with QUEEN_AUTH=off on loopback: a page of another origin wrote a
  * kv key with a no-cors fetch (text/plain body, its Origin) and switched

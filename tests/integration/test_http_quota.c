@@ -1,4 +1,4 @@
-/* KV quota and rate limits over HTTP (README.md, HTTP API > KV,
+/* KV quota and rate limits over HTTP (docs/api.md, KV,
  * "Quota and rate limits"), against one real broker with tenancy on, its sweeper off (this
  * file runs the usage measurement itself, when it wants it) and a 200 ms
  * quota refresh:

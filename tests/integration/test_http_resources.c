@@ -1,4 +1,4 @@
-/* The resource routes (README.md, HTTP API > Resources) against a real
+/* The resource routes (docs/api.md, Resources) against a real
  * broker: overview, namespaces and tasks, GET on a queue (no longer a 405),
  * its partitions, clear (409 while leased, then every message gone) and
  * /api/v1/status. */

@@ -1,4 +1,4 @@
-/* The stream routes (README.md, HTTP API > Streams) against a real broker,
+/* The stream routes (docs/api.md, Streams) against a real broker,
  * with the bodies the reference's streaming SDK sends: register a query
  * (fresh, resumed, refused 409 for another config_hash, reset), read state,
  * commit a cycle (state, sink push and source ack together; the sink's long

@@ -38,7 +38,7 @@ static int setup(void **state)
     snprintf(HA_UPPER, sizeof HA_UPPER, "x-queen-tenant: %s", TA);
     for (char *p = HA_UPPER + 16; *p; p++)
         *p = (char)toupper((unsigned char)*p);
-    /* Under tenancy a tenant needs a kv grant (README.md, KV quota, else 403
+    /* Under tenancy a tenant needs a kv grant (docs/api.md, KV quota, else 403
      * feature_gated): both fresh tenants, and the default one (no header). */
     char why[256];
     PGconn *c = pgtest_connect_quiet(why, sizeof why);

@@ -1,5 +1,5 @@
-/* Per-tenant limits over HTTP (README.md, Configuration and "Per-tenant
- * limits"), the review's reproductions of abuse by low-privilege tokens
+/* Per-tenant limits over HTTP (docs/settings.md and docs/api.md,
+ * "Per-tenant limits"), the review's reproductions of abuse by low-privilege tokens
  * (issue 34, findings 3 and 9), each against real brokers:
  *   - with the tenant taken from the JWT claim, a kv write of a tenant whose
  *     kv_quota row has enabled = false, or that has none, is 403

@@ -1,5 +1,5 @@
-/* HTTPS at the broker (QUEEN_TLS_CERT / QUEEN_TLS_KEY, README.md
- * "Authentication"): with a self-signed certificate made here by the openssl
+/* HTTPS at the broker (QUEEN_TLS_CERT / QUEEN_TLS_KEY, docs/auth.md,
+ * TLS): with a self-signed certificate made here by the openssl
  * CLI, libcurl completes the handshake against that certificate as its CA,
  * and a keep-alive connection carries a second request (an authenticated
  * one: QUEEN_AUTH=jwt over TLS) without a new handshake; a client that does

@@ -1,6 +1,6 @@
 /* The HTTPS listener's protocol versions and suites (QUEEN_TLS_MIN_VERSION,
  * QUEEN_TLS_CIPHERS, QUEEN_TLS_CIPHERSUITES,
- * README.md "Authentication", TLS). With an RSA certificate (so a static-RSA
+ * docs/auth.md, TLS). With an RSA certificate (so a static-RSA
  * suite could be chosen at all), libcurl over OpenSSL, at security level 0 so
  * that the client side offers what the broker must refuse:
  *  - by default TLS 1.3 and 1.2 with an ECDHE AEAD suite complete;

@@ -1,4 +1,4 @@
-/* Traces (README.md, HTTP API > Traces) against a real broker: events
+/* Traces (docs/api.md, Traces) against a real broker: events
  * recorded against a popped message (data byte for byte), read back by
  * message and by name with a cursor, the refusals, and the retention step
  * of the broker's sweeper deleting an event past QUEEN_TRACE_RETENTION_SECONDS

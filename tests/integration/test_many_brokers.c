@@ -14,7 +14,7 @@
  *   - a rolling restart (SIGTERM, start again, one broker after the other)
  *     under write load loses no acknowledged write and doubles no effect;
  *   - the kv quota overshoot with three brokers stays within the documented
- *     bound (N - 1) x headroom (README, Quota and rate limits; quota.c).
+ *     bound (N - 1) x headroom (docs/api.md, Quota and rate limits; quota.c).
  * Figures are printed as "# figure NAME VALUE" lines. */
 #include <curl/curl.h>
 #include <jansson.h>

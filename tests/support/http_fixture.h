@@ -1,6 +1,6 @@
 /* http_fixture: the request-and-assert helpers of the tests that talk to a
  * real broker over HTTP (test_http_*.c): a reply's JSON body, its status and
- * error envelope ({error, code, reason, detail}, README.md), and one call that
+ * error envelope ({error, code, reason, detail}, docs/api.md), and one call that
  * must answer a given status. Every helper fails the running cmocka test
  * (fail_msg) instead of returning an error. JSON is read as in testutil.h
  * (integers as reals). */

@@ -146,11 +146,12 @@ static void edge_limits_must_fit_each_other(void **state)
     queen_config_free(&cfg);
 }
 
-/* The repository's README.md, found from this binary's own location (it is
- * built under <repo>/build/...), so the check runs whatever the working
- * directory; the directory must also hold the table's source, so another
- * project's README above the tree is never taken for it. NULL: not found. */
-static FILE *open_repo_readme(char *path, size_t len)
+/* The repository's docs/settings.md, found from this binary's own location
+ * (it is built under <repo>/build/...), so the check runs whatever the
+ * working directory; the directory must also hold the table's source, so
+ * another project's docs above the tree are never taken for it. NULL: not
+ * found. */
+static FILE *open_repo_settings_page(char *path, size_t len)
 {
     char dir[4096];
     ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
@@ -161,17 +162,18 @@ static FILE *open_repo_readme(char *path, size_t len)
         *slash = '\0';
         char marker[4200];
         snprintf(marker, sizeof marker, "%s/src/engine/config.c", dir);
-        snprintf(path, len, "%s/README.md", dir);
+        snprintf(path, len, "%s/docs/settings.md", dir);
         if (access(marker, F_OK) == 0)
             return fopen(path, "r");
     }
     return NULL;
 }
 
-/* The README's table is the table's own printout (scripts/readme-settings.sh
- * rewrites it); a setting added without it fails here, and so does a README
- * that cannot be found: a skipped check would hide a stale table. */
-static void readme_table_matches(void **state)
+/* docs/settings.md's table is the table's own printout
+ * (scripts/readme-settings.sh rewrites it); a setting added without it fails
+ * here, and so does a page that cannot be found: a skipped check would hide
+ * a stale table. */
+static void settings_page_table_matches(void **state)
 {
     (void)state;
     char *printed = NULL;
@@ -180,17 +182,17 @@ static void readme_table_matches(void **state)
     queen_config_print_markdown(mem);
     fclose(mem);
     char path[4200];
-    FILE *f = open_repo_readme(path, sizeof path);
+    FILE *f = open_repo_settings_page(path, sizeof path);
     if (f == NULL)
-        fail_msg("cannot open README.md of the repository that holds this test binary");
-    char *readme = NULL;
+        fail_msg("cannot open docs/settings.md of the repository that holds this test binary");
+    char *page = NULL;
     size_t cap = 0;
-    ssize_t n = getdelim(&readme, &cap, '\0', f);
+    ssize_t n = getdelim(&page, &cap, '\0', f);
     fclose(f);
     assert_true(n > 0);
-    if (strstr(readme, printed) == NULL)
+    if (strstr(page, printed) == NULL)
         fail_msg("%s: the settings table is stale: run scripts/readme-settings.sh", path);
-    free(readme);
+    free(page);
     free(printed);
 }
 
@@ -278,7 +280,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults_are_documented_values), cmocka_unit_test(bad_values_name_the_setting),
         cmocka_unit_test(good_values_parse),             cmocka_unit_test(environment_then_flags),
-        cmocka_unit_test(bad_flags_are_errors),            cmocka_unit_test(readme_table_matches),
+        cmocka_unit_test(bad_flags_are_errors),            cmocka_unit_test(settings_page_table_matches),
         cmocka_unit_test(tenancy_needs_trusted_proxy),     cmocka_unit_test(resolve_derives_pool_and_threads),
         cmocka_unit_test(hand_zeroed_resolves_to_table_defaults), cmocka_unit_test(edge_limits_must_fit_each_other),
     };

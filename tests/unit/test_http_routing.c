@@ -93,7 +93,7 @@ static void percent_decode_once(void **state)
     free(s);
 }
 
-/* The table is the contract: every route of README.md's HTTP API is in it, once. */
+/* The table is the contract: every route of docs/api.md is in it, once. */
 static void route_table_covers_the_api(void **state)
 {
     (void)state;
