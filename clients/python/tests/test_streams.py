@@ -1,0 +1,198 @@
+"""Streams (queen_client.streams) on a real broker: the shared scenarios of clients/conformance/streams, the
+configuration hash vectors, a worker stopped between cycles, a cycle whose lease was lost, the token bucket."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import unittest
+from typing import Any, Optional
+
+from harness import Broker
+from queen_client import Conflict, NotFound, Queen
+from queen_client.streams import GateContext, Stream, StreamWorker, canonical_config, token_bucket_gate
+from streams_scenarios import DIR, build, scenarios
+
+_broker: Optional[Broker] = None
+
+
+def setUpModule() -> None:
+    global _broker
+    _broker = Broker()
+
+
+def tearDownModule() -> None:
+    if _broker is not None:
+        _broker.stop()
+
+
+def client() -> Queen:
+    assert _broker is not None
+    return Queen(_broker.base, timeout=10)
+
+
+def fresh(q: Queen, *queues: str) -> None:
+    for name in queues:
+        try:
+            q.queue_delete(name)
+        except NotFound:
+            pass
+
+
+def sink_of(q: Queen, queue: str, partition: str) -> list[Any]:
+    r = q.pop(queue, partition=partition, batch=1000, auto_ack=True)
+    return [m.data for m in r.messages] if r else []
+
+
+def feed(q: Queen, source: str, inputs: dict[str, list[Any]]) -> None:
+    for p, items in inputs.items():
+        q.push([{"queue": source, "partition": p, "payload": x} for x in items])
+
+
+class Scenarios(unittest.TestCase):
+    def run_scenario(self, sc: dict[str, Any], q: Queen) -> StreamWorker:
+        sinks = [op["queue"] for op in sc["pipeline"] if op["op"] == "to"]
+        fresh(q, sc["source"], *sinks)
+        feed(q, sc["source"], sc["input"])
+        stream = build(sc["source"], sc["pipeline"])
+        self.assertEqual(stream.config_hash(), sc["configHash"], canonical_config(stream.operators))
+        w = stream.worker(q, f"conf.{sc['name']}.py", batch=sc["batch"], wait=0.2, reset=True,
+                          lease_seconds=sc.get("leaseSeconds"))
+        w.drain()
+        return w
+
+    def check(self, sc: dict[str, Any], q: Queen, w: StreamWorker) -> None:
+        exp = sc["expect"]
+        sinks = [op["queue"] for op in sc["pipeline"] if op["op"] == "to"]
+        for p, want in exp["sink"].items():
+            self.assertEqual(sink_of(q, sinks[0], p), want, f"sink partition {p}")
+        for p, want in exp["state"].items():
+            self.assertEqual(w.state(p), want, f"state of {p}")
+        self.assertEqual(w.stats.messages, exp["acked"])
+        self.assertEqual(w.stats.late, exp["late"])
+        for p, want in exp.get("tail", {}).items():
+            # The denied tail is still leased to the worker: it comes back, in order, once the lease ends
+            # (the leased part of it first, as its own batch).
+            got: list[Any] = []
+            until = time.monotonic() + 15
+            while len(got) < len(want) and time.monotonic() < until:
+                r = q.pop(sc["source"], partition=p, group=w.group, batch=1000, wait=True, timeout=1,
+                          auto_ack=True)
+                got += [m.data for m in r.messages] if r else []
+            self.assertEqual(got, want, f"tail of {p}")
+
+    def test_scenarios(self) -> None:
+        with client() as q:
+            for name, sc in scenarios():
+                if "pipeline" not in sc:
+                    continue
+                with self.subTest(scenario=name):
+                    self.check(sc, q, self.run_scenario(sc, q))
+
+    def test_hash_vectors(self) -> None:
+        with open(os.path.join(DIR, "hash_vectors.json"), encoding="utf-8") as f:
+            vectors = json.load(f)["vectors"]
+        for v in vectors:
+            with self.subTest(vector=v["name"]):
+                s = build("src", v["pipeline"])
+                self.assertEqual(canonical_config(s.operators), v["canonical"])
+                self.assertEqual(s.config_hash(), v["configHash"])
+
+    def test_restart_between_cycles(self) -> None:
+        # A worker stopped after any cycle: the next one (a new process, a new client) resumes from the
+        # committed state and cursor; the sink has every output once.
+        sc = dict(next(s for n, s in scenarios() if s.get("name") == "tumbling"))
+        for stop_after in range(1, 4):
+            with self.subTest(stop_after=stop_after), client() as q:
+                sinks = [op["queue"] for op in sc["pipeline"] if op["op"] == "to"]
+                fresh(q, sc["source"], *sinks)
+                feed(q, sc["source"], sc["input"])
+                stream = build(sc["source"], sc["pipeline"])
+                first = stream.worker(q, "conf.restart.py", batch=2, wait=0.2, reset=True)
+                for _ in range(stop_after):
+                    first.step()
+                with client() as q2:
+                    second = build(sc["source"], sc["pipeline"]).worker(q2, "conf.restart.py", batch=2, wait=0.2)
+                    self.assertFalse(second.register()["fresh"])
+                    second.drain()
+                    total = first.stats.messages + second.stats.messages
+                    self.assertEqual(total, sc["expect"]["acked"])
+                    self.assertEqual(sink_of(q2, sinks[0], "p1"), sc["expect"]["sink"]["p1"])
+                    self.assertEqual(second.state("p1"), sc["expect"]["state"]["p1"])
+
+    def test_other_pipeline_refused(self) -> None:
+        with client() as q:
+            fresh(q, "streams-py-cfg")
+            Stream.from_("streams-py-cfg").map(lambda v: v).worker(q, "conf.cfg.py", reset=True).register()
+            other = Stream.from_("streams-py-cfg").filter(lambda v: True).worker(q, "conf.cfg.py")
+            with self.assertRaises(Conflict) as cm:
+                other.register()
+            self.assertEqual(cm.exception.reason, "streams_config_mismatch")
+            self.assertTrue(Stream.from_("streams-py-cfg").filter(lambda v: True)
+                            .worker(q, "conf.cfg.py", reset=True).register()["reset"])
+
+    def test_lease_lost_cycle_writes_nothing(self) -> None:
+        # Worker A stalls inside its cycle until its lease has ended and worker B has run the batch: A's
+        # commit is refused (409 streams_lease_lost) and the sink holds each output once.
+        with client() as qa, client() as qb:
+            fresh(qa, "streams-py-lease", "streams-py-lease-sink")
+            feed(qa, "streams-py-lease", {"p1": [1, 2, 3]})
+            b_done = threading.Event()
+
+            def stall(v: Any) -> Any:
+                b_done.wait(30)
+                return v
+
+            a = Stream.from_("streams-py-lease").map(stall).to("streams-py-lease-sink").worker(
+                qa, "conf.lease.py", batch=10, wait=0.2, reset=True, lease_seconds=1)
+            b = Stream.from_("streams-py-lease").map(lambda v: v).to("streams-py-lease-sink").worker(
+                qb, "conf.lease.py", batch=10, wait=0.5)
+            t = threading.Thread(target=a.step)
+            t.start()
+            until = time.monotonic() + 20
+            while b.stats.messages < 3 and time.monotonic() < until:
+                b.step()
+            b_done.set()
+            t.join(30)
+            self.assertEqual(b.stats.messages, 3)
+            self.assertEqual(a.stats.lease_lost, 1)
+            self.assertEqual(a.stats.messages, 0)
+            self.assertEqual(sink_of(qa, "streams-py-lease-sink", "p1"), [1, 2, 3])
+
+    def test_token_bucket(self) -> None:
+        # Two tokens, one more per 1000 s of the worker's clock: two pass, the third waits for its token.
+        now = [1_000_000.0]
+        with client() as q:
+            fresh(q, "streams-py-tb", "streams-py-tb-sink")
+            feed(q, "streams-py-tb", {"p1": [1, 2, 3, 4]})
+            w = (Stream.from_("streams-py-tb").gate(token_bucket_gate(2, 0.001)).to("streams-py-tb-sink")
+                 .worker(q, "conf.tb.py", batch=10, wait=0.2, reset=True, lease_seconds=1, clock=lambda: now[0]))
+            w.drain()
+            self.assertEqual((w.stats.messages, w.stats.denied), (2, 2))
+            self.assertEqual(sink_of(q, "streams-py-tb-sink", "p1"), [1, 2])
+            now[0] += 1000
+            until = time.monotonic() + 15
+            while w.stats.messages < 3 and time.monotonic() < until:
+                w.step()
+            self.assertEqual(w.stats.messages, 3)
+            self.assertEqual(sink_of(q, "streams-py-tb-sink", "p1"), [3])
+            self.assertLess(float(w.state("p1")["gate\u001fp1"]["tokens"]), 1)
+
+    def test_gate_context(self) -> None:
+        seen: list[tuple[str, str]] = []
+
+        def gate(v: Any, ctx: GateContext) -> bool:
+            seen.append((ctx.key, ctx.partition))
+            return True
+
+        with client() as q:
+            fresh(q, "streams-py-gctx")
+            feed(q, "streams-py-gctx", {"p9": [{"u": "x"}]})
+            Stream.from_("streams-py-gctx").key_by(lambda v: v["u"]).gate(gate).worker(
+                q, "conf.gctx.py", wait=0.2, reset=True).drain()
+            self.assertEqual(seen, [("x", "p9")])
+
+
+if __name__ == "__main__":
+    unittest.main()
