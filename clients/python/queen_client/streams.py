@@ -130,6 +130,18 @@ def _parse_time(v: Any) -> int:
     raise ValueError(f"event time {v!r} is neither epoch milliseconds, an ISO string nor a datetime")
 
 
+def key_text(v: Any) -> str:
+    """A key as text, the same in every runtime: strings as they are, numbers in ECMAScript form, true,
+    false, null, anything else as its canonical JSON."""
+    if isinstance(v, str):
+        return v
+    if v is None or isinstance(v, bool):
+        return canonical_json(v)
+    if isinstance(v, (int, float, Decimal)):
+        return js_number(v)
+    return canonical_json(v)
+
+
 def _num(v: Any) -> bool:
     return isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
 
@@ -460,7 +472,7 @@ class Stream:
         return self._with(_FlatMap(fn))
 
     def key_by(self, fn: Fn) -> "Stream":
-        """The key of each value is str(fn(value)) (default: the source partition's name)."""
+        """The key of each value is the text of fn(value) (default: the source partition's name)."""
         return self._with(_KeyBy(fn))
 
     def window_tumbling(self, seconds: float, *, grace_period: float = 0, event_time: Optional[Fn] = None,
@@ -697,7 +709,7 @@ class StreamWorker:
             for op in plan.pre:
                 values = [o for v in values for o in op.apply(v, {**base_ctx, "key": pname})]
             for v in values:
-                key = str(plan.key_by.fn(v)) if plan.key_by else pname
+                key = key_text(plan.key_by.fn(v)) if plan.key_by else pname
                 envs.append((i, key, v))
 
         allowed = len(msgs)

@@ -138,9 +138,10 @@ class Scenarios(unittest.TestCase):
         with client() as qa, client() as qb:
             fresh(qa, "streams-py-lease", "streams-py-lease-sink")
             feed(qa, "streams-py-lease", {"p1": [1, 2, 3]})
-            b_done = threading.Event()
+            a_in, b_done = threading.Event(), threading.Event()
 
             def stall(v: Any) -> Any:
+                a_in.set()
                 b_done.wait(30)
                 return v
 
@@ -150,6 +151,7 @@ class Scenarios(unittest.TestCase):
                 qb, "conf.lease.py", batch=10, wait=0.5)
             t = threading.Thread(target=a.step)
             t.start()
+            self.assertTrue(a_in.wait(20), "worker A never popped the batch")
             until = time.monotonic() + 20
             while b.stats.messages < 3 and time.monotonic() < until:
                 b.step()
