@@ -303,26 +303,27 @@ class _Window(_Op):
     @property
     def tag(self) -> str:
         """The prefix of this window's state keys: its short name and shape (tumb:60, slide:60:10)."""
-        return self.short + ":" + ":".join(js_number(v) for v in self.shape().values())
+        return self.short + ":" + ":".join(key_text(v) for v in self.shape().values())
 
 
 class _Fixed(_Window):
     """Tumbling and sliding: windows that do not depend on the other events."""
 
     def __init__(self, size: float, slide: float, grace_period: float, event_time: Optional[Fn],
-                 allowed_lateness: float) -> None:
+                 allowed_lateness: float, offset_ms: int = 0) -> None:
         super().__init__(grace_period, event_time, allowed_lateness)
         if not _num(size) or size <= 0 or not _num(slide) or slide <= 0:
             raise ValueError("window sizes are seconds > 0")
         self.size_ms = int(round(float(size) * 1000))
         self.slide_ms = int(round(float(slide) * 1000))
+        self.offset_ms = offset_ms  # window starts are offset_ms plus a multiple of the slide
         if self.slide_ms < 1:
             raise ValueError("a window's size and slide are 1 ms at least")
         if self.size_ms % self.slide_ms:
             raise ValueError("a sliding window's size must be a whole multiple of its slide")
 
     def assign(self, ts: int) -> list[tuple[int, int]]:
-        last = (ts // self.slide_ms) * self.slide_ms
+        last = ((ts - self.offset_ms) // self.slide_ms) * self.slide_ms + self.offset_ms
         return [(s, s + self.size_ms) for s in range(last - self.size_ms + self.slide_ms, last + 1, self.slide_ms)]
 
 
@@ -348,6 +349,24 @@ class _Sliding(_Fixed):
 
     def shape(self) -> dict[str, Any]:
         return {"size": self.size, "slide": self.slide}
+
+
+_EVERY = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
+
+
+class _Cron(_Fixed):
+    name, short = "cron", "cron"
+
+    def __init__(self, every: str, grace_period: float, event_time: Optional[Fn], allowed_lateness: float) -> None:
+        if every not in _EVERY:
+            raise ValueError("window_cron: every is second, minute, hour, day or week")
+        # Weeks start on Monday 00:00 UTC: 1970-01-01 was a Thursday, 4 days after one.
+        super().__init__(_EVERY[every], _EVERY[every], grace_period, event_time, allowed_lateness,
+                         4 * 86400 * 1000 if every == "week" else 0)
+        self.every = every
+
+    def shape(self) -> dict[str, Any]:
+        return {"every": self.every}
 
 
 class _Session(_Window):
@@ -484,6 +503,11 @@ class Stream:
                        event_time: Optional[Fn] = None, allowed_lateness: float = 0) -> "Stream":
         """Windows of ``size`` seconds starting every ``slide`` seconds, per key."""
         return self._with(_Sliding(size, slide, grace_period, event_time, allowed_lateness))
+
+    def window_cron(self, every: str, *, grace_period: float = 0, event_time: Optional[Fn] = None,
+                    allowed_lateness: float = 0) -> "Stream":
+        """Windows of one calendar unit, UTC: ``every`` is second, minute, hour, day or week (from Monday)."""
+        return self._with(_Cron(every, grace_period, event_time, allowed_lateness))
 
     def window_session(self, gap: float, *, grace_period: float = 0, event_time: Optional[Fn] = None,
                        allowed_lateness: float = 0) -> "Stream":

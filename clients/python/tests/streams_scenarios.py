@@ -113,6 +113,8 @@ def build(source: str, pipeline: list[dict[str, Any]]) -> Stream:
             s = s.window_tumbling(op["seconds"], **win)
         elif kind == "windowSliding":
             s = s.window_sliding(op["size"], op["slide"], **win)
+        elif kind == "windowCron":
+            s = s.window_cron(op["every"], **win)
         elif kind == "windowSession":
             s = s.window_session(op["gap"], **win)
         elif kind == "reduce":
