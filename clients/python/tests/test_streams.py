@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 import unittest
 from typing import Any, Optional
 
-from harness import Broker
+from harness import HERE, Broker, psql
 from queen_client import Conflict, NotFound, Queen
 from queen_client.streams import GateContext, Stream, StreamWorker, canonical_config, token_bucket_gate
+from streams_kill_worker import pipeline
 from streams_scenarios import DIR, build, scenarios
 
 _broker: Optional[Broker] = None
@@ -161,6 +166,47 @@ class Scenarios(unittest.TestCase):
             self.assertEqual(a.stats.lease_lost, 1)
             self.assertEqual(a.stats.messages, 0)
             self.assertEqual(sink_of(qa, "streams-py-lease-sink", "p1"), [1, 2, 3])
+
+    def test_killed_worker_never_duplicates(self) -> None:
+        # Worker processes killed at random points (SIGKILL; or their own exit before a call or after its
+        # answer, streams_kill_worker.py), before, inside or after a cycle's commit, then replaced: the sink holds each partition's running sums exactly once and in order, and
+        # the state the final sum; a sink output without its ack, or an ack without it, would show.
+        assert _broker is not None
+        src, sink, n = "streams-py-kill", "streams-py-kill-sink", 120
+        with client() as q:
+            fresh(q, src, sink)
+            parts = {f"p{i}": [{"n": k} for k in range(1, n + 1)] for i in range(3)}
+            feed(q, src, parts)
+            pipeline(src, sink).worker(q, "conf.kill.py", reset=True).register()
+            rng = random.Random(39)
+            kills = 0
+            for _ in range(20):
+                proc = subprocess.Popen([sys.executable, "-B", os.path.join(HERE, "streams_kill_worker.py"),
+                                         _broker.base, src, sink, "conf.kill.py", str(rng.randrange(1 << 30))])
+                try:
+                    proc.wait(rng.uniform(0.3, 1.2))  # the kill point, not a synchronisation
+                except subprocess.TimeoutExpired:
+                    proc.send_signal(signal.SIGKILL)
+                kills += proc.wait() in (9, -signal.SIGKILL)
+            last = pipeline(src, sink).worker(q, "conf.kill.py", batch=50, wait=0.5)
+            last.register()
+            assert last.query_id is not None
+            pids = {p: self.partition_id(src, p) for p in parts}
+            sums = [k * (k + 1) // 2 for k in range(1, n + 1)]
+            done = {p: {"reduce\u001f" + p: {"acc": sums[-1]}} for p in parts}
+            until = time.monotonic() + 60
+            # The killed workers' leases end within a second; the last worker cycles until every
+            # partition's committed state is its final sum (the state commits with the last ack).
+            while time.monotonic() < until and {p: last._read_state(pids[p]) for p in parts} != done:
+                last.step()
+            self.assertGreater(kills, 10)
+            for p in parts:
+                self.assertEqual(last._read_state(pids[p]), done[p])
+                self.assertEqual(sink_of(q, sink, p), sums, f"sink of {p}")
+
+    def partition_id(self, queue: str, partition: str) -> str:
+        return psql("SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues qu ON qu.id = lp.queue_id "
+                    f"WHERE qu.name = '{queue}' AND lp.name = '{partition}'")
 
     def test_token_bucket(self) -> None:
         # Two tokens, one more per 1000 s of the worker's clock: two pass, the third waits for its token.
