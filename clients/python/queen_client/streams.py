@@ -9,6 +9,7 @@ own between cycles, so a worker stopped anywhere resumes from what the broker co
 """
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import inspect
@@ -22,11 +23,12 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
+from .aio import AsyncQueen
 from .client import Queen
 from .errors import Conflict, QueenError
 from .results import Message
 
-__all__ = ["Stream", "StreamWorker", "StreamStats", "GateContext", "config_hash", "canonical_config",
+__all__ = ["Stream", "StreamWorker", "AsyncStreamWorker", "StreamStats", "GateContext", "config_hash", "canonical_config",
            "token_bucket_gate"]
 
 log = logging.getLogger("queen_client.streams")
@@ -541,6 +543,10 @@ class Stream:
         """A worker running this pipeline as the query ``name`` (StreamWorker's options)."""
         return StreamWorker(self, client, name, **options)
 
+    def async_worker(self, client: AsyncQueen, name: str, **options: Any) -> "AsyncStreamWorker":
+        """The asyncio twin of worker()."""
+        return AsyncStreamWorker(self, client, name, **options)
+
 
 @dataclass
 class _Plan:
@@ -635,19 +641,14 @@ class StreamStats:
     errors: int = 0
 
 
-class StreamWorker:
-    """Runs a Stream as the query ``name``: pop a batch from one source partition (``batch`` messages,
-    consumer group ``group``, default ``streams.<name>``), run it, commit one cycle; repeat.
+class _Worker:
+    """What the blocking and the asyncio worker share: the options, the registration body, and one batch
+    turned into its cycle's body (no I/O here)."""
 
-    ``lease_seconds``: the source lease (a gate's denied tail waits that long); ``wait``: a pop's long
-    poll in seconds; ``reset``: consent to deleting the state of a query registered with another
-    pipeline (otherwise that registration is refused, 409 streams_config_mismatch)."""
-
-    def __init__(self, stream: Stream, client: Queen, name: str, *, batch: int = 100,
-                 group: Optional[str] = None, lease_seconds: Optional[int] = None, wait: float = 1.0,
-                 reset: bool = False, tenant: Optional[str] = None,
-                 clock: Callable[[], float] = time.time) -> None:
-        self.stream, self.client, self.name = stream, client, name
+    def __init__(self, stream: Stream, name: str, *, batch: int = 100, group: Optional[str] = None,
+                 lease_seconds: Optional[int] = None, wait: float = 1.0, reset: bool = False,
+                 tenant: Optional[str] = None, clock: Callable[[], float] = time.time) -> None:
+        self.stream, self.name = stream, name
         self.plan = _compile(stream.operators)
         self.hash = stream.config_hash()
         self.batch, self.lease_seconds, self.wait, self.reset = batch, lease_seconds, wait, reset
@@ -658,72 +659,33 @@ class StreamWorker:
         #: source partition name -> id, for each partition this worker has run a cycle on
         self.partitions: dict[str, str] = {}
         self.stats = StreamStats()
-        self._stop = threading.Event()
 
-    # ---- lifecycle ------------------------------------------------------------------------------------------
+    def _register_body(self) -> dict[str, Any]:
+        return {"name": self.name, "source_queue": self.stream.source,
+                "sink_queue": self.plan.sink.queue if self.plan.sink else None,
+                "config_hash": self.hash, "reset": self.reset}
 
-    def register(self) -> dict[str, Any]:
-        """Register (or resume) the query; the first step does it when not done."""
-        body: dict[str, Any] = {"name": self.name, "source_queue": self.stream.source,
-                                "sink_queue": self.plan.sink.queue if self.plan.sink else None,
-                                "config_hash": self.hash, "reset": self.reset}
-        r = self.client.streams.register(body, tenant=self.tenant)
-        self.query_id = str(r["query_id"])
-        return r
+    def _pop_args(self) -> dict[str, Any]:
+        return {"group": self.group, "batch": self.batch, "wait": self.wait > 0, "timeout": self.wait,
+                "lease_seconds": self.lease_seconds, "tenant": self.tenant}
 
-    def stop(self) -> None:
-        """Ask run() to return after the cycle in flight."""
-        self._stop.set()
+    def _stateful(self) -> bool:
+        return self.plan.reducer is not None or self.plan.gate is not None
 
-    def run(self) -> StreamStats:
-        """Cycle until stop(); an error is logged and the batch left to its lease (it is popped again)."""
-        while not self._stop.is_set():
-            try:
-                self.step()
-            except QueenError as e:
-                self.stats.errors += 1
-                log.warning("stream %s: %s", self.name, e)
-                self._stop.wait(0.5)
-        return self.stats
-
-    def drain(self, max_cycles: int = 100000) -> StreamStats:
-        """Cycle until a pop finds nothing (tests, batch jobs)."""
-        for _ in range(max_cycles):
-            if self.step() == 0:
-                break
-        return self.stats
-
-    def state(self, partition: str) -> dict[str, Any]:
-        """The committed state of a source partition (by name) this worker has seen: {key: value}."""
-        return self._read_state(self.partitions[partition])
-
-    # ---- one cycle --------------------------------------------------------------------------------------------
-
-    def step(self) -> int:
-        """Pop one batch and commit its cycle. Returns the messages popped (0: none came)."""
-        if self.query_id is None:
-            self.register()
-        res = self.client.pop(self.stream.source, group=self.group, batch=self.batch, wait=self.wait > 0,
-                              timeout=self.wait, lease_seconds=self.lease_seconds, tenant=self.tenant)
-        if res is None or not res.messages:
-            return 0
-        msgs = res.messages
-        pid = res.partition_id or msgs[0].partition_id
-        pname = msgs[0].partition or ""
-        lease = res.lease_id or msgs[0].lease_id
-        self.partitions[pname] = pid
-        self._cycle(msgs, pid, pname, lease)
-        return len(msgs)
-
-    def _read_state(self, pid: str) -> dict[str, Any]:
+    def _state_query(self, pid: str) -> dict[str, Any]:
         assert self.query_id is not None
-        r = self.client.streams.state_get({"query_id": self.query_id, "partition_id": pid}, tenant=self.tenant)
-        return {row["key"]: row["value"] for row in r.get("rows", [])}
+        return {"query_id": self.query_id, "partition_id": pid}
 
-    def _cycle(self, msgs: list[Message], pid: str, pname: str, lease: Optional[str]) -> None:
+    @staticmethod
+    def _rows(answer: dict[str, Any]) -> dict[str, Any]:
+        return {row["key"]: row["value"] for row in answer.get("rows", [])}
+
+    def _compute(self, msgs: list[Message], pid: str, pname: str, lease: Optional[str],
+                 rows: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """The cycle of one batch given its partition's state; None when nothing is to be committed."""
+        self.partitions[pname] = pid
         plan = self.plan
-        stateful = plan.reducer is not None or plan.gate is not None
-        shard = _Shard(self._read_state(pid) if stateful else {})
+        shard = _Shard(rows)
         base_ctx = {"partition": pname, "partitionId": pid}
 
         # Each message becomes zero or more (key, value) envelopes; keyed after the pre-stages.
@@ -754,37 +716,36 @@ class StreamWorker:
             # The first message was denied: nothing to commit; the batch stays leased until its lease
             # ends and comes back in order.
             self.stats.denied += len(msgs)
-            return
+            return None
         if plan.foreach is not None:
             fe = plan.foreach
             for e in emits:
                 fe.fn(e.value, e.ctx) if fe.ctx else fe.fn(e.value)
-        items = [plan.sink.item(e.value, pname) for e in emits] if plan.sink else []
-        ops = shard.ops()
         last = msgs[allowed - 1]
-        body: dict[str, Any] = {
-            "query_id": self.query_id, "partition_id": pid, "consumer_group": self.group, "state_ops": ops,
-            "push_items": items,
+        return {
+            "query_id": self.query_id, "partition_id": pid, "consumer_group": self.group,
+            "state_ops": shard.ops(),
+            "push_items": [plan.sink.item(e.value, pname) for e in emits] if plan.sink else [],
             "ack": {"transactionId": last.transaction_id, "leaseId": lease, "status": "completed",
                     "count": allowed},
             # A gate's denied tail stays leased to this worker (not re-popped at once, in a busy loop);
             # a whole batch ends its lease with the ack anyway.
             "release_lease": allowed == len(msgs),
         }
-        try:
-            self.client.streams.cycle(body, tenant=self.tenant)
-        except Conflict as e:
-            if e.reason != "streams_lease_lost":
-                raise
-            # Another worker has the batch now (or this cycle committed and its answer was lost): the
-            # work is dropped, nothing of it was written; the next pop starts from the committed cursor.
-            self.stats.lease_lost += 1
-            return
+
+    def _committed(self, body: dict[str, Any], popped: int) -> None:
         self.stats.cycles += 1
-        self.stats.messages += allowed
-        self.stats.denied += len(msgs) - allowed
-        self.stats.pushed += len(items)
-        self.stats.state_ops += len(ops)
+        self.stats.messages += body["ack"]["count"]
+        self.stats.denied += popped - body["ack"]["count"]
+        self.stats.pushed += len(body["push_items"])
+        self.stats.state_ops += len(body["state_ops"])
+
+    def _refused(self, e: Conflict) -> None:
+        if e.reason != "streams_lease_lost":
+            raise e
+        # Another worker has the batch now (or this cycle committed and its answer was lost): the work is
+        # dropped, nothing of it was written; the next pop starts from the committed cursor.
+        self.stats.lease_lost += 1
 
     # ---- the stateful stages -----------------------------------------------------------------------------
 
@@ -890,3 +851,132 @@ class StreamWorker:
             out.extend(_Emit(k, v, {"partition": pname, "partitionId": pid, "key": k}) for _, k, v in group)
             i += len(group)
         return out, len(msgs)
+
+
+class StreamWorker(_Worker):
+    """Runs a Stream as the query ``name``: pop a batch from one source partition (``batch`` messages,
+    consumer group ``group``, default ``streams.<name>``), run it, commit one cycle; repeat.
+
+    ``lease_seconds``: the source lease (a gate's denied tail waits that long); ``wait``: a pop's long
+    poll in seconds; ``reset``: consent to deleting the state of a query registered with another
+    pipeline (otherwise that registration is refused, 409 streams_config_mismatch); ``clock``: the
+    gate's clock (seconds)."""
+
+    def __init__(self, stream: Stream, client: Queen, name: str, **options: Any) -> None:
+        super().__init__(stream, name, **options)
+        self.client = client
+        self._stop = threading.Event()
+
+    def register(self) -> dict[str, Any]:
+        """Register (or resume) the query; the first step does it when not done."""
+        r = self.client.streams.register(self._register_body(), tenant=self.tenant)
+        self.query_id = str(r["query_id"])
+        return r
+
+    def stop(self) -> None:
+        """Ask run() to return after the cycle in flight."""
+        self._stop.set()
+
+    def run(self) -> StreamStats:
+        """Cycle until stop(); an error is logged and the batch left to its lease (it is popped again)."""
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except QueenError as e:
+                self.stats.errors += 1
+                log.warning("stream %s: %s", self.name, e)
+                self._stop.wait(0.5)
+        return self.stats
+
+    def drain(self, max_cycles: int = 100000) -> StreamStats:
+        """Cycle until a pop finds nothing (tests, batch jobs)."""
+        for _ in range(max_cycles):
+            if self.step() == 0:
+                break
+        return self.stats
+
+    def state(self, partition: str) -> dict[str, Any]:
+        """The committed state of a source partition (by name) this worker has seen: {key: value}."""
+        return self._read_state(self.partitions[partition])
+
+    def _read_state(self, pid: str) -> dict[str, Any]:
+        return self._rows(self.client.streams.state_get(self._state_query(pid), tenant=self.tenant))
+
+    def step(self) -> int:
+        """Pop one batch and commit its cycle. Returns the messages popped (0: none came)."""
+        if self.query_id is None:
+            self.register()
+        res = self.client.pop(self.stream.source, **self._pop_args())
+        if res is None or not res.messages:
+            return 0
+        msgs = res.messages
+        pid = res.partition_id or msgs[0].partition_id
+        rows = self._read_state(pid) if self._stateful() else {}
+        body = self._compute(msgs, pid, msgs[0].partition or "", res.lease_id or msgs[0].lease_id, rows)
+        if body is not None:
+            try:
+                self.client.streams.cycle(body, tenant=self.tenant)
+            except Conflict as e:
+                self._refused(e)
+            else:
+                self._committed(body, len(msgs))
+        return len(msgs)
+
+
+class AsyncStreamWorker(_Worker):
+    """StreamWorker's asyncio twin on an AsyncQueen: the same options, the same cycle, awaited. User
+    functions stay plain functions (called in the event loop's thread: keep them short)."""
+
+    def __init__(self, stream: Stream, client: AsyncQueen, name: str, **options: Any) -> None:
+        super().__init__(stream, name, **options)
+        self.client = client
+        self._stopping = False
+
+    async def register(self) -> dict[str, Any]:
+        r = await self.client.streams.register(self._register_body(), tenant=self.tenant)
+        self.query_id = str(r["query_id"])
+        return r
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    async def run(self) -> StreamStats:
+        while not self._stopping:
+            try:
+                await self.step()
+            except QueenError as e:
+                self.stats.errors += 1
+                log.warning("stream %s: %s", self.name, e)
+                await asyncio.sleep(0.5)
+        return self.stats
+
+    async def drain(self, max_cycles: int = 100000) -> StreamStats:
+        for _ in range(max_cycles):
+            if await self.step() == 0:
+                break
+        return self.stats
+
+    async def state(self, partition: str) -> dict[str, Any]:
+        return await self._read_state(self.partitions[partition])
+
+    async def _read_state(self, pid: str) -> dict[str, Any]:
+        return self._rows(await self.client.streams.state_get(self._state_query(pid), tenant=self.tenant))
+
+    async def step(self) -> int:
+        if self.query_id is None:
+            await self.register()
+        res = await self.client.pop(self.stream.source, **self._pop_args())
+        if res is None or not res.messages:
+            return 0
+        msgs = res.messages
+        pid = res.partition_id or msgs[0].partition_id
+        rows = await self._read_state(pid) if self._stateful() else {}
+        body = self._compute(msgs, pid, msgs[0].partition or "", res.lease_id or msgs[0].lease_id, rows)
+        if body is not None:
+            try:
+                await self.client.streams.cycle(body, tenant=self.tenant)
+            except Conflict as e:
+                self._refused(e)
+            else:
+                self._committed(body, len(msgs))
+        return len(msgs)

@@ -2,6 +2,7 @@
 configuration hash vectors, a worker stopped between cycles, a cycle whose lease was lost, the token bucket."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -14,8 +15,9 @@ import unittest
 from typing import Any, Optional
 
 from harness import HERE, Broker, psql
-from queen_client import Conflict, NotFound, Queen
-from queen_client.streams import GateContext, Stream, StreamWorker, canonical_config, token_bucket_gate
+from queen_client import AsyncQueen, Conflict, NotFound, Queen
+from queen_client.streams import (AsyncStreamWorker, GateContext, Stream, StreamStats, StreamWorker, canonical_config,
+                                  token_bucket_gate)
 from streams_kill_worker import pipeline
 from streams_scenarios import DIR, build, scenarios
 
@@ -56,33 +58,32 @@ def feed(q: Queen, source: str, inputs: dict[str, list[Any]]) -> None:
 
 
 class Scenarios(unittest.TestCase):
-    def run_scenario(self, sc: dict[str, Any], q: Queen) -> StreamWorker:
+    def prepare(self, sc: dict[str, Any], q: Queen) -> Stream:
         sinks = [op["queue"] for op in sc["pipeline"] if op["op"] == "to"]
         fresh(q, sc["source"], *sinks)
         feed(q, sc["source"], sc["input"])
         stream = build(sc["source"], sc["pipeline"])
         self.assertEqual(stream.config_hash(), sc["configHash"], canonical_config(stream.operators))
-        w = stream.worker(q, f"conf.{sc['name']}.py", batch=sc["batch"], wait=0.2, reset=True,
-                          lease_seconds=sc.get("leaseSeconds"))
-        w.drain()
-        return w
+        return stream
 
-    def check(self, sc: dict[str, Any], q: Queen, w: StreamWorker) -> None:
+    def options(self, sc: dict[str, Any]) -> dict[str, Any]:
+        return {"batch": sc["batch"], "wait": 0.2, "reset": True, "lease_seconds": sc.get("leaseSeconds")}
+
+    def check(self, sc: dict[str, Any], q: Queen, stats: StreamStats, states: dict[str, Any], group: str) -> None:
         exp = sc["expect"]
         sinks = [op["queue"] for op in sc["pipeline"] if op["op"] == "to"]
         for p, want in exp["sink"].items():
             self.assertEqual(sink_of(q, sinks[0], p), want, f"sink partition {p}")
-        for p, want in exp["state"].items():
-            self.assertEqual(w.state(p), want, f"state of {p}")
-        self.assertEqual(w.stats.messages, exp["acked"])
-        self.assertEqual(w.stats.late, exp["late"])
+        self.assertEqual(states, exp["state"])
+        self.assertEqual(stats.messages, exp["acked"])
+        self.assertEqual(stats.late, exp["late"])
         for p, want in exp.get("tail", {}).items():
             # The denied tail is still leased to the worker: it comes back, in order, once the lease ends
             # (the leased part of it first, as its own batch).
             got: list[Any] = []
             until = time.monotonic() + 15
             while len(got) < len(want) and time.monotonic() < until:
-                r = q.pop(sc["source"], partition=p, group=w.group, batch=1000, wait=True, timeout=1,
+                r = q.pop(sc["source"], partition=p, group=group, batch=1000, wait=True, timeout=1,
                           auto_ack=True)
                 got += [m.data for m in r.messages] if r else []
             self.assertEqual(got, want, f"tail of {p}")
@@ -90,10 +91,26 @@ class Scenarios(unittest.TestCase):
     def test_scenarios(self) -> None:
         with client() as q:
             for name, sc in scenarios():
-                if "pipeline" not in sc:
-                    continue
                 with self.subTest(scenario=name):
-                    self.check(sc, q, self.run_scenario(sc, q))
+                    w = self.prepare(sc, q).worker(q, f"conf.{sc['name']}.py", **self.options(sc))
+                    w.drain()
+                    self.check(sc, q, w.stats, {p: w.state(p) for p in sc["expect"]["state"]}, w.group)
+
+    def test_scenarios_asyncio(self) -> None:
+        assert _broker is not None
+        base = _broker.base
+
+        async def run(stream: Stream, sc: dict[str, Any]) -> tuple[AsyncStreamWorker, dict[str, Any]]:
+            async with AsyncQueen(base, timeout=10) as aq:
+                w = stream.async_worker(aq, f"conf.{sc['name']}.py-aio", **self.options(sc))
+                await w.drain()
+                return w, {p: await w.state(p) for p in sc["expect"]["state"]}
+
+        with client() as q:
+            for name, sc in scenarios():
+                with self.subTest(scenario=name):
+                    w, states = asyncio.run(run(self.prepare(sc, q), sc))
+                    self.check(sc, q, w.stats, states, w.group)
 
     def test_hash_vectors(self) -> None:
         with open(os.path.join(DIR, "hash_vectors.json"), encoding="utf-8") as f:
