@@ -550,7 +550,7 @@ class Stream:
 
 @dataclass
 class _Plan:
-    pre: list[_Map] = field(default_factory=list)
+    pre: list[Union[_Map, _KeyBy]] = field(default_factory=list)  # in chain order, key_by among them
     key_by: Optional[_KeyBy] = None
     window: Optional[_Window] = None
     reducer: Optional[_Reduce] = None
@@ -571,11 +571,17 @@ def _compile(ops: tuple[_Op, ...]) -> _Plan:
             else:
                 p.foreach = op
         elif isinstance(op, _Map):
-            (p.post if p.reducer is not None or p.gate is not None else p.pre).append(op)
+            if p.window is not None and p.reducer is None:
+                raise ValueError(f"{op.kind} between a window and its reduce: put it before the window")
+            if p.reducer is not None or p.gate is not None:
+                p.post.append(op)
+            else:
+                p.pre.append(op)
         elif isinstance(op, _KeyBy):
             if p.key_by is not None or p.window or p.reducer or p.gate:
                 raise ValueError("one key_by, before any window, reduce or gate")
             p.key_by = op
+            p.pre.append(op)
         elif isinstance(op, _Window):
             if p.window is not None or p.reducer or p.gate:
                 raise ValueError("one window, before its reduce and without a gate")
@@ -688,15 +694,14 @@ class _Worker:
         shard = _Shard(rows)
         base_ctx = {"partition": pname, "partitionId": pid}
 
-        # Each message becomes zero or more (key, value) envelopes; keyed after the pre-stages.
-        envs: list[tuple[int, str, Any]] = []  # (index of the source message, key, value)
-        for i, m in enumerate(msgs):
-            values = [m.data]
-            for op in plan.pre:
-                values = [o for v in values for o in op.apply(v, {**base_ctx, "key": pname})]
-            for v in values:
-                key = key_text(plan.key_by.fn(v)) if plan.key_by else pname
-                envs.append((i, key, v))
+        # Each message becomes zero or more (index of the source message, key, value) envelopes, through
+        # the operators before the stateful stage in chain order.
+        envs: list[tuple[int, str, Any]] = [(i, pname, m.data) for i, m in enumerate(msgs)]
+        for op in plan.pre:
+            if isinstance(op, _KeyBy):
+                envs = [(i, key_text(op.fn(v)), v) for i, _, v in envs]
+            else:
+                envs = [(i, k, o) for i, k, v in envs for o in op.apply(v, {**base_ctx, "key": k})]
 
         allowed = len(msgs)
         if plan.gate is not None:
