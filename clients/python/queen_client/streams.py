@@ -4,8 +4,9 @@
 ``StreamWorker`` runs it: it pops a batch from one source partition under a lease, runs the batch through
 the pipeline against that partition's state, and commits the state changes, the sink pushes and the ack of
 the batch in one ``POST /streams/v1/cycle``. Every operator's meaning, the configuration hash and the cycle
-are written once in clients/STREAMS.md; this module follows it (blocking; the worker keeps no state of its
-own between cycles, so a worker stopped anywhere resumes from what the broker committed).
+are written once in clients/STREAMS.md; this module follows it. ``StreamWorker`` blocks, ``AsyncStreamWorker``
+is its asyncio twin; both keep no state of their own between cycles, so a worker stopped anywhere resumes from
+what the broker committed.
 """
 from __future__ import annotations
 
