@@ -486,6 +486,21 @@ def queue_delete(queue: str, tenant: Optional[str]) -> Call[dict[str, Any]]:
     return Call("DELETE", f"/api/v1/resources/queues/{pct(queue)}", _plain, safe=True, tenant=tenant)
 
 
+def streams_register(body: dict[str, Any], tenant: Optional[str]) -> Call[dict[str, Any]]:
+    # The same name and hash resume: a repeat registers nothing new.
+    return Call("POST", "/streams/v1/queries", _plain, body, True, True, tenant)
+
+
+def streams_state_get(body: dict[str, Any], tenant: Optional[str]) -> Call[dict[str, Any]]:
+    return Call("POST", "/streams/v1/state/get", _plain, body, True, True, tenant)
+
+
+def streams_cycle(body: dict[str, Any], tenant: Optional[str]) -> Call[dict[str, Any]]:
+    # Never repeated: a cycle whose answer was lost is settled by re-popping (its lease either
+    # committed the batch or still holds it), never by sending it again (clients/STREAMS.md).
+    return Call("POST", "/streams/v1/cycle", _plain, body, True, False, tenant)
+
+
 def transaction(bundle: dict[str, Any], carries_id: bool, tenant: Optional[str]) -> Call[TxResult]:
     # A bundle naming a message (an ack, or an item with a transactionId) rolls back whole when
     # repeated after it committed, so nothing applies twice; one naming none is never repeated.

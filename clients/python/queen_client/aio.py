@@ -18,7 +18,7 @@ from .errors import QueenError, QueenRefused
 from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message, PopResult,
                       PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
 
-__all__ = ["AsyncQueen", "AsyncKv", "AsyncBatch", "AsyncTx", "AsyncQueueHandle", "AsyncPrefixScan"]
+__all__ = ["AsyncQueen", "AsyncStreamsCalls", "AsyncKv", "AsyncBatch", "AsyncTx", "AsyncQueueHandle", "AsyncPrefixScan"]
 
 _KEEP_IDLE = 16
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -87,6 +87,7 @@ class AsyncQueen:
         #: attempts made beyond the first, by every call so far
         self.retries = 0
         self.kv = AsyncKv(self)
+        self.streams = AsyncStreamsCalls(self)
 
     async def close(self) -> None:
         conns = [c for lst in self._idle.values() for c in lst]
@@ -220,6 +221,7 @@ class AsyncQueen:
         view = copy.copy(self)
         view._opts = dataclasses.replace(self._opts, timeout=float(seconds))
         view.kv = AsyncKv(view)
+        view.streams = AsyncStreamsCalls(view)
         return view
 
     def queue(self, name: str, *, partition: Optional[str] = None,
@@ -382,6 +384,22 @@ class AsyncPrefixScan(_core.PrefixPages, AsyncIterator[Row]):
                 raise StopAsyncIteration
             self.took(await self._c._run(self.next_call()))
         return self._rows.pop(0)
+
+
+class AsyncStreamsCalls:
+    """StreamsCalls' asyncio twin: the three streams routes as they are on the wire."""
+
+    def __init__(self, c: AsyncQueen) -> None:
+        self._c = c
+
+    async def register(self, body: Mapping[str, Any], *, tenant: Optional[str] = None) -> dict[str, Any]:
+        return await self._c._run(_core.streams_register(dict(body), tenant))
+
+    async def cycle(self, body: Mapping[str, Any], *, tenant: Optional[str] = None) -> dict[str, Any]:
+        return await self._c._run(_core.streams_cycle(dict(body), tenant))
+
+    async def state_get(self, body: Mapping[str, Any], *, tenant: Optional[str] = None) -> dict[str, Any]:
+        return await self._c._run(_core.streams_state_get(dict(body), tenant))
 
 
 class AsyncKv:

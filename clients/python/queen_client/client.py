@@ -18,7 +18,7 @@ from .errors import QueenError, QueenRefused
 from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message, PopResult,
                       PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
 
-__all__ = ["Queen", "Kv", "Batch", "Tx", "QueueHandle", "PrefixScan"]
+__all__ = ["Queen", "StreamsCalls", "Kv", "Batch", "Tx", "QueueHandle", "PrefixScan"]
 
 _KEEP_IDLE = 16  # idle connections kept per URL
 
@@ -45,6 +45,7 @@ class Queen:
         #: attempts made beyond the first, by every call so far
         self.retries = 0
         self.kv = Kv(self)
+        self.streams = StreamsCalls(self)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -198,6 +199,7 @@ class Queen:
         view = copy.copy(self)
         view._opts = dataclasses.replace(self._opts, timeout=float(seconds))
         view.kv = Kv(view)
+        view.streams = StreamsCalls(view)
         return view
 
     def queue(self, name: str, *, partition: Optional[str] = None, tenant: Optional[str] = None) -> "QueueHandle":
@@ -377,6 +379,26 @@ class PrefixScan(_core.PrefixPages, Iterator[Row]):
                 raise StopIteration
             self.took(self._c._run(self.next_call()))
         return self._rows.pop(0)
+
+
+class StreamsCalls:
+    """The three streams routes as they are on the wire (clients/STREAMS.md); ``queen_client.streams``
+    runs pipelines on them. Bodies and answers are the wire's (docs/openapi.yaml, tag streams)."""
+
+    def __init__(self, c: Queen) -> None:
+        self._c = c
+
+    def register(self, body: Mapping[str, Any], *, tenant: Optional[str] = None) -> dict[str, Any]:
+        """POST /streams/v1/queries: ``{name, source_queue, sink_queue?, config_hash, reset?}``."""
+        return self._c._run(_core.streams_register(dict(body), tenant))
+
+    def cycle(self, body: Mapping[str, Any], *, tenant: Optional[str] = None) -> dict[str, Any]:
+        """POST /streams/v1/cycle: state ops, sink pushes and the source ack in one transaction."""
+        return self._c._run(_core.streams_cycle(dict(body), tenant))
+
+    def state_get(self, body: Mapping[str, Any], *, tenant: Optional[str] = None) -> dict[str, Any]:
+        """POST /streams/v1/state/get: ``{query_id, partition_id, keys?, key_prefix?, ripe_at_or_before?}``."""
+        return self._c._run(_core.streams_state_get(dict(body), tenant))
 
 
 class Kv:

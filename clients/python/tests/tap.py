@@ -47,6 +47,12 @@ class TapResult(unittest.TestResult):
             for line in self.errors[-1][1].rstrip().splitlines():
                 print(f"# {line}", flush=True)
 
+    def addSubTest(self, test: unittest.TestCase, subtest: unittest.TestCase, err: object) -> None:
+        # A failed subtest fails its test: without this line it would leave no trace in the TAP.
+        super().addSubTest(test, subtest, err)  # type: ignore[arg-type]
+        if err is not None:
+            self._line(False, subtest, (self.failures + self.errors)[-1][1])
+
     def addSkip(self, test: unittest.TestCase, reason: str) -> None:
         super().addSkip(test, reason)
         self.n += 1
