@@ -28,6 +28,21 @@ bool body_blank(const http_request *req);
  * 400. Malformed JSON: 400 bad_body with line and column; NULL returned. */
 json_t *body_parse(const http_request *req, http_response *res, bool allow_empty);
 
+/* Whether jansson, reading text with BODY_JSON_FLAGS, surely accepts it:
+ * one pass that allocates nothing, over a subset of JSON it can judge alone.
+ * false means "not sure", never "invalid": strings with escaped surrogates
+ * or \u0000 or any escape in an object key, numbers with an exponent or
+ * past 300 characters (overflow is jansson's to judge), nesting past 32,
+ * objects past 64 keys in flight, and anything malformed are left to
+ * jansson, which gives the verdict and its line and column. tests/fuzz/
+ * fuzz_body.c holds it to that: whatever it accepts, jansson accepts. */
+bool body_surely_json(const char *text, size_t len);
+
+/* The body checked as body_parse would check it, without building a tree
+ * when body_surely_json can vouch for it (a route that reads the body raw).
+ * false with res filled (the same 400s as body_parse). */
+bool body_check(const http_request *req, http_response *res, bool allow_empty);
+
 /* The first member of obj whose name is not in allowed (NULL-terminated),
  * or NULL when every member is allowed. */
 const char *body_unknown_field(const json_t *obj, const char *const *allowed);

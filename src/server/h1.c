@@ -18,9 +18,10 @@ struct h1 {
     bool http10, keep_alive, expect_continue, chunked, has_body;
     long long content_length;
     bool head_done;     /* http_parser reached the end of the headers */
-    /* Where the head's byte check stopped (offsets into the buffer, which
-     * may move between calls but keeps its bytes in place): a head that
-     * trickles in is checked once, not again from its start per piece. */
+    /* Where the head's check stopped (offsets into the buffer, which may
+     * move between calls but keeps its bytes in place): a head that
+     * trickles in is not checked again from its start per piece; a line
+     * that arrives in pieces is read once as it comes, once at its LF. */
     size_t scan_start, scan_pos, scan_line, scan_lines;
     bool scan_started;
     bool message_done;  /* ... and of the message */
@@ -31,16 +32,18 @@ struct h1 {
     bool sink_refused, framing_over;
 };
 
-/* RFC 9110 tchar. */
+/* RFC 9110 tchar: letters, digits and !#$%&'*+-.^_`|~ (one load a byte;
+ * header names are read on every request). Bytes from 0x80 are not. */
+static const unsigned char tchar[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
+};
+
 static bool is_tchar(unsigned char c)
 {
-    if (c >= 'a' && c <= 'z')
-        return true;
-    if (c >= 'A' && c <= 'Z')
-        return true;
-    if (c >= '0' && c <= '9')
-        return true;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+    return tchar[c] != 0;
 }
 
 /* ---- http_parser callbacks ------------------------------------------------ */
@@ -162,6 +165,21 @@ static long refuse(h1_error *err, unsigned status, const char *reason, const cha
     return -1;
 }
 
+/* The refusal for the first NUL or bare CR in [s, e) (inside a line every
+ * CR is bare: its LF would have ended the line); 0 when there is none. The
+ * line checks refuse these bytes too, under their own names; this names the
+ * byte instead, as a scan of the bytes in their order would. */
+static long byte_refusal(const char *s, const char *e, h1_error *err)
+{
+    for (; s < e; s++) {
+        if (*s == '\0')
+            return refuse(err, 400, "bad_header", "a NUL byte in the request line or a header");
+        if (*s == '\r')
+            return refuse(err, 400, "bad_header", "a CR not followed by LF");
+    }
+    return 0;
+}
+
 /* The request line [s, e): method SP target SP HTTP/d.d. */
 static long check_request_line(const char *s, const char *e, h1_error *err)
 {
@@ -276,41 +294,65 @@ long h1_head(h1 *p, char *buf, size_t len, h1_error *err)
         p->scan_started = true;
         p->scan_start = p->scan_line = start;
     }
-    size_t line = p->scan_line, nlines = p->scan_lines, end = 0, i;
-    for (i = p->scan_pos; i < len; i++) {
-        char c = buf[i];
-        if (c == '\0')
-            return refuse(err, 400, "bad_header", "a NUL byte in the request line or a header");
-        if (c == '\r') {
-            if (i + 1 >= len)
-                break; /* its LF may come */
-            if (buf[i + 1] != '\n')
-                return refuse(err, 400, "bad_header", "a CR not followed by LF");
-            continue;
+    /* One pass: each line is found with memchr and read once by its own
+     * check, which refuses every byte a line may not hold, NUL and CR
+     * included (the reason then named by the byte, as the bytes came). A
+     * line whose LF has not come yet is checked byte by byte as it arrives,
+     * so a NUL or an oversize line is refused before its end. */
+    size_t line = p->scan_line, nlines = p->scan_lines, end = 0, i = p->scan_pos;
+    const char *lf;
+    while (i < len && (lf = memchr(buf + i, '\n', len - i)) != NULL) {
+        size_t at = (size_t)(lf - buf);
+        const char *s = buf + line, *e = lf;
+        if (e > s && e[-1] == '\r')
+            e--;
+        if (e == s && nlines > 0) {
+            end = at + 1;
+            break;
         }
-        if (c != '\n') {
+        /* The first byte of the line at or past a limit: the request line's
+         * (414, checked first) or the head's (431). */
+        size_t lim = H1_MAX_HEAD;
+        unsigned lim_status = 431;
+        if (nlines == 0 && start + H1_MAX_LINE <= lim) {
+            lim = start + H1_MAX_LINE;
+            lim_status = 414;
+        }
+        if ((size_t)(e - buf) > lim) {
+            const char *first = buf + lim > s ? buf + lim : s;
+            if (byte_refusal(s, first + 1, err) < 0)
+                return -1;
+            return lim_status == 414 ? refuse(err, 414, "uri_too_long", "the request line is longer than 8192 bytes")
+                                     : refuse(err, 431, "headers_too_large",
+                                              "the request head is longer than 32768 bytes");
+        }
+        long bad = nlines == 0 ? check_request_line(s, e, err) : check_header_line(s, e, err);
+        if (bad < 0) {
+            byte_refusal(s, e, err);
+            return -1;
+        }
+        if (nlines == 0)
+            p->http10 = e[-1] == '0';
+        if (nlines++ > H1_MAX_HEADERS)
+            return refuse(err, 431, "headers_too_large", "the request has more than 64 headers");
+        line = i = at + 1;
+    }
+    if (end == 0) {
+        /* The line in progress, from where the last call left it. */
+        for (; i < len; i++) {
+            char c = buf[i];
+            if (c == '\0')
+                return refuse(err, 400, "bad_header", "a NUL byte in the request line or a header");
+            if (c == '\r') {
+                if (i + 1 >= len)
+                    break; /* its LF may come */
+                return refuse(err, 400, "bad_header", "a CR not followed by LF");
+            }
             if (nlines == 0 && i - start >= H1_MAX_LINE)
                 return refuse(err, 414, "uri_too_long", "the request line is longer than 8192 bytes");
             if (i >= H1_MAX_HEAD)
                 return refuse(err, 431, "headers_too_large", "the request head is longer than 32768 bytes");
-            continue;
         }
-        const char *s = buf + line, *e = buf + i;
-        if (e > s && e[-1] == '\r')
-            e--;
-        long bad = 0;
-        if (nlines == 0)
-            bad = check_request_line(s, e, err);
-        else if (e == s) {
-            end = i + 1;
-            break;
-        } else
-            bad = check_header_line(s, e, err);
-        if (bad < 0)
-            return -1;
-        if (nlines++ > H1_MAX_HEADERS)
-            return refuse(err, 431, "headers_too_large", "the request has more than 64 headers");
-        line = i + 1;
     }
     p->scan_pos = i;
     p->scan_line = line;
@@ -332,9 +374,6 @@ long h1_head(h1 *p, char *buf, size_t len, h1_error *err)
         return refuse(err, 503, "out_of_memory", "the broker is short of memory");
     memcpy(p->method, buf + start, mlen);
     p->method[mlen] = '\0';
-    const char *v = buf + start;
-    const char *lf = memchr(v, '\n', end - start);
-    p->http10 = lf[lf[-1] == '\r' ? -2 : -1] == '0';
     http_parser_execute(&p->hp, &settings, "PUT", 3);
     size_t rest = end - start - mlen;
     size_t got = http_parser_execute(&p->hp, &settings, sp, rest);

@@ -13,11 +13,10 @@
 
 void route_transaction(server *srv, const http_request *req, http_response *res)
 {
-    /* Parsed here only for the bad_body envelope every route shares. */
-    json_t *body = body_parse(req, res, false);
-    if (body == NULL)
+    /* Checked here only for the bad_body envelope every route shares; no
+     * tree is built for it (body_check). */
+    if (!body_check(req, res, false))
         return;
-    json_decref(body);
     char *bundle = span_dup(rawjson_trim(body_span(req))), *result = NULL;
     queen_error err;
     if (bundle == NULL)
