@@ -739,6 +739,54 @@ static void a_check_does_not_wake_again_what_a_push_woke(void **state)
     queen_close(q);
 }
 
+/* queen_poll driven as an event loop drives it: a step on an empty queue
+ * says SLEEP; a push calls fn once, and the next step pops the message.
+ * A poll whose time runs out calls fn once too, and its step then answers
+ * nothing without popping. */
+static void on_poll_wake(void *ctx)
+{
+    atomic_fetch_add((atomic_int *)ctx, 1);
+}
+
+static void a_poll_steps_without_blocking(void **state)
+{
+    (void)state;
+    queen *q = engine_open(4);
+    wait_listening(q);
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-poll-");
+    atomic_int calls = 0;
+    queen_pop_options o = {.queue = queue, .auto_ack = true, .timeout_ms = 20000};
+    queen_poll *p = queen_poll_open(q, tenant, &o, on_poll_wake, &calls);
+    assert_non_null(p);
+    char *body = NULL;
+    queen_error e = {0};
+    assert_int_equal(queen_poll_step(p, &body, &e), QUEEN_POLL_SLEEP);
+    assert_null(body);
+    push_one(q, tenant, queue, "polled");
+    WAIT_UNTIL(atomic_load(&calls) == 1, 5000, "the push never called fn");
+    assert_int_equal(queen_poll_step(p, &body, &e), QUEEN_POLL_MESSAGES);
+    assert_non_null(strstr(body, "polled"));
+    free(body);
+    queen_poll_close(p);
+    assert_int_equal(atomic_load(&calls), 1);
+
+    atomic_store(&calls, 0);
+    o.timeout_ms = 300;
+    p = queen_poll_open(q, tenant, &o, on_poll_wake, &calls);
+    assert_non_null(p);
+    assert_int_equal(queen_poll_step(p, &body, &e), QUEEN_POLL_SLEEP);
+    WAIT_UNTIL(atomic_load(&calls) == 1, 5000, "the timeout never called fn");
+    long long pops = engine_stat(q, "pops", "total");
+    assert_int_equal(queen_poll_step(p, &body, &e), QUEEN_POLL_NOTHING);
+    assert_null(body);
+    assert_int_equal(engine_stat(q, "pops", "total"), pops); /* its end is not a wake: no pop */
+    queen_poll_close(p);
+    free(queue);
+    queen_close(q);
+}
+
 static void notifier_survives_losing_its_connection(void **state)
 {
     (void)state;
@@ -799,6 +847,7 @@ int main(void)
         cmocka_unit_test(wait_for_push_fires_exactly_once),
         cmocka_unit_test(own_push_wakes_own_waiters_without_the_round_trip),
         cmocka_unit_test(a_check_does_not_wake_again_what_a_push_woke),
+        cmocka_unit_test(a_poll_steps_without_blocking),
         cmocka_unit_test(notifier_survives_losing_its_connection),
     };
     return cmocka_run_group_tests_name("engine_log", tests, NULL, NULL);
