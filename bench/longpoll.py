@@ -14,6 +14,9 @@ and times, per queue, from just before its push was sent to the 200 of the
 waiter that got it. Prints one line:
 LONGPOLL waiting=N queues=Q idle_s=.. idle_xacts_per_s=.. idle_pops_per_s=..
 idle_checks_per_s=.. delivered=D/Q p50_ms=.. p99_ms=.. max_ms=.. s503=.. other=..
+push_pops=.. push_wakes=.. check_wakes=.. (from the first push to the last
+delivery: pops the waiters made, and the waiters pushes and checks woke;
+one message per queue should cost about one wake and one pop)
 
 Bounded: at most 20000 connections, every phase has a deadline, everything
 is closed at the end (the waiters left answer 204 at their timeout or when
@@ -147,6 +150,11 @@ def main():
             else:
                 tally["other"] += 1
 
+    def wake_figures():
+        return (metric(host, port, "engine", "pops", "total"), metric(host, port, "engine", "notifier", "pushWakes"),
+                metric(host, port, "engine", "notifier", "checkWakes"))
+
+    w0 = wake_figures()
     pusher = socket.create_connection((host, port), timeout=10)
     for q in range(nq):
         body = json.dumps({"items": [{"queue": queue[q], "payload": q}]}).encode()
@@ -166,6 +174,7 @@ def main():
     end = time.time() + 10
     while len(got) < nq and time.time() < end:
         drain(0.2)
+    w1 = wake_figures()
     s503, other = tally["s503"], tally["other"]
     for s in conns:
         s.close()
@@ -179,7 +188,8 @@ def main():
           f"idle_xacts_per_s={idle_xacts:.1f} "
           f"idle_pops_per_s={idle_pops:.1f} idle_checks_per_s={idle_checks:.2f} early_answers={early} "
           f"delivered={len(got)}/{nq} p50_ms={pct(0.5):.1f} p99_ms={pct(0.99):.1f} "
-          f"max_ms={lat[-1] if lat else float('nan'):.1f} s503={s503} other={other}")
+          f"max_ms={lat[-1] if lat else float('nan'):.1f} s503={s503} other={other} "
+          f"push_pops={w1[0] - w0[0]} push_wakes={w1[1] - w0[1]} check_wakes={w1[2] - w0[2]}")
 
 
 if __name__ == "__main__":

@@ -345,7 +345,7 @@ typedef struct queen_pop_options {
     const char *subscription_mode; /* NULL or "all" (any value), "new"/"new-only" */
     const char *subscription_from; /* NULL, "now" or an ISO-8601 instant: a new group's start */
     bool wait;                     /* block until a message or timeout */
-    int timeout_ms;                /* with wait; 0: 30000 */
+    int timeout_ms;                /* with wait; 0: QUEEN_POP_DEFAULT_TIMEOUT_MS */
 } queen_pop_options;
 
 /* *body_json is the pop body, or NULL when nothing was available (HTTP 204).
@@ -630,8 +630,8 @@ int queen_transaction_as(queen *q, const char *tenant, const char *producer, con
 
 /* ---- Long-poll support ----------------------------------------------------
  * Registers a one-shot callback, for callers that cannot block a thread per
- * waiting client (the HTTP edge suspends the connection and resumes it from
- * fn). It fires exactly once:
+ * waiting client and wait for something else than a pop (a waiting pop is
+ * queen_poll, below). It fires exactly once:
  *   woken = true   re-check now: a push to (tenant, queue) committed, or the
  *                  engine re-established its LISTEN connection (pushes may
  *                  have gone unheard), or 1 s passed since registration (a
@@ -654,36 +654,43 @@ typedef void (*queen_wake_fn)(void *ctx, bool woken);
 queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
                                   void *ctx);
 
-/* A waiting pop (the HTTP long poll), cheaper than queen_wait_for_push when
- * many wait: it stays registered, in order of opening, from its first
- * attempt to its answer. A push of k messages wakes the first k waiting of
- * each consumer group (a pop that took messages leaves; one that found
- * nothing goes back in its place with its deadline), and once a second the
- * engine asks the database in ONE statement which waited-on (queue, group,
- * partition) have something to pop and wakes waiters only of those. The
- * loop:
- *   w = queen_pop_wait_open(...);              // BEFORE the first attempt
- *   for (;;) {
- *       pop (queen_pop without wait); took messages: queen_pop_wait_close(q, w, true), answer;
- *       switch (queen_pop_wait_again(q, w)) {
- *       case QUEEN_WAIT_SLEEP: sleep until fn; fn(ctx, true): continue; fn(ctx, false): close, answer "nothing";
- *       case QUEEN_WAIT_RETRY: continue;        // a push came while it popped
- *       case QUEEN_WAIT_DONE: queen_pop_wait_close(q, w, false), answer "nothing";
- *       }
+/* A waiting pop without a blocked thread (the HTTP long poll; queen_pop
+ * with wait is the same, blocking on it). It stays registered, in order of
+ * opening, from its first attempt to its answer: a push of k messages wakes
+ * the first k sleeping of each consumer group (a pop that took messages
+ * leaves; one that found nothing goes back in its place with its
+ * deadline), and once a second the engine asks the database in ONE
+ * statement which waited-on (queue, group, partition) have something to
+ * pop and wakes only as many as nobody pops for yet. The caller drives it:
+ *   p = queen_poll_open(q, tenant, opts, fn, ctx);   // the wait opens here
+ *   for (;;) switch (queen_poll_step(p, &body, &err)) {
+ *       case QUEEN_POLL_SLEEP: wait for fn(ctx), then step again;
+ *       default: queen_poll_close(p); answer (messages, nothing or err);
  *   }
- * fn follows queen_wait_for_push's rules (notifier thread, must not block)
- * and fires at most once per sleep. A wake can fire fn while the first
- * attempt runs: then the caller pops again rather than sleep (fn says so;
- * queen_pop_wait_again would not). opts: queue (or labels), partition and
- * consumer_group say what it waits for; nothing else is read. Close every
- * opened wait exactly once, before queen_close; it waits for a callback in
- * progress, so never close while holding a lock fn takes. NULL when it
- * cannot register (closing, a bad tenant, a name longer than 255 bytes). */
-typedef enum queen_wait_verdict { QUEEN_WAIT_SLEEP, QUEEN_WAIT_RETRY, QUEEN_WAIT_DONE } queen_wait_verdict;
-queen_waiter *queen_pop_wait_open(queen *q, const char *tenant, const queen_pop_options *opts, int timeout_ms,
-                                  queen_wake_fn fn, void *ctx);
-queen_wait_verdict queen_pop_wait_again(queen *q, queen_waiter *w);
-void queen_pop_wait_close(queen *q, queen_waiter *w, bool popped);
+ * A step pops (queen_pop without wait, on the calling thread) as often as
+ * wakes that came during its attempts ask, and sleeps only when no wake
+ * is pending. fn runs once after each step that returned SLEEP, possibly
+ * before that step's caller saw the verdict, on the engine's notifier
+ * thread with no engine lock held: it must not block (hand the request
+ * back to an event loop, signal a thread). opts: what queen_pop takes
+ * (copied); timeout_ms the wait (0: QUEEN_POP_DEFAULT_TIMEOUT_MS), wait
+ * not read. Close every opened poll exactly once, before queen_close; the
+ * close waits for an fn in progress, so never close holding a lock fn
+ * takes. NULL when it cannot open (closing, a bad tenant, a name longer
+ * than 255 bytes, no memory): then pop once without waiting. */
+#define QUEEN_POP_DEFAULT_TIMEOUT_MS 30000
+typedef struct queen_poll queen_poll;
+typedef void (*queen_poll_wake_fn)(void *ctx);
+typedef enum queen_poll_state {
+    QUEEN_POLL_MESSAGES, /* *body_json holds what was popped */
+    QUEEN_POLL_NOTHING,  /* its time is up, or the engine closes: answer "nothing" */
+    QUEEN_POLL_SLEEP,    /* nothing yet: step again once fn was called */
+    QUEEN_POLL_ERROR,    /* the attempt failed: err says why */
+} queen_poll_state;
+queen_poll *queen_poll_open(queen *q, const char *tenant, const queen_pop_options *opts, queen_poll_wake_fn fn,
+                            void *ctx);
+queen_poll_state queen_poll_step(queen_poll *p, char **body_json, queen_error *err);
+void queen_poll_close(queen_poll *p);
 
 /* ---- Figures for /metrics -------------------------------------------------
  * The engine's counters and gauges. Reading them never touches the database

@@ -1,14 +1,15 @@
-/* log: the message half of libqueen: push, pop (with its long-poll wait),
- * ack, lease extend (and the queues its ids name), configure, queue listing
+/* log: the message half of libqueen: push, pop (and the waiting pop,
+ * queen_poll: the one long-poll wait, stepped by the HTTP edge and blocked
+ * on by queen_pop with wait), ack, lease extend (and the queues its ids name), configure, queue listing
  * and delete.
  *
  * Each call is one prepared statement calling one function of sql/003..005
  * (pushes made together may share one: push_group below), the request JSON
  * passed in and the body PostgreSQL rendered passed back.
  * Must never hold a pooled connection while waiting for a push (a waiting
- * pop costs a stack frame, not a connection), and never build SQL against a
+ * pop costs a queen_poll, not a connection), and never build SQL against a
  * table or JSON from strings. */
-#include "log.h"
+#include "queen.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -168,30 +169,193 @@ static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, ch
     return rc;
 }
 
-/* The pop thread's side of a wait: the notifier's callback sets fired. */
-typedef struct pop_sync {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool fired, woken;
-} pop_sync;
+/* ---- the waiting pop ------------------------------------------------------
+ * One mechanism for every waiting pop: the notifier's pop waiter (notify.h:
+ * registration, wakes by pushes and by the check, deadline, cancel) and
+ * the attempts around it, in queen_poll_step. The HTTP long poll steps it
+ * from its event loop and sleeps by suspending its request; queen_pop with
+ * wait steps it on its own thread and sleeps on the poll's condition. */
+struct queen_poll {
+    queen *q;
+    queen_waiter *w;
+    queen_poll_wake_fn fn;
+    void *ctx;
+    pthread_mutex_t mu; /* guards what follows; never held across a call out */
+    pthread_cond_t cv;  /* fired became true */
+    bool fired, woken;  /* the waiter fired since the current attempt began; with a wake or its end */
+    bool asleep;        /* a step returned SLEEP and nothing fired since: fn is owed */
+    bool popped;        /* the last attempt took messages (the close checks the key again) */
+    queen_pop_options o;
+    char tenant[QUEEN_TENANT_LEN + 1];
+    char names[]; /* o's strings */
+};
 
-static void pop_wake(void *ctx, bool woken)
+/* The waiter's callback, on the notifier thread (no engine lock held). */
+static void poll_fired(void *ctx, bool woken)
 {
-    pop_sync *s = ctx;
-    pthread_mutex_lock(&s->mu);
-    s->fired = true;
-    s->woken = woken;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    queen_poll *p = ctx;
+    pthread_mutex_lock(&p->mu);
+    p->fired = true;
+    p->woken = woken;
+    bool owed = p->asleep;
+    p->asleep = false;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (owed && p->fn != NULL)
+        p->fn(p->ctx);
 }
 
-/* With wait: the waiter is opened BEFORE the first attempt, so a push that
- * commits between an empty pop and the sleep still wakes it (no lost
- * wake-up), and stays open, in its place, until the answer (notify.h): a
- * push wakes as many waiters as it queued messages, the notifier's check
- * wakes waiters of keys with something to pop (leases that expired or were
- * released make messages available without a push). Woken: try again. Not
- * woken: the timeout passed (or the engine closes): nothing, *body NULL. */
+static size_t name_len(const char *s)
+{
+    return s ? strlen(s) + 1 : 0;
+}
+
+static const char *name_copy(char **at, const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    char *mine = *at;
+    size_t len = strlen(s) + 1;
+    memcpy(mine, s, len);
+    *at += len;
+    return mine;
+}
+
+/* tenant is canonical and entered. The waiter opens here, BEFORE the first
+ * attempt, so a push that commits during it still wakes it. */
+static queen_poll *poll_open(queen *q, const char *tenant, const queen_pop_options *opts, queen_poll_wake_fn fn,
+                             void *ctx)
+{
+    if (atomic_load(&q->closing))
+        return NULL;
+    const queen_pop_options *o = opts;
+    size_t names = name_len(o->queue) + name_len(o->partition) + name_len(o->namespace_label) +
+                   name_len(o->task_label) + name_len(o->consumer_group) + name_len(o->subscription_mode) +
+                   name_len(o->subscription_from);
+    queen_poll *p = calloc(1, sizeof *p + names);
+    if (p == NULL)
+        return NULL;
+    p->q = q;
+    p->fn = fn;
+    p->ctx = ctx;
+    p->o = *o;
+    char *at = p->names;
+    p->o.queue = name_copy(&at, o->queue);
+    p->o.partition = name_copy(&at, o->partition);
+    p->o.namespace_label = name_copy(&at, o->namespace_label);
+    p->o.task_label = name_copy(&at, o->task_label);
+    p->o.consumer_group = name_copy(&at, o->consumer_group);
+    p->o.subscription_mode = name_copy(&at, o->subscription_mode);
+    p->o.subscription_from = name_copy(&at, o->subscription_from);
+    p->o.wait = false; /* each attempt is one pop */
+    snprintf(p->tenant, sizeof p->tenant, "%s", tenant);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    int timeout = o->timeout_ms > 0 ? o->timeout_ms : QUEEN_POP_DEFAULT_TIMEOUT_MS;
+    p->w = notifier_wait_open(q->notifier, p->tenant, p->o.queue, p->o.namespace_label, p->o.task_label,
+                              p->o.consumer_group, p->o.partition, timeout, poll_fired, p);
+    if (p->w == NULL) {
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* The attempts of one step (the tenant entered). A wake that fired during
+ * an attempt may be for a push that committed after its read: it pops
+ * again rather than sleep. So does the notifier's RETRY (a push came while
+ * it popped and found no one else to wake). */
+static queen_poll_state poll_step(queen_poll *p, char **body, queen_error *err)
+{
+    *body = NULL;
+    pthread_mutex_lock(&p->mu);
+    bool ended = p->fired && !p->woken;
+    p->fired = false; /* a wake before this attempt is this attempt's */
+    pthread_mutex_unlock(&p->mu);
+    if (ended)
+        return QUEEN_POLL_NOTHING; /* woken for its end: nothing to pop */
+    for (;;) {
+        if (pop_once(p->q, p->tenant, &p->o, body, err) != 0)
+            return QUEEN_POLL_ERROR;
+        if (*body != NULL) {
+            p->popped = true;
+            return QUEEN_POLL_MESSAGES;
+        }
+        pthread_mutex_lock(&p->mu);
+        bool fired = p->fired, woken = p->woken;
+        p->fired = false;
+        pthread_mutex_unlock(&p->mu);
+        if (fired && woken)
+            continue;
+        if (fired)
+            return QUEEN_POLL_NOTHING;
+        switch (notifier_wait_again(p->q->notifier, p->w)) {
+        case NOTIFY_RETRY:
+            continue;
+        case NOTIFY_DONE:
+            return QUEEN_POLL_NOTHING;
+        case NOTIFY_SLEEP:
+            break;
+        }
+        /* Back in its place: it may fire at once. Asleep only if it has not. */
+        pthread_mutex_lock(&p->mu);
+        fired = p->fired;
+        woken = p->woken;
+        p->fired = false;
+        p->asleep = !fired;
+        pthread_mutex_unlock(&p->mu);
+        if (!fired)
+            return QUEEN_POLL_SLEEP;
+        if (!woken)
+            return QUEEN_POLL_NOTHING;
+    }
+}
+
+static void poll_close(queen_poll *p)
+{
+    /* Waits for a callback in progress: after it poll_fired never runs. */
+    notifier_wait_close(p->q->notifier, p->w, p->popped);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+queen_poll *queen_poll_open(queen *q, const char *tenant, const queen_pop_options *opts, queen_poll_wake_fn fn,
+                            void *ctx)
+{
+    char canon[QUEEN_TENANT_LEN + 1];
+    if (opts == NULL || (opts->queue == NULL && opts->namespace_label == NULL && opts->task_label == NULL) ||
+        engine_enter_tenant(q, tenant, canon, NULL) == NULL)
+        return NULL;
+    queen_poll *p = poll_open(q, canon, opts, fn, ctx);
+    engine_leave(q);
+    return p;
+}
+
+/* Entered for the attempts only: an open poll is not an in-flight call, so
+ * queen_close never waits for one; it ends it (the notifier fires it). */
+queen_poll_state queen_poll_step(queen_poll *p, char **body_json, queen_error *err)
+{
+    *body_json = NULL;
+    char canon[QUEEN_TENANT_LEN + 1];
+    if (engine_enter_tenant(p->q, p->tenant, canon, err) == NULL)
+        return QUEEN_POLL_ERROR;
+    queen_poll_state st = poll_step(p, body_json, err);
+    engine_leave(p->q);
+    return st;
+}
+
+void queen_poll_close(queen_poll *p)
+{
+    if (p != NULL)
+        poll_close(p);
+}
+
+/* With wait: the waiting pop above, blocking this thread on the poll's
+ * condition between steps (holding no connection). Not woken: the timeout
+ * passed (or the engine closes): nothing, *body NULL. */
 int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char **body_json, queen_error *err)
 {
     *body_json = NULL;
@@ -211,53 +375,27 @@ int queen_pop(queen *q, const char *tenant, const queen_pop_options *opts, char 
     tenant = engine_enter_tenant(q, tenant, canon, err);
     if (tenant == NULL)
         return -1;
+    queen_poll *p = NULL;
+    if (opts->wait) {
+        atomic_fetch_add(&q->counters.pop_waits, 1);
+        p = poll_open(q, tenant, opts, NULL, NULL);
+    }
     int rc;
-    if (!opts->wait) {
+    if (p == NULL) { /* no wait, or none could be opened: one attempt */
         rc = pop_once(q, tenant, opts, body_json, err);
         engine_leave(q);
         return rc;
     }
-    atomic_fetch_add(&q->counters.pop_waits, 1);
-    int timeout = opts->timeout_ms > 0 ? opts->timeout_ms : QUEEN_POP_DEFAULT_TIMEOUT_MS;
-    pop_sync s = {.fired = false};
-    pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.cv, NULL);
-    queen_waiter *w = atomic_load(&q->closing) ? NULL
-                      : notifier_wait_open(q->notifier, tenant, opts->queue, opts->namespace_label, opts->task_label,
-                                           opts->consumer_group, opts->partition, timeout, pop_wake, &s);
-    for (;;) {
-        pthread_mutex_lock(&s.mu);
-        s.fired = false; /* a wake before this attempt is this attempt's */
-        pthread_mutex_unlock(&s.mu);
-        rc = pop_once(q, tenant, opts, body_json, err);
-        if (rc != 0 || *body_json != NULL || w == NULL)
-            break;
-        pthread_mutex_lock(&s.mu);
-        bool fired = s.fired, woken = s.woken;
-        pthread_mutex_unlock(&s.mu);
-        if (fired && woken)
-            continue; /* woken during the attempt: its push may have come after the read */
-        if (fired)
-            break;
-        notify_verdict v = notifier_wait_again(q->notifier, w);
-        if (v == NOTIFY_RETRY)
-            continue;
-        if (v == NOTIFY_DONE)
-            break;
-        pthread_mutex_lock(&s.mu);
-        while (!s.fired)
-            pthread_cond_wait(&s.cv, &s.mu);
-        woken = s.woken;
-        pthread_mutex_unlock(&s.mu);
-        if (!woken)
-            break;
+    queen_poll_state st;
+    while ((st = poll_step(p, body_json, err)) == QUEEN_POLL_SLEEP) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->fired)
+            pthread_cond_wait(&p->cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
     }
-    if (w != NULL)
-        notifier_wait_close(q->notifier, w, rc == 0 && *body_json != NULL);
-    pthread_cond_destroy(&s.cv);
-    pthread_mutex_destroy(&s.mu);
+    poll_close(p);
     engine_leave(q);
-    return rc;
+    return st == QUEEN_POLL_ERROR ? -1 : 0;
 }
 
 int queen_ack(queen *q, const char *tenant, const char *acks_json, const char *group, char **results_json,
@@ -337,33 +475,4 @@ queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queu
     queen_waiter *w = notifier_add(q->notifier, canon, queue, timeout_ms, true, fn, ctx);
     engine_leave(q);
     return w;
-}
-
-queen_waiter *queen_pop_wait_open(queen *q, const char *tenant, const queen_pop_options *opts, int timeout_ms,
-                                  queen_wake_fn fn, void *ctx)
-{
-    char canon[QUEEN_TENANT_LEN + 1];
-    if (opts == NULL || engine_enter_tenant(q, tenant, canon, NULL) == NULL)
-        return NULL;
-    queen_waiter *w = notifier_wait_open(q->notifier, canon, opts->queue, opts->namespace_label, opts->task_label,
-                                         opts->consumer_group, opts->partition, timeout_ms, fn, ctx);
-    engine_leave(q);
-    return w;
-}
-
-queen_wait_verdict queen_pop_wait_again(queen *q, queen_waiter *w)
-{
-    switch (notifier_wait_again(q->notifier, w)) {
-    case NOTIFY_SLEEP:
-        return QUEEN_WAIT_SLEEP;
-    case NOTIFY_RETRY:
-        return QUEEN_WAIT_RETRY;
-    default:
-        return QUEEN_WAIT_DONE;
-    }
-}
-
-void queen_pop_wait_close(queen *q, queen_waiter *w, bool popped)
-{
-    notifier_wait_close(q->notifier, w, popped);
 }

@@ -923,10 +923,27 @@ static bool check_send(queen_notifier *n, announcer *a, PGconn *pg)
     return f >= 0;
 }
 
+/* What a check found ready for wk (under mu). ready counts every claimable
+ * partition of the key, those its popping waiters are going for included
+ * (a push's woken waiters pop while the tick's check runs): only the excess
+ * over them is woken, or one push of K messages would wake 2K. Those
+ * popping may have read before what the check saw appeared: as many of
+ * them as it saw are owed one more attempt instead of sleep. */
+static size_t check_wake_key(queen_notifier *n, notify_key *wk, size_t ready, queen_waiter **list)
+{
+    size_t busy = wk->npopping;
+    if (busy > 0) {
+        size_t owe = ready < busy ? ready : busy;
+        if (wk->owed < owe)
+            wk->owed = owe;
+    }
+    return ready > busy ? wake_key(n, wk, ready - busy, list) : 0;
+}
+
 /* The check's answer: wakes as many waiters of each key returned as it has
- * claimable partitions. A failed check (a schema without sql/037, a
- * timeout) wakes every waiter of its keys: they pop, as they did before the
- * check existed. */
+ * claimable partitions nobody pops for yet. A failed check (a schema
+ * without sql/037, a timeout) wakes every waiter of its keys: they pop, as
+ * they did before the check existed. */
 static void check_answer(queen_notifier *n, announcer *a, PGresult *r)
 {
     queen_waiter *fire = NULL;
@@ -936,7 +953,7 @@ static void check_answer(queen_notifier *n, announcer *a, PGresult *r)
         for (int i = 0; i < PQntuples(r); i++) {
             long idx = strtol(PQgetvalue(r, i, 0), NULL, 10), ready = strtol(PQgetvalue(r, i, 1), NULL, 10);
             if (idx >= 0 && (size_t)idx < a->nchecking && ready > 0)
-                woke += wake_key(n, a->checking[idx], (size_t)ready, &fire);
+                woke += check_wake_key(n, a->checking[idx], (size_t)ready, &fire);
         }
     } else {
         for (size_t i = 0; i < a->nchecking; i++)

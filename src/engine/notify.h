@@ -12,7 +12,9 @@
  *   (notifier_wait_close) or goes back to waiting in its place
  *   (notifier_wait_again). Once a second the thread sends the distinct keys
  *   that have waiters to queen.log_poppable_v1 as ONE statement and wakes as
- *   many waiters of each key it returns as it has claimable partitions: idle
+ *   many waiters of each key it returns as it has claimable partitions
+ *   beyond the waiters of the key popping already (a push's woken waiters
+ *   are going for those: one push never wakes twice its count): idle
  *   waiters cost one read-only statement per second for the whole broker,
  *   not a pop each. After woken waiters took messages, their key is checked
  *   again at once (what a batch left behind does not wait a second).

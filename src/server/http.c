@@ -669,7 +669,7 @@ void http_stop(server *srv)
     loops_quiesce(srv);
 
     /* 2. Every suspended long poll answers 204 now. New ones cannot suspend
-     * (http_poll_suspend checks stopping under the same lock). */
+     * (http_poll_step checks stopping under the same lock). */
     int resumed = longpoll_resume_all(srv);
 
     /* 3. Let in-flight requests finish and their answers go out. Ending

@@ -65,7 +65,7 @@ typedef struct http_response {
     const char *content_type;    /* default application/json */
     char etag[48];               /* sent as ETag when non-empty */
     int retry_after;             /* seconds; sent when > 0 */
-    bool suspended;              /* set by http_poll_suspend: nothing to send yet */
+    bool suspended;              /* set by http_poll_step: nothing to send yet */
     bool close;                  /* send Connection: close and close after the answer */
     const char *www_authenticate; /* static text: sent as WWW-Authenticate when set (auth.c) */
     const char *const *headers;  /* static text: more name, value pairs to send, NULL-terminated, or NULL */
@@ -159,43 +159,34 @@ char *http_percent_decode(const char *s, size_t len, size_t *out_len);
  * absent. *bad is set when it is present but malformed or too long. */
 const char *http_query_arg(const http_request *req, const char *name, char *buf, size_t buflen, bool *bad);
 
-/* Long polls, without pinning a worker thread per waiting client:
+/* Long polls, without pinning a worker thread per waiting client. The wait
+ * is the engine's (queen_poll, queen.h); a handler steps it:
  *
- *   for (;;) {
- *       armed = http_poll_arm(...);         // BEFORE the attempt: a push that
- *       attempt; answer if it found work;   // commits in between still wakes it
- *       if (!armed) answer "nothing";
- *       switch (http_poll_suspend(...)) { SUSPENDED: return; RETRY: continue; DONE: answer "nothing"; }
+ *   switch (http_poll_step(srv, req, &opts, &body, &err, res)) {
+ *   SUSPENDED: return; MESSAGES: answer body; NOTHING: answer "nothing";
+ *   ERROR: answer err; OVER_LIMIT: answer 429; CANNOT: pop once without waiting;
  *   }
  *
- * A suspended request is resumed when the waiter fires (a push to
- * (req->tenant, queue) committed, the engine's periodic recheck, or the
- * timeout) or when the broker stops; its handler then runs again with
- * req->waits + 1, and req->no_wait set when it must answer now (stop,
- * timeout). */
+ * A suspended request is resumed when the engine says step again (a push
+ * to what it waits for, the engine's check found something, its timeout)
+ * or when the broker stops; its handler then runs again with req->waits +
+ * 1, and req->no_wait set when it must answer now (stop). */
 typedef enum http_poll_verdict {
-    HTTP_POLL_SUSPENDED, /* res->suspended is set: return without answering */
-    HTTP_POLL_RETRY,     /* a push arrived during the attempt: attempt again */
-    HTTP_POLL_DONE,      /* timed out or stopping: answer "nothing" now */
+    HTTP_POLL_SUSPENDED,  /* res->suspended is set: return without answering */
+    HTTP_POLL_MESSAGES,   /* *body holds what was popped */
+    HTTP_POLL_NOTHING,    /* timed out or stopping: answer "nothing" now */
+    HTTP_POLL_ERROR,      /* err says why */
+    HTTP_POLL_OVER_LIMIT, /* the tenant has QUEEN_MAX_LONG_POLLS_PER_TENANT waits open: nothing attempted */
+    HTTP_POLL_CANNOT,     /* no wait could be opened (stopping, the engine refused) */
 } http_poll_verdict;
 
-/* Opens the request's wait (queen_pop_wait_open: opts say the queue or
- * labels, group and partition) for timeout_ms at its first attempt, or
- * readies the open one for the next; false when the request cannot wait
- * (stopping, timeout_ms <= 0, the engine refused), and then *over_limit
- * says whether it is because the tenant has QUEEN_MAX_LONG_POLLS_PER_TENANT
- * waits open already (the caller answers 429 at once, nothing attempted). */
-bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms,
-                   bool *over_limit);
+/* Opens the request's wait at its first dispatch (opts as queen_poll_open
+ * takes them, timeout_ms the time it has left), then steps it. */
+http_poll_verdict http_poll_step(server *srv, const http_request *req, const queen_pop_options *opts,
+                                 char **body, queen_error *err, http_response *res);
 /* The open-wait cap per tenant in force (the setting, or a quarter of the
  * connection cap in force). */
 int http_poll_tenant_cap(const server *srv);
-/* The attempt took messages: ends the wait now (its queue's next waiters
- * are then checked at once). The request's completion ends it otherwise. */
-void http_poll_close(server *srv, const http_request *req, bool popped);
-
-/* After an empty attempt with an armed waiter: suspends, or says why not. */
-http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_response *res);
 
 /* ---- The request's hooks, called by its connection (conn.c) on its loop -- */
 

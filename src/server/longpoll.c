@@ -1,9 +1,10 @@
 /* longpoll: a long poll's wait, without a fiber or a thread while it waits
- * (see http.h's http_poll_* and longpoll.h). A request arms its waiter
- * before each attempt and suspends after an empty one; the waiter's
- * callback (on an engine thread) hands the request to its connection's loop
- * (loop_resumed, loop_wake), which dispatches it again. Lock order: the
- * engine's waiter locks, then srv->poll_lock; the engine is never called
+ * (see http.h's http_poll_step and longpoll.h). The wait itself is the
+ * engine's (queen_poll: its attempts, wakes, deadline); this file only
+ * suspends the request when a step says SLEEP and hands it back to its
+ * connection's loop (loop_resumed, loop_wake) when the engine's callback
+ * says step again, plus the per-tenant cap of open waits. Lock order: the
+ * engine's poll locks, then srv->poll_lock; the engine is never called
  * holding poll_lock. */
 #include "longpoll.h"
 
@@ -15,21 +16,21 @@
 #include "conn.h"
 #include "loop.h"
 
-/* A long-polling request's link with its waiter. Shared by the request (one
- * reference while it lives) and its waiter (one reference from its opening
- * to its close, after which its callback never runs), so whichever lets go
- * last frees it. One waiter per request, opened before the first attempt and
- * closed at the answer (queen_pop_wait_open): it keeps its place among the
- * queue's waiters across attempts. Fields but w are guarded by
- * srv->poll_lock; w is the request's own (its handler and completion run on
- * its loop). */
+/* A long-polling request's link with its engine poll. Shared by the
+ * request (one reference while it lives) and the poll's callback (one
+ * reference from its opening to its close, after which the callback never
+ * runs), so whichever lets go last frees it. One poll per request, opened
+ * at its first dispatch and closed at the answer: it keeps its place among
+ * the queue's waiters across attempts. Fields but lp are guarded by
+ * srv->poll_lock; lp is the request's own (its handler and completion run
+ * on its loop). */
 struct http_poll {
-    queen_waiter *w;             /* the open wait, NULL before it and after its close */
+    queen_poll *lp;              /* the open wait, NULL before it and after its close */
     server *srv;
     edge_loop *loop;             /* the connection's loop: it runs the resumed request */
     conn *conn;                  /* NULL once the request completed (set and read on its loop only) */
-    bool suspended;              /* in srv->suspended, waiting for the waiter */
-    bool fired, woken;           /* the armed waiter fired; with a push or not */
+    bool suspended;              /* in srv->suspended, waiting for the callback */
+    bool called;                 /* the callback ran since the last step began: step again */
     bool shutdown;               /* resumed by http_stop: answer now */
     bool counted;                /* holds one of its tenant's open-wait places */
     char tenant[QUEEN_TENANT_LEN + 1];
@@ -103,16 +104,16 @@ void http_run_resumed(edge_loop *L)
     }
 }
 
-/* The waiter's callback, on an engine thread, outside the engine's locks:
- * record the verdict and resume the request if it is suspended (its handler
- * re-runs the attempt; nothing is popped here). */
-static void poll_wake(void *ctx, bool woken)
+/* The poll's callback, on an engine thread, outside the engine's locks:
+ * step again, so resume the request if it is suspended (its handler steps;
+ * nothing is popped here). It may come before the step that said SLEEP
+ * returned: then called tells http_poll_step not to suspend. */
+static void poll_wake(void *ctx)
 {
     http_poll *p = ctx;
     server *srv = p->srv;
     pthread_mutex_lock(&srv->poll_lock);
-    p->fired = true;
-    p->woken = woken;
+    p->called = true;
     if (p->suspended)
         poll_resume_locked(srv, p);
     pthread_mutex_unlock(&srv->poll_lock);
@@ -178,15 +179,15 @@ static void tenant_poll_give_locked(server *srv, http_poll *p)
     }
 }
 
-/* Closes the request's wait, if open, and lets go of the waiter's
+/* Closes the request's wait, if open, and lets go of the callback's
  * reference. Never under poll_lock: the close waits for a callback in
  * progress, which takes it. */
-static void poll_close(server *srv, http_poll *p, bool popped)
+static void poll_close(server *srv, http_poll *p)
 {
-    if (p == NULL || p->w == NULL)
+    if (p == NULL || p->lp == NULL)
         return;
-    queen_pop_wait_close(srv->engine, p->w, popped);
-    p->w = NULL;
+    queen_poll_close(p->lp);
+    p->lp = NULL;
     pthread_mutex_lock(&srv->poll_lock);
     tenant_poll_give_locked(srv, p);
     bool last = --p->refs == 0;
@@ -195,120 +196,105 @@ static void poll_close(server *srv, http_poll *p, bool popped)
         free(p);
 }
 
-void http_poll_close(server *srv, const http_request *req, bool popped)
+/* The request's poll, opened at its first dispatch (taking one of its
+ * tenant's places); NULL with *over_limit when the tenant holds all of
+ * them, NULL alone when it cannot wait. */
+static http_poll *poll_open(server *srv, const http_request *req, const queen_pop_options *opts, bool *over_limit)
 {
-    poll_close(srv, *http_request_poll(req), popped);
-}
-
-bool http_poll_arm(server *srv, const http_request *req, const queen_pop_options *opts, int timeout_ms,
-                   bool *over_limit)
-{
-    *over_limit = false;
     http_poll **slot = http_request_poll(req);
-    if (timeout_ms <= 0 || atomic_load(&srv->stopping))
-        return false;
-    if (*slot != NULL && (*slot)->w != NULL) {
-        /* Open since an earlier attempt: a wake before this attempt is this
-         * attempt's; one during it shows as fired. */
-        pthread_mutex_lock(&srv->poll_lock);
-        (*slot)->fired = (*slot)->woken = false;
-        pthread_mutex_unlock(&srv->poll_lock);
-        return true;
-    }
-    http_poll *p = *slot;
-    if (p == NULL) {
-        p = calloc(1, sizeof *p);
-        if (p == NULL)
-            return false;
-        p->srv = srv;
-        p->loop = loop_current();
-        p->conn = req->conn;
-        p->refs = 1; /* the request's */
-        *slot = p;
-    }
+    if (*slot != NULL && (*slot)->lp != NULL)
+        return *slot;
+    if (*slot != NULL || atomic_load(&srv->stopping))
+        return NULL; /* its wait was closed already: it does not open twice */
+    http_poll *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    p->srv = srv;
+    p->loop = loop_current();
+    p->conn = req->conn;
+    p->refs = 1; /* the request's */
+    *slot = p;
     pthread_mutex_lock(&srv->poll_lock);
     if (!tenant_poll_take_locked(srv, p, req->tenant)) {
         pthread_mutex_unlock(&srv->poll_lock);
         *over_limit = true;
-        return false;
+        return NULL;
     }
-    p->fired = p->woken = false;
-    p->refs++; /* the waiter's, taken before it can fire */
+    p->refs++; /* the callback's, taken before it can run */
     pthread_mutex_unlock(&srv->poll_lock);
     /* Never call the engine holding poll_lock: its callback takes it. */
-    p->w = queen_pop_wait_open(srv->engine, req->tenant, opts, timeout_ms, poll_wake, p);
-    if (p->w == NULL) {
+    p->lp = queen_poll_open(srv->engine, req->tenant, opts, poll_wake, p);
+    if (p->lp == NULL) {
         pthread_mutex_lock(&srv->poll_lock);
         p->refs--; /* the request still holds one */
         tenant_poll_give_locked(srv, p);
         pthread_mutex_unlock(&srv->poll_lock);
-        return false;
+        return NULL;
     }
-    return true;
+    return p;
 }
 
-http_poll_verdict http_poll_suspend(server *srv, const http_request *req, http_response *res)
+http_poll_verdict http_poll_step(server *srv, const http_request *req, const queen_pop_options *opts,
+                                 char **body, queen_error *err, http_response *res)
 {
-    http_poll *p = *http_request_poll(req);
+    *body = NULL;
+    bool over_limit = false;
+    http_poll *p = poll_open(srv, req, opts, &over_limit);
     if (p == NULL)
-        return HTTP_POLL_DONE;
-    pthread_mutex_lock(&srv->poll_lock);
-    if (atomic_load(&srv->stopping)) {
+        return over_limit ? HTTP_POLL_OVER_LIMIT : HTTP_POLL_CANNOT;
+    for (;;) {
+        pthread_mutex_lock(&srv->poll_lock);
+        p->called = false;
         pthread_mutex_unlock(&srv->poll_lock);
-        return HTTP_POLL_DONE;
-    }
-    if (p->fired) { /* during the attempt: no suspension, no lost wake-up */
-        bool woken = p->woken;
+        switch (queen_poll_step(p->lp, body, err)) {
+        case QUEEN_POLL_MESSAGES:
+            /* Closed now, not at the request's end: its queue's next
+             * waiters are checked at once. */
+            poll_close(srv, p);
+            return HTTP_POLL_MESSAGES;
+        case QUEEN_POLL_NOTHING:
+            return HTTP_POLL_NOTHING;
+        case QUEEN_POLL_ERROR:
+            return HTTP_POLL_ERROR;
+        case QUEEN_POLL_SLEEP:
+            break;
+        }
+        pthread_mutex_lock(&srv->poll_lock);
+        if (atomic_load(&srv->stopping)) {
+            pthread_mutex_unlock(&srv->poll_lock);
+            return HTTP_POLL_NOTHING;
+        }
+        if (p->called) { /* the callback came before this: step again */
+            pthread_mutex_unlock(&srv->poll_lock);
+            continue;
+        }
+        /* Suspended under the lock the callback takes, so a resume can
+         * only follow this suspend. */
+        p->suspended = true;
+        p->prev = NULL;
+        p->next = srv->suspended;
+        if (p->next != NULL)
+            p->next->prev = p;
+        srv->suspended = p;
+        atomic_fetch_add(&srv->nsuspended, 1);
         pthread_mutex_unlock(&srv->poll_lock);
-        return woken ? HTTP_POLL_RETRY : HTTP_POLL_DONE;
+        http_request_waited(req);
+        res->suspended = true;
+        return HTTP_POLL_SUSPENDED;
     }
-    pthread_mutex_unlock(&srv->poll_lock);
-    /* Back in its place among the queue's waiters (outside poll_lock: this
-     * may wait for the callback). */
-    switch (p->w ? queen_pop_wait_again(srv->engine, p->w) : QUEEN_WAIT_DONE) {
-    case QUEEN_WAIT_RETRY:
-        return HTTP_POLL_RETRY;
-    case QUEEN_WAIT_DONE:
-        return HTTP_POLL_DONE;
-    case QUEEN_WAIT_SLEEP:
-        break;
-    }
-    pthread_mutex_lock(&srv->poll_lock);
-    if (atomic_load(&srv->stopping)) {
-        pthread_mutex_unlock(&srv->poll_lock);
-        return HTTP_POLL_DONE;
-    }
-    if (p->fired) { /* since it went back: the sleep is over already */
-        bool woken = p->woken;
-        pthread_mutex_unlock(&srv->poll_lock);
-        return woken ? HTTP_POLL_RETRY : HTTP_POLL_DONE;
-    }
-    /* Suspended under the lock the callback takes, so a resume can only
-     * follow this suspend. */
-    p->suspended = true;
-    p->prev = NULL;
-    p->next = srv->suspended;
-    if (p->next != NULL)
-        p->next->prev = p;
-    srv->suspended = p;
-    atomic_fetch_add(&srv->nsuspended, 1);
-    pthread_mutex_unlock(&srv->poll_lock);
-    http_request_waited(req);
-    res->suspended = true;
-    return HTTP_POLL_SUSPENDED;
 }
 
 bool longpoll_answer_now(server *srv, http_poll *p)
 {
     pthread_mutex_lock(&srv->poll_lock);
-    bool now = p->shutdown || (p->fired && !p->woken);
+    bool now = p->shutdown;
     pthread_mutex_unlock(&srv->poll_lock);
     return now;
 }
 
 void longpoll_end(server *srv, http_poll *p)
 {
-    poll_close(srv, p, false);
+    poll_close(srv, p);
     pthread_mutex_lock(&srv->poll_lock);
     p->conn = NULL;
     if (p->suspended) /* its client left while it waited */

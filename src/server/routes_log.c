@@ -107,7 +107,7 @@ static bool pop_parse(const http_request *req, http_response *res, pop_args *a)
 {
     a->o.queue = req->nparams > 0 ? req->params[0] : NULL;
     a->o.partition = req->nparams > 1 ? req->params[1] : NULL;
-    a->timeout_ms = 30000;
+    a->timeout_ms = QUEEN_POP_DEFAULT_TIMEOUT_MS;
     return int_arg(req, "batch", 1, INT_MAX, &a->o.batch, res, "log_bad_batch") &&
            int_arg(req, "leaseSeconds", 1, INT_MAX, &a->o.lease_seconds, res, "log_bad_lease_seconds") &&
            int_arg(req, "partitions", 1, INT_MAX, &a->o.partitions, res, "log_bad_partitions") &&
@@ -123,27 +123,40 @@ static bool pop_parse(const http_request *req, http_response *res, pop_args *a)
              str_arg(req, "task", a->task, sizeof a->task, &a->o.task_label, res, "log_bad_labels")));
 }
 
-/* One attempt never waits in the engine (that would pin this worker thread):
- * the long poll is http.c's suspend/resume, its wait opened before the first
- * attempt so a push that commits in between still wakes it, and kept (in
- * its place among the queue's waiters) until the answer. */
+/* The long poll is the engine's waiting pop (queen_poll), stepped here and
+ * suspended between steps by http.c: it never waits in the engine (that
+ * would pin this worker thread). Its wait opens at the first dispatch, with
+ * the time the request has left, and keeps its place among the queue's
+ * waiters until the answer. */
 void route_pop(server *srv, const http_request *req, http_response *res)
 {
     pop_args a = {0};
     if (!pop_parse(req, res, &a))
         return;
-    if (req->waits > 0 && req->no_wait) { /* resumed at its timeout or by a stop */
+    if (req->waits > 0 && req->no_wait) { /* resumed by a stop */
         res->status = 204;
         return;
     }
     if (srv->cfg->max_poll_timeout_ms > 0 && a.timeout_ms > srv->cfg->max_poll_timeout_ms)
         a.timeout_ms = srv->cfg->max_poll_timeout_ms; /* QUEEN_MAX_POLL_TIMEOUT_MS */
-    for (;;) {
-        long long left = a.timeout_ms - (http_now_ms() - req->started_ms);
-        bool over_limit = false;
-        bool armed = a.wait && !req->no_wait && left > 0 &&
-                     http_poll_arm(srv, req, &a.o, left > INT_MAX ? INT_MAX : (int)left, &over_limit);
-        if (over_limit) {
+    long long left = a.timeout_ms - (http_now_ms() - req->started_ms);
+    char *body = NULL;
+    queen_error err;
+    if (a.wait && !req->no_wait && left > 0) {
+        a.o.timeout_ms = left > INT_MAX ? INT_MAX : (int)left;
+        switch (http_poll_step(srv, req, &a.o, &body, &err, res)) {
+        case HTTP_POLL_SUSPENDED:
+            return;
+        case HTTP_POLL_MESSAGES:
+            http_text(res, 200, body);
+            return;
+        case HTTP_POLL_NOTHING:
+            res->status = 204;
+            return;
+        case HTTP_POLL_ERROR:
+            http_engine_error(res, FAMILY_LOG, &err);
+            return;
+        case HTTP_POLL_OVER_LIMIT: {
             /* The tenant holds its share of connections in waits already:
              * answered at once, before any database work, so other
              * tenants' requests keep finding connections. */
@@ -154,23 +167,16 @@ void route_pop(server *srv, const http_request *req, http_response *res)
             http_refuse(res, FAMILY_LOG, QUEEN_ERR_RATE_LIMITED, "tenant_long_poll_limit", detail);
             return;
         }
-        char *body = NULL;
-        queen_error err;
-        if (queen_pop(srv->engine, req->tenant, &a.o, &body, &err) != 0) {
-            http_engine_error(res, FAMILY_LOG, &err);
-            return;
-        }
-        if (body != NULL) {
-            http_poll_close(srv, req, true);
-            http_text(res, 200, body);
-            return;
-        }
-        if (!armed || http_poll_suspend(srv, req, res) != HTTP_POLL_RETRY) {
-            if (!res->suspended)
-                res->status = 204;
-            return;
+        case HTTP_POLL_CANNOT:
+            break; /* one attempt, as without wait */
         }
     }
+    if (queen_pop(srv->engine, req->tenant, &a.o, &body, &err) != 0)
+        http_engine_error(res, FAMILY_LOG, &err);
+    else if (body != NULL)
+        http_text(res, 200, body);
+    else
+        res->status = 204;
 }
 
 /* ---- ack, lease, configure, queues --------------------------------------- */

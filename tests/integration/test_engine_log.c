@@ -680,6 +680,113 @@ static void own_push_wakes_own_waiters_without_the_round_trip(void **state)
     queen_close(q);
 }
 
+/* A push of K messages to K partitions wakes K of N waiting pops, and the
+ * safety check that runs while those K still pop wakes no more: the K
+ * partitions it finds ready are the ones they are going for. The waiters
+ * are a notifier's own (the push comes from an engine, as from another
+ * broker, by its NOTIFY), and the woken ones are held popping (never
+ * closed) across two check statements: the second was sent only after the
+ * first was answered. */
+static void a_check_does_not_wake_again_what_a_push_woke(void **state)
+{
+    (void)state;
+    enum { N = 8, K = 3 };
+    queen *q = engine_open(4); /* the schema, and the pusher */
+    char err[256];
+    queen_notifier *n = notifier_start(pgtest_url(), err, sizeof err);
+    assert_non_null(n);
+    WAIT_UNTIL(notifier_connected(n), 5000, "the notifier never connected");
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-nodouble-");
+    wake_rec rec[N];
+    queen_waiter *w[N];
+    for (int i = 0; i < N; i++) {
+        memset(&rec[i], 0, sizeof rec[i]);
+        w[i] = notifier_wait_open(n, tenant, queue, NULL, NULL, NULL, NULL, 20000, on_wake, &rec[i]);
+        assert_non_null(w[i]);
+    }
+    json_t *items = json_array();
+    for (int i = 0; i < K; i++) {
+        char part[16];
+        snprintf(part, sizeof part, "p%d", i);
+        json_array_append_new(items, json_pack("{s:s, s:s, s:i}", "queue", queue, "partition", part, "payload", i));
+    }
+    char *text = json_dumps(items, JSON_COMPACT), *out = NULL;
+    json_decref(items);
+    queen_error e = {0};
+    must(queen_push(q, tenant, text, &out, &e), &e);
+    free(out);
+    free(text);
+    int fired = 0;
+    for (long long until = now_ms() + 5000; fired < K && now_ms() < until; pause_ms(5)) {
+        fired = 0;
+        for (int i = 0; i < N; i++)
+            fired += atomic_load(&rec[i].calls);
+    }
+    assert_int_equal(fired, K);
+    unsigned long checks = notifier_checks(n);
+    WAIT_UNTIL(notifier_checks(n) >= checks + 2, 10000, "no check statement was answered");
+    fired = 0;
+    for (int i = 0; i < N; i++)
+        fired += atomic_load(&rec[i].calls);
+    if (fired != K)
+        fail_msg("a push of %d messages and the check after it woke %d waiters", K, fired);
+    for (int i = 0; i < N; i++)
+        notifier_wait_close(n, w[i], false);
+    notifier_free(n);
+    free(queue);
+    queen_close(q);
+}
+
+/* queen_poll driven as an event loop drives it: a step on an empty queue
+ * says SLEEP; a push calls fn once, and the next step pops the message.
+ * A poll whose time runs out calls fn once too, and its step then answers
+ * nothing without popping. */
+static void on_poll_wake(void *ctx)
+{
+    atomic_fetch_add((atomic_int *)ctx, 1);
+}
+
+static void a_poll_steps_without_blocking(void **state)
+{
+    (void)state;
+    queen *q = engine_open(4);
+    wait_listening(q);
+    char tenant[37];
+    wire_uuid4(tenant);
+    char *queue = pgtest_unique("q-poll-");
+    atomic_int calls = 0;
+    queen_pop_options o = {.queue = queue, .auto_ack = true, .timeout_ms = 20000};
+    queen_poll *p = queen_poll_open(q, tenant, &o, on_poll_wake, &calls);
+    assert_non_null(p);
+    char *body = NULL;
+    queen_error e = {0};
+    assert_int_equal(queen_poll_step(p, &body, &e), QUEEN_POLL_SLEEP);
+    assert_null(body);
+    push_one(q, tenant, queue, "polled");
+    WAIT_UNTIL(atomic_load(&calls) == 1, 5000, "the push never called fn");
+    assert_int_equal(queen_poll_step(p, &body, &e), QUEEN_POLL_MESSAGES);
+    assert_non_null(strstr(body, "polled"));
+    free(body);
+    queen_poll_close(p);
+    assert_int_equal(atomic_load(&calls), 1);
+
+    atomic_store(&calls, 0);
+    o.timeout_ms = 300;
+    p = queen_poll_open(q, tenant, &o, on_poll_wake, &calls);
+    assert_non_null(p);
+    assert_int_equal(queen_poll_step(p, &body, &e), QUEEN_POLL_SLEEP);
+    WAIT_UNTIL(atomic_load(&calls) == 1, 5000, "the timeout never called fn");
+    long long pops = engine_stat(q, "pops", "total");
+    assert_int_equal(queen_poll_step(p, &body, &e), QUEEN_POLL_NOTHING);
+    assert_null(body);
+    assert_int_equal(engine_stat(q, "pops", "total"), pops); /* its end is not a wake: no pop */
+    queen_poll_close(p);
+    free(queue);
+    queen_close(q);
+}
+
 static void notifier_survives_losing_its_connection(void **state)
 {
     (void)state;
@@ -739,6 +846,8 @@ int main(void)
         cmocka_unit_test(lease_extend),
         cmocka_unit_test(wait_for_push_fires_exactly_once),
         cmocka_unit_test(own_push_wakes_own_waiters_without_the_round_trip),
+        cmocka_unit_test(a_check_does_not_wake_again_what_a_push_woke),
+        cmocka_unit_test(a_poll_steps_without_blocking),
         cmocka_unit_test(notifier_survives_losing_its_connection),
     };
     return cmocka_run_group_tests_name("engine_log", tests, NULL, NULL);
