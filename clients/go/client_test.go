@@ -151,9 +151,8 @@ func TestExactlyOnceConsumerAndCleanStop(t *testing.T) {
 		// The README's consumer: the marker and the effect commit with the ack.
 		done <- c.Consume(loop, ConsumeOptions{Queue: q, Concurrency: 3, Poll: 200 * time.Millisecond},
 			func(ctx context.Context, m *Message, tx *Tx) error {
-				tx.KV(KVOp{"op": "putIfAbsent", "ns": ns, "key": "done/" + m.TransactionID, "value": true,
-					"forever": true, "required": true})
-				tx.KV(KVOp{"op": "incr", "ns": ns, "key": "total", "delta": json.RawMessage(`0.1`), "forever": true})
+				tx.KVPutIfAbsent(ns, "done/"+m.TransactionID, true, Forever, Required())
+				tx.KVIncr(ns, "total", 0.1, Forever)
 				if handled.Add(1) == 6 {
 					stop()
 				}

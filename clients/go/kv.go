@@ -40,19 +40,32 @@ func (e Expiry) into(m map[string]any) error {
 	return nil
 }
 
-// Cond is a KV write's condition or bound.
-type Cond func(m map[string]any)
+// Cond is a KV write's condition or bound: Expect, Required, Min or Max.
+// Opaque, so a write carries only the members the broker defines.
+type Cond struct{ set func(m map[string]any) }
+
+func applyConds(m map[string]any, conds []Cond) {
+	for _, c := range conds {
+		if c.set != nil {
+			c.set(m)
+		}
+	}
+}
 
 // Expect applies the write only while the key holds version v (0: absent).
-func Expect(v int64) Cond { return func(m map[string]any) { m["expect"] = v } }
+func Expect(v int64) Cond { return Cond{func(m map[string]any) { m["expect"] = v }} }
 
 // Required turns a lost condition into a *Error with Code kv_precondition
 // (IsPrecondition) instead of a result with Applied false.
-func Required() Cond { return func(m map[string]any) { m["required"] = true } }
+func Required() Cond { return Cond{func(m map[string]any) { m["required"] = true }} }
 
 // Min and Max bound an increment: past them it does not apply (reason limit).
-func Min(x float64) Cond { return func(m map[string]any) { m["min"] = json.Number(formatFloat(x)) } }
-func Max(x float64) Cond { return func(m map[string]any) { m["max"] = json.Number(formatFloat(x)) } }
+func Min(x float64) Cond {
+	return Cond{func(m map[string]any) { m["min"] = json.Number(formatFloat(x)) }}
+}
+func Max(x float64) Cond {
+	return Cond{func(m map[string]any) { m["max"] = json.Number(formatFloat(x)) }}
+}
 
 // formatFloat is the shortest text that reads back as the same float64.
 func formatFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
@@ -84,11 +97,90 @@ type KVResult struct {
 	Raw       json.RawMessage `json:"-"`
 }
 
-// KVOp is one wire op for Apply and the transaction builder: "op" is get,
-// put, putIfAbsent, delete, incr, getMany or getPrefix, with the wire's
-// member names (ns, key, value, ttlSeconds or forever, expect, required,
-// delta, min, max, keys, prefix, after, limit, keysOnly).
-type KVOp map[string]any
+// KVOp is one kv op for Apply and Tx.KV, made by GetOp, PutOp,
+// PutIfAbsentOp, DeleteOp, IncrOp, GetManyOp or GetPrefixOp: one per op the
+// broker has (sql/024_kv.sql), taking what the one-op calls take. There is
+// no public map form: an op's members are typed, and a write's expiry is
+// checked where the op is made. A refused op (a bad expiry, a value JSON
+// cannot hold) carries its error to Apply or Commit, which return it before
+// anything is sent; so does the zero KVOp.
+type KVOp struct {
+	wire map[string]any
+	err  error
+}
+
+// MarshalJSON is the op as the wire has it.
+func (o KVOp) MarshalJSON() ([]byte, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	return marshal(o.wire)
+}
+
+func (o KVOp) check() error {
+	if o.err != nil {
+		return o.err
+	}
+	if o.wire == nil {
+		return ownError("bad_argument", "an empty KVOp: make ops with GetOp, PutOp, PutIfAbsentOp, DeleteOp, "+
+			"IncrOp, GetManyOp or GetPrefixOp", 0)
+	}
+	return nil
+}
+
+// GetOp reads one key.
+func GetOp(ns, key string) KVOp { return KVOp{wire: map[string]any{"op": "get", "ns": ns, "key": key}} }
+
+// PutOp writes value, as Client.Put does.
+func PutOp(ns, key string, value any, exp Expiry, conds ...Cond) KVOp {
+	return writeOp("put", ns, key, value, exp, conds)
+}
+
+// PutIfAbsentOp writes value only when the key is absent, as
+// Client.PutIfAbsent does.
+func PutIfAbsentOp(ns, key string, value any, exp Expiry, conds ...Cond) KVOp {
+	return writeOp("putIfAbsent", ns, key, value, exp, conds)
+}
+
+// DeleteOp removes a key, as Client.Delete does.
+func DeleteOp(ns, key string, conds ...Cond) KVOp {
+	op := map[string]any{"op": "delete", "ns": ns, "key": key}
+	applyConds(op, conds)
+	return KVOp{wire: op}
+}
+
+// IncrOp adds delta to a numeric key, as Client.Incr does.
+func IncrOp(ns, key string, delta float64, exp Expiry, conds ...Cond) KVOp {
+	op := map[string]any{"op": "incr", "ns": ns, "key": key, "delta": json.Number(formatFloat(delta))}
+	if err := exp.into(op); err != nil {
+		return KVOp{err: err}
+	}
+	applyConds(op, conds)
+	return KVOp{wire: op}
+}
+
+// GetManyOp reads several keys of one namespace.
+func GetManyOp(ns string, keys []string) KVOp {
+	if keys == nil {
+		keys = []string{}
+	}
+	return KVOp{wire: map[string]any{"op": "getMany", "ns": ns, "keys": keys}}
+}
+
+// GetPrefixOp reads one page of the keys under prefix.
+func GetPrefixOp(ns, prefix string, o PrefixOptions) KVOp {
+	op := map[string]any{"op": "getPrefix", "ns": ns, "prefix": prefix}
+	if o.After != "" {
+		op["after"] = o.After
+	}
+	if o.Limit != 0 {
+		op["limit"] = o.Limit
+	}
+	if o.KeysOnly {
+		op["keysOnly"] = true
+	}
+	return KVOp{wire: op}
+}
 
 func keyPath(ns, key string) string { return "/api/v1/kv/" + pathEscape(ns) + "/" + pathEscape(key) }
 
@@ -145,9 +237,7 @@ func (c *Client) Put(ctx context.Context, ns, key string, value any, exp Expiry,
 	if err := exp.into(m); err != nil {
 		return nil, err
 	}
-	for _, cond := range conds {
-		cond(m)
-	}
+	applyConds(m, conds)
 	body, err := marshal(m)
 	if err != nil {
 		return nil, err
@@ -163,9 +253,7 @@ func (c *Client) Put(ctx context.Context, ns, key string, value any, exp Expiry,
 // Delete removes a key (Applied false, Reason absent, when there was none).
 func (c *Client) Delete(ctx context.Context, ns, key string, conds ...Cond) (*KVResult, error) {
 	m := map[string]any{}
-	for _, cond := range conds {
-		cond(m)
-	}
+	applyConds(m, conds)
 	rq := request{method: "DELETE", path: keyPath(ns, key), safe: true}
 	if len(m) > 0 {
 		body, err := marshal(m)
@@ -186,29 +274,18 @@ func (c *Client) Delete(ctx context.Context, ns, key string, conds ...Cond) (*KV
 // PutIfAbsent writes only when the key is absent (else Reason exists, with
 // the live value). Never retried after a request was sent.
 func (c *Client) PutIfAbsent(ctx context.Context, ns, key string, value any, exp Expiry, conds ...Cond) (*KVResult, error) {
-	op, err := putIfAbsentOp(ns, key, value, exp, conds)
-	if err != nil {
-		return nil, err
-	}
-	return c.oneOp(ctx, op)
+	return c.oneOp(ctx, PutIfAbsentOp(ns, key, value, exp, conds...))
 }
 
 // Incr adds delta to a numeric key (Min and Max bound it). Never retried
 // after a request was sent.
 func (c *Client) Incr(ctx context.Context, ns, key string, delta float64, exp Expiry, conds ...Cond) (*KVResult, error) {
-	op, err := incrOp(ns, key, delta, exp, conds)
-	if err != nil {
-		return nil, err
-	}
-	return c.oneOp(ctx, op)
+	return c.oneOp(ctx, IncrOp(ns, key, delta, exp, conds...))
 }
 
 // GetMany reads several keys of one namespace: Rows found, Missing not.
 func (c *Client) GetMany(ctx context.Context, ns string, keys []string) (*KVResult, error) {
-	if keys == nil {
-		keys = []string{}
-	}
-	return c.oneOp(ctx, KVOp{"op": "getMany", "ns": ns, "keys": keys})
+	return c.oneOp(ctx, GetManyOp(ns, keys))
 }
 
 // PrefixOptions page a prefix read.
@@ -221,17 +298,7 @@ type PrefixOptions struct {
 // GetPrefix reads one page of the keys under prefix, in byte order:
 // Truncated says more follow after NextAfter.
 func (c *Client) GetPrefix(ctx context.Context, ns, prefix string, o PrefixOptions) (*KVResult, error) {
-	op := KVOp{"op": "getPrefix", "ns": ns, "prefix": prefix}
-	if o.After != "" {
-		op["after"] = o.After
-	}
-	if o.Limit != 0 {
-		op["limit"] = o.Limit
-	}
-	if o.KeysOnly {
-		op["keysOnly"] = true
-	}
-	return c.oneOp(ctx, op)
+	return c.oneOp(ctx, GetPrefixOp(ns, prefix, o))
 }
 
 // Scan reads every row under prefix page after page (pageLimit rows each;
@@ -280,10 +347,16 @@ func repeatable(ops []byte) bool {
 
 // Apply runs ops in one transaction and returns one result per op, in
 // order. A required op that lost is a *Error (IsPrecondition) naming its
-// FailedIndex, and nothing of the batch was written.
+// FailedIndex, and nothing of the batch was written. An op refused where it
+// was made is returned before anything is sent.
 func (c *Client) Apply(ctx context.Context, ops []KVOp) ([]*KVResult, error) {
 	if ops == nil {
 		ops = []KVOp{}
+	}
+	for _, op := range ops {
+		if err := op.check(); err != nil {
+			return nil, err
+		}
 	}
 	body, err := marshal(ops)
 	if err != nil {
@@ -339,34 +412,16 @@ func (c *Client) Namespaces(ctx context.Context) (json.RawMessage, error) {
 	return raw, decode(rep, &raw)
 }
 
-// The wire ops the one-op calls and the transaction builder share.
-
-func writeOp(name, ns, key string, value any, exp Expiry, conds []Cond) (KVOp, error) {
+// writeOp is a put or putIfAbsent op.
+func writeOp(name, ns, key string, value any, exp Expiry, conds []Cond) KVOp {
 	raw, err := marshal(value)
 	if err != nil {
-		return nil, err
+		return KVOp{err: err}
 	}
-	op := KVOp{"op": name, "ns": ns, "key": key, "value": json.RawMessage(raw)}
+	op := map[string]any{"op": name, "ns": ns, "key": key, "value": json.RawMessage(raw)}
 	if err := exp.into(op); err != nil {
-		return nil, err
+		return KVOp{err: err}
 	}
-	for _, cond := range conds {
-		cond(op)
-	}
-	return op, nil
-}
-
-func putIfAbsentOp(ns, key string, value any, exp Expiry, conds []Cond) (KVOp, error) {
-	return writeOp("putIfAbsent", ns, key, value, exp, conds)
-}
-
-func incrOp(ns, key string, delta float64, exp Expiry, conds []Cond) (KVOp, error) {
-	op := KVOp{"op": "incr", "ns": ns, "key": key, "delta": json.Number(formatFloat(delta))}
-	if err := exp.into(op); err != nil {
-		return nil, err
-	}
-	for _, cond := range conds {
-		cond(op)
-	}
-	return op, nil
+	applyConds(op, conds)
+	return KVOp{wire: op}
 }

@@ -10,7 +10,7 @@ import (
 // pushes share one push operation; kv ops follow the operations.
 type Tx struct {
 	ops       []map[string]any
-	kv        []any
+	kv        []KVOp
 	leases    []string
 	openPush  bool  // the last operation is a push still taking items
 	carriesID bool  // an ack or an item with a transactionId: a repeat rolls back whole
@@ -52,44 +52,36 @@ func (t *Tx) Push(item PushItem) *Tx {
 	return t
 }
 
-// KV adds a kv op as the wire has it.
+// KV adds a kv op made by GetOp, PutOp, PutIfAbsentOp, DeleteOp, IncrOp,
+// GetManyOp or GetPrefixOp. An op refused where it was made (a bad expiry)
+// is kept: JSON and Commit return the first such error.
 func (t *Tx) KV(op KVOp) *Tx {
-	t.kv = append(t.kv, op)
-	return t
-}
-
-func (t *Tx) add(op KVOp, err error) *Tx {
-	if err != nil {
+	if err := op.check(); err != nil {
 		if t.err == nil {
 			t.err = err
 		}
 		return t
 	}
-	return t.KV(op)
+	t.kv = append(t.kv, op)
+	return t
 }
 
 // KVPut adds a put, as Client.Put takes it.
 func (t *Tx) KVPut(ns, key string, value any, exp Expiry, conds ...Cond) *Tx {
-	return t.add(writeOp("put", ns, key, value, exp, conds))
+	return t.KV(PutOp(ns, key, value, exp, conds...))
 }
 
 // KVPutIfAbsent adds a putIfAbsent, as Client.PutIfAbsent takes it.
 func (t *Tx) KVPutIfAbsent(ns, key string, value any, exp Expiry, conds ...Cond) *Tx {
-	return t.add(putIfAbsentOp(ns, key, value, exp, conds))
+	return t.KV(PutIfAbsentOp(ns, key, value, exp, conds...))
 }
 
 // KVDelete adds a delete, as Client.Delete takes it.
-func (t *Tx) KVDelete(ns, key string, conds ...Cond) *Tx {
-	op := KVOp{"op": "delete", "ns": ns, "key": key}
-	for _, cond := range conds {
-		cond(op)
-	}
-	return t.KV(op)
-}
+func (t *Tx) KVDelete(ns, key string, conds ...Cond) *Tx { return t.KV(DeleteOp(ns, key, conds...)) }
 
 // KVIncr adds an incr, as Client.Incr takes it.
 func (t *Tx) KVIncr(ns, key string, delta float64, exp Expiry, conds ...Cond) *Tx {
-	return t.add(incrOp(ns, key, delta, exp, conds))
+	return t.KV(IncrOp(ns, key, delta, exp, conds...))
 }
 
 // RequireLease makes the commit fail unless leaseID is still held.

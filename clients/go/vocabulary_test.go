@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,92 @@ func TestQueenURLAndTheRetryHook(t *testing.T) {
 	t.Setenv("QUEEN_URL", "")
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("no URL and no QUEEN_URL made a client")
+	}
+}
+
+// Finding 6 of issue 38: the transaction's kv ops (and Apply's) are typed
+// values made by one constructor per op, not maps; no public method of the
+// client or the builder takes a map, and no kv op has an exported member
+// through which one could be built.
+func TestKVOpsAreTyped(t *testing.T) {
+	for _, typ := range []reflect.Type{reflect.TypeOf(KVOp{}), reflect.TypeOf(Cond{})} {
+		if typ.Kind() != reflect.Struct {
+			t.Fatalf("%s is a %s: a kv op is built by its constructors only", typ, typ.Kind())
+		}
+		for i := 0; i < typ.NumField(); i++ {
+			if typ.Field(i).IsExported() {
+				t.Fatalf("%s.%s is exported", typ, typ.Field(i).Name)
+			}
+		}
+	}
+	takesMap := func(typ reflect.Type) bool {
+		for typ.Kind() == reflect.Slice || typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		return typ.Kind() == reflect.Map
+	}
+	for _, owner := range []reflect.Type{reflect.TypeOf(&Tx{}), reflect.TypeOf(&Client{})} {
+		for i := 0; i < owner.NumMethod(); i++ {
+			m := owner.Method(i)
+			for j := 1; j < m.Type.NumIn(); j++ {
+				if takesMap(m.Type.In(j)) {
+					t.Fatalf("%s.%s takes %s: an untyped map", owner, m.Name, m.Type.In(j))
+				}
+			}
+		}
+	}
+
+	// Refused where made, returned before anything is sent.
+	c, _ := New(Options{URLs: []string{deadURL(t)}, MaxAttempts: 3, Backoff: time.Millisecond})
+	ctx := context.Background()
+	for name, op := range map[string]KVOp{"zero": {}, "incr": IncrOp("ns", "k", 1, Expiry{}),
+		"put": PutOp("ns", "k", 1, TTL(0)), "value": PutOp("ns", "k", func() {}, Forever)} {
+		_, applyErr := c.Apply(ctx, []KVOp{GetOp("ns", "k"), op})
+		_, commitErr := c.Commit(ctx, NewTx().KV(DeleteOp("ns", "k")).KV(op))
+		for _, err := range []error{applyErr, commitErr} {
+			var qe *Error
+			if name != "value" && (!errors.As(err, &qe) || qe.Code != "bad_argument" || qe.Status != 0) {
+				t.Fatalf("%s: %v, expected a local bad_argument", name, err)
+			}
+			if err == nil {
+				t.Fatalf("%s: no error", name)
+			}
+		}
+	}
+	if c.Retries() != 0 {
+		t.Fatalf("%d retries: a refused op was sent", c.Retries())
+	}
+
+	// Every constructor against the broker, in a batch and in a transaction.
+	b := sharedBroker(t)
+	c, _ = New(Options{URLs: []string{b.base}})
+	ns := "go-ops-" + runToken()
+	rs, err := c.Apply(ctx, []KVOp{PutOp(ns, "p/a", "x", Forever), PutIfAbsentOp(ns, "p/b", 2, TTL(time.Hour)),
+		IncrOp(ns, "n", 2.5, Forever, Max(10)), GetOp(ns, "p/a"), GetManyOp(ns, []string{"p/a", "none"}),
+		DeleteOp(ns, "none")})
+	if err != nil || len(rs) != 6 {
+		t.Fatalf("apply: %v %d", err, len(rs))
+	}
+	if !rs[0].Applied || !rs[1].Applied || string(rs[2].Value) != "2.5" || string(rs[3].Value) != `"x"` ||
+		len(rs[4].Rows) != 1 || rs[4].Missing[0] != "none" || rs[5].Applied || rs[5].Reason != "absent" {
+		t.Fatalf("apply results: %+v", rs)
+	}
+	more, err := c.Apply(ctx, []KVOp{GetPrefixOp(ns, "p/", PrefixOptions{Limit: 1, KeysOnly: true}),
+		PutOp(ns, "p/a", "y", Forever, Expect(rs[0].Version+1))})
+	if err != nil || len(more[0].Rows) != 1 || more[0].Rows[0].Key != "p/a" || !more[0].Truncated ||
+		more[1].Applied || more[1].Reason != "version" {
+		t.Fatalf("getPrefix and a put expecting a version the key does not hold: %v %+v", err, more)
+	}
+	r, err := c.Commit(ctx, NewTx().KV(IncrOp(ns, "n", 1, Forever)).KV(DeleteOp(ns, "p/b", Expect(rs[1].Version))).
+		KV(PutIfAbsentOp(ns, "p/a", 0, Forever, Required())))
+	if err != nil || r.Success || r.KVReason != "exists" || r.FailedIndex == nil || *r.FailedIndex != 2 {
+		t.Fatalf("a transaction whose required op lost rolls back: %v %+v", err, r)
+	}
+	r, err = c.Commit(ctx, NewTx().KV(IncrOp(ns, "n", 1, Forever)).KV(DeleteOp(ns, "p/b", Expect(rs[1].Version))))
+	if err != nil || !r.Success {
+		t.Fatalf("commit: %v %s", err, r.Raw)
+	}
+	if n, err := c.Get(ctx, ns, "n"); err != nil || string(n.Value) != "3.5" {
+		t.Fatalf("n: %v %s, expected 3.5 (the rolled-back incr not counted)", err, n.Raw)
 	}
 }

@@ -25,6 +25,8 @@ final class Client
     private Transport $transport;
     private bool $assoc;
     private ?string $tenant;
+    /** withTimeout's bound on each attempt; null: the timeoutMs option. */
+    private ?int $timeoutMs = null;
 
     /**
      * @param string|list<string>|null $urls broker base URLs, tried in order for failover; null: QUEEN_URL
@@ -53,6 +55,19 @@ final class Client
         );
         $this->assoc = (bool) ($options['assoc'] ?? true);
         $this->tenant = $options['tenant'] ?? null;
+    }
+
+    /**
+     * This client, its connection and options shared, with each attempt of its calls bounded by $ms
+     * instead of the timeoutMs option (a long poll adds its wait): a deadline for one call,
+     * $c->withTimeout(2000)->kvGet($ns, $key). Past it the call throws TransportException timeout,
+     * retried only when safe.
+     */
+    public function withTimeout(int $ms): static
+    {
+        $view = clone $this;
+        $view->timeoutMs = max(1, $ms);
+        return $view;
     }
 
     /** HTTP attempts beyond the first made by every call of this client so far. */
@@ -270,7 +285,8 @@ final class Client
         if ($q !== []) {
             $path .= '?' . http_build_query($q, '', '&', PHP_QUERY_RFC3986);
         }
-        [$status, $text] = $this->transport->call('GET', $path, null, $tenant ?? $this->tenant, false, $waitMs);
+        [$status, $text] = $this->transport->call('GET', $path, null, $tenant ?? $this->tenant, false, $waitMs,
+                                                   $this->timeoutMs);
         if ($status === 204 || $text === '') {
             return null;
         }
@@ -351,7 +367,7 @@ final class Client
 
     private function send(string $method, string $path, ?string $body, ?string $tenant, bool $safe): mixed
     {
-        [, $text] = $this->transport->call($method, $path, $body, $tenant ?? $this->tenant, $safe);
+        [, $text] = $this->transport->call($method, $path, $body, $tenant ?? $this->tenant, $safe, 0, $this->timeoutMs);
         return $this->decode($text);
     }
 

@@ -53,7 +53,8 @@ final class Transport
      * 429, 503, timeout or broken connection is retried too.
      * @return array{int, string}
      */
-    public function call(string $method, string $path, ?string $body, ?string $tenant, bool $safe, int $extraMs = 0): array
+    public function call(string $method, string $path, ?string $body, ?string $tenant, bool $safe, int $extraMs = 0,
+                         ?int $timeoutMs = null): array
     {
         $this->curl ??= curl_init();
         $h = $this->curl;
@@ -79,7 +80,7 @@ final class Transport
                 CURLOPT_NOSIGNAL => true,
                 CURLOPT_TCP_NODELAY => true,
                 CURLOPT_CONNECTTIMEOUT_MS => $this->connectTimeoutMs,
-                CURLOPT_TIMEOUT_MS => $this->timeoutMs + $extraMs,
+                CURLOPT_TIMEOUT_MS => ($timeoutMs ?? $this->timeoutMs) + $extraMs,
                 CURLOPT_HEADERFUNCTION => function ($ch, string $line) use (&$retryAfter): int {
                     if (stripos($line, 'retry-after:') === 0) {
                         $retryAfter = max(0, (int) trim(substr($line, 12)));

@@ -184,6 +184,22 @@ final class ClientTest extends TestCase
         fclose($server);
     }
 
+    public function testWithTimeoutBoundsOneCall(): void
+    {
+        $server = stream_socket_server('tcp://127.0.0.1:0');
+        $url = 'http://' . stream_socket_get_name($server, false);
+        $c = self::client(['timeoutMs' => 60000, 'maxAttempts' => 1], $url);
+        $t0 = microtime(true);
+        try {
+            $c->withTimeout(200)->kvGet('ns', 'k');
+            $this->fail('a silent peer answered');
+        } catch (TransportException $e) {
+            $this->assertSame('timeout', $e->errorCode);
+        }
+        $this->assertLessThan(10, microtime(true) - $t0);
+        fclose($server);
+    }
+
     public function testBearerTokenOnAnAuthenticatedBroker(): void
     {
         $b = Harness::get()->start(['QUEEN_AUTH=jwt', 'QUEEN_JWT_SECRET=' . self::SECRET, 'QUEEN_JWT_DEFAULT_TENANT=1']);

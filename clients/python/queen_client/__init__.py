@@ -8,8 +8,8 @@ from .client import Batch, Kv, Queen, QueueHandle, Tx
 from .errors import (AuthError, BadArgument, BadRequest, Conflict, NotFound, PreconditionFailed, QueenBadResponse,
                      QueenError, QueenRefused, QueenUnavailable, RateLimited, ServerError, TransportError,
                      Unavailable)
-from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message, PopResult,
-                      PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
+from .results import (AckResult, ConfigureResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message,
+                      PopResult, PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
 from ._json import dumps, loads
 
 __version__ = "0.1.0"
@@ -20,5 +20,5 @@ __all__ = [
     "BadRequest", "BadArgument", "AuthError", "NotFound", "Conflict", "RateLimited", "Unavailable", "ServerError",
     "TransportError", "QueueOptions",
     "GetResult", "WriteResult", "Row", "GetManyResult", "PrefixPage", "PushResult", "Message", "PopResult",
-    "AckResult", "LeaseResult", "TxResult", "ConsumeStats", "dumps", "loads", "__version__",
+    "AckResult", "LeaseResult", "ConfigureResult", "TxResult", "ConsumeStats", "dumps", "loads", "__version__",
 ]

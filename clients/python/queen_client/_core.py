@@ -14,8 +14,8 @@ from urllib.parse import quote, urlsplit
 
 from . import _json
 from .errors import BadArgument, PreconditionFailed, QueenBadResponse, QueenError, TransportError, error_class
-from .results import (AckResult, GetManyResult, GetResult, LeaseResult, Message, PopResult, PrefixPage, PushResult,
-                      Row, TxResult, WriteResult)
+from .results import (AckResult, ConfigureResult, GetManyResult, GetResult, LeaseResult, Message, PopResult,
+                      PrefixPage, PushResult, Row, TxResult, WriteResult)
 
 #: every retry is logged here (WARNING when the attempts run out is the caller's to log: it gets the error)
 log = logging.getLogger("queen_client")
@@ -467,7 +467,7 @@ def lease_extend(lease_id: str, seconds: int, tenant: Optional[str]) -> Call[Lea
 
 
 def configure(queue: str, options: Optional[Mapping[str, Any]], namespace: Optional[str], task: Optional[str],
-              tenant: Optional[str]) -> Call[dict[str, Any]]:
+              tenant: Optional[str]) -> Call[ConfigureResult]:
     body: dict[str, Any] = {"queue": queue}
     if options is not None:
         body["options"] = dict(options)
@@ -475,7 +475,8 @@ def configure(queue: str, options: Optional[Mapping[str, Any]], namespace: Optio
         body["namespace"] = namespace
     if task is not None:
         body["task"] = task
-    return Call("POST", "/api/v1/configure", _plain, body, True, True, tenant)
+    return Call("POST", "/api/v1/configure", lambda s, b: ConfigureResult.of(_object(b, "configure")), body, True,
+                True, tenant)
 
 
 def queues(tenant: Optional[str]) -> Call[dict[str, Any]]:

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 from . import _core
 from ._core import AckLike, Call, Failed, Ttl
 from .errors import QueenError, QueenRefused
-from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message, PopResult,
-                      PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
+from .results import (AckResult, ConfigureResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message,
+                      PopResult, PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
 
 __all__ = ["AsyncQueen", "AsyncStreamsCalls", "AsyncKv", "AsyncBatch", "AsyncTx", "AsyncQueueHandle", "AsyncPrefixScan"]
 
@@ -207,7 +207,7 @@ class AsyncQueen:
 
     async def configure(self, queue: str, options: Optional[QueueOptions] = None, *,
                         namespace: Optional[str] = None, task: Optional[str] = None,
-                        tenant: Optional[str] = None) -> dict[str, Any]:
+                        tenant: Optional[str] = None) -> ConfigureResult:
         return await self._run(_core.configure(queue, options, namespace, task, tenant))
 
     async def queues(self, *, tenant: Optional[str] = None) -> list[Any]:
@@ -462,7 +462,7 @@ class AsyncQueueHandle:
         kw.setdefault("partition", self.partition)
         return await self._c.pop(self.name, tenant=self._tenant, **kw)
 
-    async def configure(self, options: Optional[QueueOptions] = None, **kw: Any) -> dict[str, Any]:
+    async def configure(self, options: Optional[QueueOptions] = None, **kw: Any) -> ConfigureResult:
         return await self._c.configure(self.name, options, tenant=self._tenant, **kw)
 
     async def delete(self) -> dict[str, Any]:

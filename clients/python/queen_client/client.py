@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 from . import _core
 from ._core import AckLike, Call, Failed, Ttl
 from .errors import QueenError, QueenRefused
-from .results import (AckResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message, PopResult,
-                      PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
+from .results import (AckResult, ConfigureResult, ConsumeStats, GetManyResult, GetResult, LeaseResult, Message,
+                      PopResult, PrefixPage, PushResult, QueueOptions, Row, TxResult, WriteResult)
 
 __all__ = ["Queen", "StreamsCalls", "Kv", "Batch", "Tx", "QueueHandle", "PrefixScan"]
 
@@ -182,7 +182,7 @@ class Queen:
         return self._run(_core.lease_extend(lease_id, seconds, tenant))
 
     def configure(self, queue: str, options: Optional[QueueOptions] = None, *, namespace: Optional[str] = None,
-                  task: Optional[str] = None, tenant: Optional[str] = None) -> dict[str, Any]:
+                  task: Optional[str] = None, tenant: Optional[str] = None) -> ConfigureResult:
         """Create or configure a queue (``options`` as the wire names them: ``leaseTime``, ``retryLimit``, ...)."""
         return self._run(_core.configure(queue, options, namespace, task, tenant))
 
@@ -471,7 +471,7 @@ class QueueHandle:
         kw.setdefault("partition", self.partition)
         return self._c.pop(self.name, tenant=self._tenant, **kw)
 
-    def configure(self, options: Optional[QueueOptions] = None, **kw: Any) -> dict[str, Any]:
+    def configure(self, options: Optional[QueueOptions] = None, **kw: Any) -> ConfigureResult:
         return self._c.configure(self.name, options, tenant=self._tenant, **kw)
 
     def delete(self) -> dict[str, Any]:

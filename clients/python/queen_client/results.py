@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, TypedDict
 
 __all__ = ["GetResult", "WriteResult", "Row", "GetManyResult", "PrefixPage", "PushResult", "Message",
-           "PopResult", "AckResult", "LeaseResult", "TxResult", "ConsumeStats",
+           "PopResult", "AckResult", "LeaseResult", "ConfigureResult", "TxResult", "ConsumeStats",
            "QueueOptions"]
 
 
@@ -183,6 +183,24 @@ class LeaseResult:
     @classmethod
     def of(cls, d: dict[str, Any]) -> "LeaseResult":
         return cls(d.get("leaseId", ""), bool(d.get("renewed")), d)
+
+
+@dataclass
+class ConfigureResult:
+    """A configure's answer: the queue as it now is, ``options`` every option with its effective value (as
+    the wire names them), ``stored_only`` the names stored and echoed that this broker does not act on."""
+    queue: str
+    queue_id: str
+    namespace: Optional[str] = None
+    task: Optional[str] = None
+    options: dict[str, Any] = field(default_factory=dict)
+    stored_only: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> "ConfigureResult":
+        return cls(d.get("queue", ""), str(d.get("queueId") or ""), d.get("namespace"), d.get("task"),
+                   dict(d.get("options") or {}), list(d.get("storedOnly") or []), d)
 
 
 @dataclass

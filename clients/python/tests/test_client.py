@@ -24,9 +24,9 @@ from typing import Any
 from harness import HERE, Broker, dead_url, mint_hs256, psql
 
 from queen_client._core import Call
-from queen_client import (AckResult, AsyncQueen, AuthError, BadArgument, BadRequest, Conflict, NotFound,
-                          PreconditionFailed, Queen, QueenBadResponse, QueenError, QueenRefused, QueenUnavailable,
-                          RateLimited, ServerError, TransportError, Unavailable, _json)
+from queen_client import (AckResult, AsyncQueen, AuthError, BadArgument, BadRequest, ConfigureResult, Conflict,
+                          NotFound, PreconditionFailed, Queen, QueenBadResponse, QueenError, QueenRefused,
+                          QueenUnavailable, RateLimited, ServerError, TransportError, Unavailable, _json)
 
 PKG = os.path.dirname(HERE)
 broker: Broker
@@ -349,6 +349,27 @@ class Vocabulary(unittest.TestCase):
             self.assertTrue(one.success)
             many = c.ack(popped.messages[1:])
             self.assertEqual([type(r) for r in many], [AckResult, AckResult])
+
+    def test_configure_answers_a_typed_result(self) -> None:
+        q = unique("q")
+        with Queen(broker.base) as c:
+            r = c.configure(q, {"leaseTime": 45, "retryLimit": 2}, namespace="py-ns", task="py-task")
+            self.assertIsInstance(r, ConfigureResult)
+            self.assertEqual((r.queue, r.namespace, r.task), (q, "py-ns", "py-task"))
+            self.assertEqual(str(uuid.UUID(r.queue_id)), r.queue_id)
+            self.assertEqual((r.options["leaseTime"], r.options["retryLimit"]), (45, 2))
+            self.assertIsInstance(r.stored_only, list)
+            self.assertEqual(r.raw["queueId"], r.queue_id)
+            again = c.queue(q).configure({"leaseTime": 50})
+            self.assertEqual((type(again), again.queue_id, again.options["leaseTime"]),
+                             (ConfigureResult, r.queue_id, 50))
+
+        async def go() -> ConfigureResult:
+            async with AsyncQueen(broker.base) as ac:
+                return await ac.configure(q, {"leaseTime": 60})
+        ar = asyncio.run(go())
+        self.assertEqual((type(ar), ar.queue, ar.queue_id, ar.options["leaseTime"]),
+                         (ConfigureResult, q, r.queue_id, 60))
 
     def test_queen_url_is_read_when_no_url_is_given(self) -> None:
         old = os.environ.get("QUEEN_URL")

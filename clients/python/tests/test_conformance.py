@@ -300,8 +300,8 @@ async def do_call(c: Any, call: str, a: dict[str, Any]) -> Any:
     if call == "lease_extend":
         return wire(await maybe(c.lease_extend(a["leaseId"], int(a.get("seconds", 60)), tenant=t)))
     if call == "configure":
-        return await maybe(c.configure(a["queue"], a.get("options"), namespace=a.get("namespace"),
-                                       task=a.get("task"), tenant=t))
+        return wire(await maybe(c.configure(a["queue"], a.get("options"), namespace=a.get("namespace"),
+                                            task=a.get("task"), tenant=t)))
     if call == "queues":
         return {"queues": await maybe(c.queues(tenant=t))}
     if call == "queue_delete":

@@ -29,6 +29,7 @@ use serde_json::Value;
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The async client: cheap to clone, calls from any task.
 #[derive(Clone)]
@@ -71,6 +72,13 @@ impl AsyncClient {
     /// The same client whose calls send tenant as x-queen-tenant (Client::with_tenant).
     pub fn with_tenant(&self, tenant: &str) -> AsyncClient {
         AsyncClient { inner: self.inner.with_tenant(tenant) }
+    }
+
+    /// The same client whose calls bound each attempt by d (Client::with_timeout):
+    /// the way to put a deadline on one call, since dropping its future does not
+    /// end the exchange under it.
+    pub fn with_timeout(&self, d: Duration) -> AsyncClient {
+        AsyncClient { inner: self.inner.with_timeout(d) }
     }
 
     pub fn health(&self) -> impl Future<Output = Result<Value>> + Send + 'static {

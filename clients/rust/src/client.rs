@@ -105,6 +105,8 @@ struct Shared {
 pub struct Client {
     shared: Arc<Shared>,
     tenant: Option<String>,
+    /// with_timeout's bound on each attempt of this view's calls; None: Options::timeout.
+    timeout: Option<Duration>,
 }
 
 pub(crate) struct Request<'a> {
@@ -160,6 +162,7 @@ impl Client {
                 seed: Mutex::new(nanos | 1),
             }),
             tenant: None,
+            timeout: None,
         })
     }
 
@@ -167,7 +170,15 @@ impl Client {
     /// uuid) as the x-queen-tenant header, for a broker behind a proxy with
     /// tenancy on.
     pub fn with_tenant(&self, tenant: &str) -> Client {
-        Client { shared: self.shared.clone(), tenant: Some(tenant.to_string()) }
+        Client { shared: self.shared.clone(), tenant: Some(tenant.to_string()), timeout: self.timeout }
+    }
+
+    /// A client sharing this one's connections whose calls give each attempt
+    /// d (a long poll adds its wait) instead of Options::timeout: a deadline
+    /// for one call, `c.with_timeout(Duration::from_secs(2)).get(ns, key)`.
+    /// Past it the call is Transport `timeout`, retried only when safe.
+    pub fn with_timeout(&self, d: Duration) -> Client {
+        Client { shared: self.shared.clone(), tenant: self.tenant.clone(), timeout: Some(d) }
     }
 
     /// Attempts made beyond the first by every call of this client and its
@@ -212,6 +223,7 @@ impl Client {
         if let Some(t) = &self.tenant {
             headers.push(("x-queen-tenant".into(), t.clone()));
         }
+        let timeout = self.timeout.unwrap_or(s.timeout);
         let mut attempt = 1u32;
         loop {
             if attempt > 1 {
@@ -219,7 +231,7 @@ impl Client {
             }
             let base = &s.urls[url_index];
             let outcome =
-                s.pool.exchange(base, rq.method, &rq.path, &headers, rq.body.as_deref(), s.timeout + rq.extra, rq.safe);
+                s.pool.exchange(base, rq.method, &rq.path, &headers, rq.body.as_deref(), timeout + rq.extra, rq.safe);
             let (mut err, retry, next_url) = match outcome {
                 Ok(a) if (200..300).contains(&a.status) => {
                     s.current.store(url_index, Ordering::SeqCst);

@@ -116,6 +116,31 @@ fn timeout_is_typed_and_retried_only_when_safe() {
     assert_eq!((e.code.as_str(), c.retries() - before), ("timeout", 0), "{}", e);
 }
 
+/// A deadline for one call (clients/API.md): with_timeout bounds that view's
+/// attempts, not the client's other calls, on the blocking and the async client.
+#[test]
+fn with_timeout_bounds_one_call() {
+    let url = peer("");
+    let mut o = Options::new(&url);
+    o.timeout = Duration::from_secs(60);
+    o.max_attempts = 1;
+    let c = Client::new(o).unwrap();
+    let t0 = std::time::Instant::now();
+    let e = c.with_tenant("00000000-0000-4000-8000-000000000001").with_timeout(Duration::from_millis(200))
+        .get("ns", "k").unwrap_err();
+    assert_eq!((e.status, e.code.as_str()), (0, "timeout"), "{}", e);
+    assert!(t0.elapsed() < Duration::from_secs(10), "the call took {:?}", t0.elapsed());
+    #[cfg(feature = "async")]
+    {
+        let ac = queen_client::AsyncClient::new(Options::new(&url)).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let t0 = std::time::Instant::now();
+        let e = rt.block_on(ac.with_timeout(Duration::from_millis(200)).health()).unwrap_err();
+        assert_eq!(e.code.as_str(), "timeout", "{}", e);
+        assert!(t0.elapsed() < Duration::from_secs(10), "the async call took {:?}", t0.elapsed());
+    }
+}
+
 #[test]
 fn errors_have_a_kind_to_branch_on() {
     // The finer case of a transport failure is the code, under the one kind.

@@ -34,15 +34,15 @@ func main() {
 	err = c.Consume(ctx, queen.ConsumeOptions{Queue: queue, Concurrency: 4},
 		func(ctx context.Context, m *queen.Message, tx *queen.Tx) error {
 			var order struct {
-				Amount json.Number `json:"amount"`
+				Amount float64 `json:"amount"` // sent as its shortest text: 0.1 goes as 0.1
 			}
 			if err := json.Unmarshal(m.Data, &order); err != nil {
 				return err // failed: the broker delivers it again (then dead-letters it)
 			}
-			tx.KV(queen.KVOp{"op": "putIfAbsent", "ns": "orders", "key": "done/" + m.TransactionID,
-				"value": true, "forever": true, "required": true})
-			tx.KV(queen.KVOp{"op": "incr", "ns": "orders", "key": "total", "delta": order.Amount, "forever": true})
-			fmt.Printf("%s: %s\n", m.TransactionID, order.Amount)
+			// A redelivery finds the marker: the whole transaction rolls back and nothing counts twice.
+			tx.KVPutIfAbsent("orders", "done/"+m.TransactionID, true, queen.Forever, queen.Required())
+			tx.KVIncr("orders", "total", order.Amount, queen.Forever)
+			fmt.Printf("%s: %v\n", m.TransactionID, order.Amount)
 			return nil
 		})
 	if err != nil {
