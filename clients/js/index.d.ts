@@ -201,6 +201,8 @@ export class QueueHandle {
 }
 
 export class Queen {
+  /** The three streams routes as the wire has them (clients/STREAMS.md). */
+  readonly streams: StreamsCalls;
   constructor(options?: QueenOptions | string | string[]);
   /** Attempts made beyond the first, by every call so far. */
   retries: number;
@@ -220,3 +222,59 @@ export class Queen {
   tx(o?: Tenanted): Tx;
   consume(queue: string, handler: Handler, o?: ConsumeOptions): Promise<ConsumeStats>;
 }
+
+// ---- streams (clients/STREAMS.md; src/streams.js) --------------------------------------------------------
+
+export type CallOptions = Tenanted & { signal?: AbortSignal };
+export interface StreamsRegistered { query_id: string | number; fresh: boolean; reset: boolean; [member: string]: unknown }
+export class StreamsCalls {
+  /** POST /streams/v1/queries: {name, source_queue, sink_queue?, config_hash, reset?}. */
+  register(body: { name: string; source_queue: string; sink_queue?: string | null; config_hash: string; reset?: boolean }, o?: CallOptions): Promise<StreamsRegistered>;
+  /** POST /streams/v1/cycle: state ops, sink pushes and the source ack in one transaction (never repeated). */
+  cycle(body: { [member: string]: unknown }, o?: CallOptions): Promise<{ [member: string]: unknown }>;
+  /** POST /streams/v1/state/get. */
+  stateGet(body: { query_id: string | number; partition_id: string; keys?: string[]; key_prefix?: string; [member: string]: unknown }, o?: CallOptions): Promise<{ rows: { key: string; value: Json }[]; [member: string]: unknown }>;
+}
+/** The context map, filter, flatMap and foreach see; a window's output adds its window. */
+export interface StreamContext { partition: string; partitionId: string; key: string; windowStart?: number; windowEnd?: number; windowKey?: string }
+export interface GateContext { state: { [member: string]: any }; streamTimeMs: number; key: string; partition: string; partitionId: string }
+export type GateFn = (value: any, ctx: GateContext) => boolean | { allow: boolean };
+export interface WindowOptions { gracePeriod?: number; allowedLateness?: number; eventTime?: (value: any) => number | string | Date }
+export class Stream {
+  static from(queue: string): Stream;
+  readonly source: string;
+  map(fn: (value: any, ctx: StreamContext) => any): Stream;
+  filter(fn: (value: any, ctx: StreamContext) => unknown): Stream;
+  flatMap(fn: (value: any, ctx: StreamContext) => Iterable<any> | null | undefined): Stream;
+  keyBy(fn: (value: any) => unknown): Stream;
+  windowTumbling(seconds: number, o?: WindowOptions): Stream;
+  windowSliding(size: number, slide: number, o?: WindowOptions): Stream;
+  windowCron(every: 'second' | 'minute' | 'hour' | 'day' | 'week', o?: WindowOptions): Stream;
+  windowSession(gap: number, o?: WindowOptions): Stream;
+  reduce(fn: (acc: any, value: any) => any, initial?: Json): Stream;
+  aggregate(fields: { [name: string]: (value: any) => unknown }): Stream;
+  gate(fn: GateFn): Stream;
+  to(queue: string, o?: { partition?: string | ((value: any) => unknown) }): Stream;
+  foreach(fn: (value: any, ctx: StreamContext) => unknown): Stream;
+  canonicalConfig(): string;
+  configHash(): string;
+  worker(client: Queen, name: string, options?: StreamWorkerOptions): StreamWorker;
+}
+export interface StreamWorkerOptions { batch?: number; group?: string; leaseSeconds?: number; waitMs?: number; reset?: boolean; tenant?: string; clock?: () => number }
+export interface StreamStats { cycles: number; messages: number; pushed: number; stateOps: number; late: number; denied: number; leaseLost: number; errors: number }
+export class StreamWorker {
+  constructor(stream: Stream, client: Queen, name: string, options?: StreamWorkerOptions);
+  readonly name: string;
+  readonly group: string;
+  queryId: string | null;
+  stats: StreamStats;
+  register(o?: { signal?: AbortSignal }): Promise<StreamsRegistered>;
+  /** Pop one batch and commit its cycle; the messages popped (0: none came). */
+  step(o?: { signal?: AbortSignal }): Promise<number>;
+  /** Cycle until a pop finds nothing. */
+  drain(o?: { signal?: AbortSignal; maxCycles?: number }): Promise<StreamStats>;
+  /** Cycle until `signal` aborts. */
+  run(o?: { signal?: AbortSignal }): Promise<StreamStats>;
+  state(partition: string, o?: { signal?: AbortSignal }): Promise<{ [key: string]: Json }>;
+}
+export function tokenBucketGate(capacity: number, refillPerSec: number, cost?: (value: any) => number): GateFn;

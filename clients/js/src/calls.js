@@ -294,3 +294,14 @@ export class BatchBuilder {
   incr(ns, key, delta, o) { return this.op(ops.incr(ns, key, delta, o)); }
   call() { return kvApply(this.ops, this._tenant); }
 }
+
+// The three streams routes (clients/STREAMS.md; bodies and answers as docs/openapi.yaml has them).
+// Registering the same name and hash resumes, and a state read writes nothing: both are safe to repeat.
+export const streamsRegister = (body, tenant) =>
+  call('POST', '/streams/v1/queries', plain, { body, safe: true, tenant });
+export const streamsStateGet = (body, tenant) =>
+  call('POST', '/streams/v1/state/get', plain, { body, safe: true, tenant });
+// Never repeated: a cycle whose answer was lost is settled by popping again (its lease either committed
+// the batch or still holds it), never by sending it twice.
+export const streamsCycle = (body, tenant) =>
+  call('POST', '/streams/v1/cycle', plain, { body, safe: false, tenant });

@@ -54,6 +54,7 @@ export class Queen {
     /** attempts made beyond the first, by every call so far */
     this.retries = 0;
     this.kv = new Kv(this);
+    this.streams = new StreamsCalls(this);
   }
 
   /** Close kept-alive connections. */
@@ -220,6 +221,17 @@ export class Queen {
     if (fatal) throw fatal;
     return stats;
   }
+}
+
+/** The three streams routes as the wire has them (clients/STREAMS.md); streams.js runs pipelines on them. */
+export class StreamsCalls {
+  constructor(client) { this._c = client; }
+  /** POST /streams/v1/queries: {name, source_queue, sink_queue?, config_hash, reset?}. */
+  register(body, o = {}) { return this._c._run(calls.streamsRegister({ ...body }, o.tenant), o); }
+  /** POST /streams/v1/cycle: state ops, sink pushes and the source ack in one transaction. */
+  cycle(body, o = {}) { return this._c._run(calls.streamsCycle({ ...body }, o.tenant), o); }
+  /** POST /streams/v1/state/get: {query_id, partition_id, keys?, key_prefix?, ripe_at_or_before?}. */
+  stateGet(body, o = {}) { return this._c._run(calls.streamsStateGet({ ...body }, o.tenant), o); }
 }
 
 /** The transaction builder bound to a client. */

@@ -4,3 +4,4 @@ export { QueenError, QueenRefused, QueenUnavailable, QueenBadResponse, Precondit
   AuthError, NotFound, Conflict, ServerError, RateLimited, Unavailable, TransportError } from './errors.js';
 export { JsonNumber, parse, stringify, decimalKey } from './json.js';
 export { ops } from './calls.js';
+export { Stream, StreamWorker, tokenBucketGate, canonicalConfig, configHash } from './streams.js';

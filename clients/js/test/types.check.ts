@@ -60,3 +60,16 @@ async function surface(): Promise<void> {
   await q.close();
 }
 void surface;
+
+// Streams: the builder, the worker, the gate.
+import { Stream, tokenBucketGate } from '@queen/client';
+{
+  const s = Stream.from('in').keyBy((v) => v.user).windowTumbling(60, { eventTime: (v) => v.ts })
+    .aggregate({ count: () => 1 }).map((acc, ctx) => ({ ...acc, start: ctx.windowStart })).to('out');
+  const h: string = s.configHash();
+  void h;
+  const gated = Stream.from('in').gate(tokenBucketGate(10, 1)).to('out');
+  const ac = new AbortController();
+  const run = async (q: Queen) => { const st = await gated.worker(q, 'q1', { batch: 10 }).run({ signal: ac.signal }); return st.messages; };
+  void run;
+}
