@@ -11,46 +11,131 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
 )
 
-// StreamsRegister is POST /streams/v1/queries: {name, source_queue,
-// sink_queue?, config_hash, reset?}. The same name and hash resume, so a
-// repeat registers nothing new and is retried like any safe call.
-func (c *Client) StreamsRegister(ctx context.Context, body map[string]any) (map[string]any, error) {
-	return c.streamsCall(ctx, "/streams/v1/queries", body, true)
+// StreamsQuery is the body of POST /streams/v1/queries: a query's durable
+// name, its source and sink queues and its configuration hash (ConfigHash).
+type StreamsQuery struct {
+	Name        string `json:"name"`
+	SourceQueue string `json:"source_queue"`
+	SinkQueue   string `json:"sink_queue,omitempty"`
+	ConfigHash  string `json:"config_hash"`
+	// Reset replaces a query registered under Name with another hash,
+	// deleting its state; without it that registration is a 409
+	// streams_config_mismatch.
+	Reset bool `json:"reset,omitempty"`
+}
+
+// StreamsRegistration is what a registration answers.
+type StreamsRegistration struct {
+	QueryID    string `json:"query_id"`
+	Name       string `json:"name"`
+	ConfigHash string `json:"config_hash"`
+	Fresh      bool   `json:"fresh"` // a new name
+	Reset      bool   `json:"reset"` // an earlier registration was replaced
+}
+
+// StreamsStateOp is one state change of a cycle: Type "upsert" (Value set)
+// or "delete".
+type StreamsStateOp struct {
+	Type  string          `json:"type"`
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// StreamsAck acks the source batch in a cycle, under its lease.
+type StreamsAck struct {
+	TransactionID string `json:"transactionId"`
+	LeaseID       string `json:"leaseId"`
+	Status        string `json:"status,omitempty"` // completed (default) or failed
+	Error         string `json:"error,omitempty"`
+	Count         int    `json:"count,omitempty"`
+}
+
+// StreamsCycleRequest is the body of POST /streams/v1/cycle. Ack nil commits
+// state and pushes alone. ReleaseLease nil is the broker's default (true).
+type StreamsCycleRequest struct {
+	QueryID       string           `json:"query_id"`
+	PartitionID   string           `json:"partition_id"`
+	ConsumerGroup string           `json:"consumer_group,omitempty"`
+	StateOps      []StreamsStateOp `json:"state_ops,omitempty"`
+	PushItems     []PushItem       `json:"push_items,omitempty"`
+	Ack           *StreamsAck      `json:"ack"`
+	ReleaseLease  *bool            `json:"release_lease,omitempty"`
+}
+
+// StreamsCycleResult is what a committed cycle answers.
+type StreamsCycleResult struct {
+	QueryID         string            `json:"query_id"`
+	PartitionID     string            `json:"partition_id"`
+	QueueName       string            `json:"queueName"`
+	StateOpsApplied int               `json:"state_ops_applied"`
+	PushResults     []json.RawMessage `json:"push_results"`
+	AckResult       *struct {
+		Count         int  `json:"count"`
+		LeaseReleased bool `json:"lease_released"`
+		DLQ           bool `json:"dlq"`
+	} `json:"ack_result"`
+}
+
+// StreamsStateQuery is the body of POST /streams/v1/state/get; the filters
+// combine (Keys empty: every key).
+type StreamsStateQuery struct {
+	QueryID        string   `json:"query_id"`
+	PartitionID    string   `json:"partition_id"`
+	Keys           []string `json:"keys,omitempty"`
+	KeyPrefix      string   `json:"key_prefix,omitempty"`
+	RipeAtOrBefore *int64   `json:"ripe_at_or_before,omitempty"` // epoch ms of value.windowEnd
+}
+
+// StreamsStateRow is one state row, in ascending key order.
+type StreamsStateRow struct {
+	Key       string          `json:"key"`
+	Value     json.RawMessage `json:"value"`
+	UpdatedAt string          `json:"updated_at"`
+}
+
+// StreamsRegister is POST /streams/v1/queries. The same name and hash
+// resume, so a repeat registers nothing new and is retried like any safe call.
+func (c *Client) StreamsRegister(ctx context.Context, q StreamsQuery) (StreamsRegistration, error) {
+	var out StreamsRegistration
+	err := c.streamsCall(ctx, "/streams/v1/queries", q, true, &out)
+	return out, err
 }
 
 // StreamsCycle is POST /streams/v1/cycle: state ops, sink pushes and the
 // source ack in one transaction. Never repeated: a cycle whose answer was
 // lost is settled by popping again (its lease either committed the batch or
 // still holds it), never by sending it twice.
-func (c *Client) StreamsCycle(ctx context.Context, body map[string]any) (map[string]any, error) {
-	return c.streamsCall(ctx, "/streams/v1/cycle", body, false)
+func (c *Client) StreamsCycle(ctx context.Context, cy StreamsCycleRequest) (StreamsCycleResult, error) {
+	var out StreamsCycleResult
+	err := c.streamsCall(ctx, "/streams/v1/cycle", cy, false, &out)
+	return out, err
 }
 
-// StreamsStateGet is POST /streams/v1/state/get: {query_id, partition_id,
-// keys?, key_prefix?, ripe_at_or_before?}; it only reads.
-func (c *Client) StreamsStateGet(ctx context.Context, body map[string]any) (map[string]any, error) {
-	return c.streamsCall(ctx, "/streams/v1/state/get", body, true)
+// StreamsStateGet is POST /streams/v1/state/get; it only reads.
+func (c *Client) StreamsStateGet(ctx context.Context, q StreamsStateQuery) ([]StreamsStateRow, error) {
+	var out struct {
+		Rows []StreamsStateRow `json:"rows"`
+	}
+	err := c.streamsCall(ctx, "/streams/v1/state/get", q, true, &out)
+	return out.Rows, err
 }
 
-func (c *Client) streamsCall(ctx context.Context, path string, body map[string]any, safe bool) (map[string]any, error) {
+func (c *Client) streamsCall(ctx context.Context, path string, body any, safe bool, out any) error {
 	b, err := marshal(body)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rep, err := c.do(ctx, request{method: "POST", path: path, body: b, safe: safe})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out map[string]any
-	if err := decode(rep, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return decode(rep, out)
 }
 
 // ShapeOp is one operator of a pipeline as the configuration hash sees it:

@@ -123,19 +123,18 @@ func TestStreamsRegisterAndConfigMismatch(t *testing.T) {
 	}
 	h1 := ConfigHash([]ShapeOp{{Kind: "map"}})
 	h2 := ConfigHash([]ShapeOp{{Kind: "filter"}})
-	reg := func(h string, reset bool) (map[string]any, error) {
-		return c.StreamsRegister(ctx, map[string]any{"name": name, "source_queue": src, "config_hash": h,
-			"reset": reset})
+	reg := func(h string, reset bool) (StreamsRegistration, error) {
+		return c.StreamsRegister(ctx, StreamsQuery{Name: name, SourceQueue: src, ConfigHash: h, Reset: reset})
 	}
 	first, err := reg(h1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first["fresh"] != true {
+	if !first.Fresh || first.QueryID == "" {
 		t.Fatalf("first registration: %v", first)
 	}
 	again, err := reg(h1, false)
-	if err != nil || again["fresh"] != false {
+	if err != nil || again.Fresh || again.QueryID != first.QueryID {
 		t.Fatalf("same hash resumes: %v %v", again, err)
 	}
 	_, err = reg(h2, false)
@@ -144,13 +143,12 @@ func TestStreamsRegisterAndConfigMismatch(t *testing.T) {
 		t.Fatalf("other hash: %v", err)
 	}
 	r, err := reg(h2, true)
-	if err != nil || r["reset"] != true {
+	if err != nil || !r.Reset {
 		t.Fatalf("reset: %v %v", r, err)
 	}
-	st, err := c.StreamsStateGet(ctx, map[string]any{"query_id": r["query_id"],
-		"partition_id": "00000000-0000-0000-0000-000000000000"})
-	if err != nil {
-		t.Fatalf("state get: %v", err)
+	rows, err := c.StreamsStateGet(ctx, StreamsStateQuery{QueryID: r.QueryID,
+		PartitionID: "00000000-0000-0000-0000-000000000000"})
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("state get: %v %v", rows, err)
 	}
-	_ = st
 }
