@@ -94,6 +94,14 @@ void queen_client_options_defaults(queen_client_options *o);
  * URL either way or memory runs out. */
 queen_client *queen_client_open(const queen_client_options *o, queen_client_error *err);
 void queen_client_close(queen_client *c);
+
+/* A view of base whose calls bound every attempt by timeout_ms (a long poll
+ * still adds its wait) instead of base's timeout_ms: the per-call timeout.
+ * It shares base's connection pool, URLs, token, retry settings and
+ * counters, is as thread-safe as base, and is closed with
+ * queen_client_close, which frees the view only. Close every view before
+ * base. NULL if base is NULL, timeout_ms <= 0 or memory runs out. */
+queen_client *queen_client_with_timeout(queen_client *base, int timeout_ms);
 /* Attempts made beyond the first, by every call of this handle so far
  * (a counter for tests and metrics). */
 long long queen_client_retries(queen_client *c);

@@ -26,6 +26,8 @@ struct queen_client {
     void *on_retry_ctx;
     atomic_size_t current;       /* index of the URL that answered last */
     atomic_llong retries;
+    queen_client *pool;          /* owner of urls, auth, idle, current,
+                                  * retries: itself, or the base of a view */
     pthread_mutex_t lock;        /* guards idle */
     CURL *idle[POOL_KEEP];
     int nidle;
@@ -149,14 +151,45 @@ queen_client *queen_client_open(const queen_client_options *o, queen_client_erro
     c->connect_timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 3000;
     c->on_retry = o->on_retry;
     c->on_retry_ctx = o->on_retry_ctx;
+    c->pool = c;
     pthread_mutex_init(&c->lock, NULL);
     return c;
+}
+
+queen_client *queen_client_with_timeout(queen_client *base, int timeout_ms)
+{
+    if (base == NULL || timeout_ms <= 0)
+        return NULL;
+    queen_client *v = malloc(sizeof *v);
+    if (v == NULL)
+        return NULL;
+    /* A view copies the settings and borrows everything else through
+     * pool, so its calls share the base's connections and failover. */
+    v->urls = base->urls;
+    v->nurls = base->nurls;
+    v->auth_header = base->auth_header;
+    v->max_attempts = base->max_attempts;
+    v->backoff_ms = base->backoff_ms;
+    v->max_backoff_ms = base->max_backoff_ms;
+    v->connect_timeout_ms = base->connect_timeout_ms;
+    v->on_retry = base->on_retry;
+    v->on_retry_ctx = base->on_retry_ctx;
+    v->timeout_ms = timeout_ms;
+    v->pool = base->pool;
+    v->nidle = 0;
+    atomic_init(&v->current, 0);
+    atomic_init(&v->retries, 0);
+    return v;
 }
 
 void queen_client_close(queen_client *c)
 {
     if (c == NULL)
         return;
+    if (c->pool != c && c->pool != NULL) { /* a view owns only itself */
+        free(c);
+        return;
+    }
     for (int i = 0; i < c->nidle; i++)
         curl_easy_cleanup(c->idle[i]);
     for (size_t i = 0; i < c->nurls; i++)
@@ -167,10 +200,11 @@ void queen_client_close(queen_client *c)
     free(c);
 }
 
-long long queen_client_retries(queen_client *c) { return c != NULL ? atomic_load(&c->retries) : 0; }
+long long queen_client_retries(queen_client *c) { return c != NULL ? atomic_load(&c->pool->retries) : 0; }
 
 static CURL *handle_get(queen_client *c)
 {
+    c = c->pool;
     CURL *h = NULL;
     pthread_mutex_lock(&c->lock);
     if (c->nidle > 0)
@@ -181,6 +215,7 @@ static CURL *handle_get(queen_client *c)
 
 static void handle_put(queen_client *c, CURL *h)
 {
+    c = c->pool;
     pthread_mutex_lock(&c->lock);
     if (c->nidle < POOL_KEEP) {
         c->idle[c->nidle++] = h;
@@ -356,12 +391,12 @@ int client_call(queen_client *c, const client_request *rq, client_reply *reply, 
     if (h == NULL)
         return client_oom(err);
     unsigned seed = (unsigned)time(NULL) ^ (unsigned)(size_t)&seed ^ (unsigned)clock();
-    size_t url_i = atomic_load(&c->current) % c->nurls;
+    size_t url_i = atomic_load(&c->pool->current) % c->nurls;
     int rc = -1;
     for (int attempt = 1;; attempt++) {
         err->attempts = attempt;
         if (attempt > 1)
-            atomic_fetch_add(&c->retries, 1);
+            atomic_fetch_add(&c->pool->retries, 1);
         size_t n = strlen(c->urls[url_i]) + strlen(rq->path) + 1;
         char *url = malloc(n);
         if (url == NULL) {
@@ -422,7 +457,7 @@ int client_call(queen_client *c, const client_request *rq, client_reply *reply, 
             /* Nothing was sent without a connection: any call may go again. */
             retry = no_connection || rq->safe;
         } else if (status >= 200 && status < 300) {
-            atomic_store(&c->current, url_i);
+            atomic_store(&c->pool->current, url_i);
             reply->status = status;
             reply->body = b.s != NULL ? b.s : strdup("");
             reply->len = b.len;
@@ -433,7 +468,7 @@ int client_call(queen_client *c, const client_request *rq, client_reply *reply, 
             rc = 0;
             break;
         } else {
-            atomic_store(&c->current, url_i);
+            atomic_store(&c->pool->current, url_i);
             fill_envelope(err, status, &b);
             free(b.s);
             /* db_unavailable: the statement never reached the database, so

@@ -313,6 +313,44 @@ static void test_timeouts_are_typed_and_retried_only_when_safe(void **state)
     free(url);
 }
 
+/* A view from queen_client_with_timeout bounds its own calls; the base
+ * keeps its timeout and its pool outlives the closed view. */
+static void test_a_view_has_its_own_timeout(void **state)
+{
+    (void)state;
+    peer p = {.answers = {NULL, NULL}, .nanswers = 2};
+    peer_start(&p);
+    char *url = fmt("http://127.0.0.1:%d", p.port);
+    queen_client_options o;
+    queen_client_options_defaults(&o);
+    const char *urls[] = {url};
+    o.urls = urls;
+    o.nurls = 1;
+    o.max_attempts = 1;
+    o.timeout_ms = 1500;
+    queen_client_error err;
+    queen_client *c = queen_client_open(&o, &err);
+    assert_null(queen_client_with_timeout(c, 0));
+    queen_client *v = queen_client_with_timeout(c, 200);
+    assert_non_null(v);
+    char version[16];
+    long long t0 = now_ms();
+    assert_int_equal(queen_client_health(v, version, sizeof version, &err), -1);
+    long long took = now_ms() - t0;
+    assert_string_equal(err.code, "timeout");
+    assert_true(took >= 150 && took < 1000);
+    queen_client_close(v);
+    t0 = now_ms();
+    assert_int_equal(queen_client_health(c, version, sizeof version, &err), -1);
+    took = now_ms() - t0;
+    assert_string_equal(err.code, "timeout");
+    assert_true(took >= 1400);
+    peer_finish(&p);
+    queen_client_close(c);
+    peer_free(&p);
+    free(url);
+}
+
 typedef struct keepalive_peer {
     int fd, port, accepts, requests, want;
     pthread_t thread;
@@ -735,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_retry_after_is_waited_for),
         cmocka_unit_test(test_connections_are_kept_alive),
         cmocka_unit_test(test_timeouts_are_typed_and_retried_only_when_safe),
+        cmocka_unit_test(test_a_view_has_its_own_timeout),
         cmocka_unit_test(test_one_handle_many_threads),
         cmocka_unit_test(test_consume_stops_cleanly_and_reports_refusals),
         cmocka_unit_test(test_popped_messages_read_without_a_json_library),
