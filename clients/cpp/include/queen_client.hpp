@@ -294,6 +294,13 @@ public:
     Client(Client &&o) noexcept : c_(o.c_), on_retry_(std::move(o.on_retry_)) { o.c_ = nullptr; }
     Client &operator=(Client &&o) noexcept;
 
+    // A client for calls bounded by their own timeout: it shares this
+    // client's connections, URLs, token, retry settings and hook, and bounds
+    // every attempt of its calls by timeout_ms (a long poll adds its wait).
+    // Destroy it before this client. Throws std::invalid_argument when
+    // timeout_ms <= 0.
+    Client with_timeout(int timeout_ms) const;
+
     // Attempts beyond the first made by every call so far.
     long long retries() const;
     // GET /health: the broker's version.
@@ -359,6 +366,7 @@ public:
     queen_client *c_handle() const { return c_; }
 
 private:
+    explicit Client(queen_client *view) : c_(view) {}
     queen_client *c_;
     std::unique_ptr<RetryHook> on_retry_; // where the C client's hook context points: stable across moves
 };

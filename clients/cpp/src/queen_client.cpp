@@ -10,6 +10,7 @@ extern "C" {
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 namespace queen_cpp {
@@ -341,6 +342,18 @@ Client &Client::operator=(Client &&o) noexcept
         on_retry_ = std::move(o.on_retry_);
     }
     return *this;
+}
+
+Client Client::with_timeout(int timeout_ms) const
+{
+    if (timeout_ms <= 0)
+        throw std::invalid_argument("with_timeout: timeout_ms must be positive");
+    // The view keeps the C hook context of this client (on_retry_ is not
+    // moved by a move of this client: it is a stable heap object).
+    queen_client *view = queen_client_with_timeout(c_, timeout_ms);
+    if (view == nullptr)
+        throw std::bad_alloc();
+    return Client(view);
 }
 
 long long Client::retries() const { return queen_client_retries(c_); }

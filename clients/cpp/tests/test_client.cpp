@@ -12,6 +12,7 @@ extern "C" {
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -232,6 +233,43 @@ TEST(client, silent_peer_times_out_and_only_reads_retry)
         EXPECT_EQ(e.code(), "timeout");
         EXPECT_EQ(e.attempts(), 1); // an incr might have applied: never repeated
     }
+    close(fd);
+}
+
+TEST(client, with_timeout_bounds_its_calls_and_leaves_the_base_its_own)
+{
+    // A listener that never answers: the kernel accepts, nobody reads.
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa), 0);
+    ASSERT_EQ(listen(fd, 16), 0);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr *>(&sa), &len), 0);
+    Options o;
+    o.urls = {"http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port))};
+    o.timeout_ms = 1500;
+    o.max_attempts = 1;
+    Client base(o);
+    EXPECT_THROW(base.with_timeout(0), std::invalid_argument);
+    auto elapsed_ms = [](Client &c) {
+        auto t0 = std::chrono::steady_clock::now();
+        try {
+            c.kv_get("ns", "k");
+            ADD_FAILURE() << "a silent peer answered";
+        } catch (const TransportError &e) {
+            EXPECT_EQ(e.code(), "timeout");
+        }
+        return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    };
+    {
+        Client quick = base.with_timeout(200);
+        long long ms = elapsed_ms(quick);
+        EXPECT_GE(ms, 150);
+        EXPECT_LT(ms, 1000);
+    }
+    EXPECT_GE(elapsed_ms(base), 1400);
     close(fd);
 }
 
