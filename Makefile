@@ -35,7 +35,7 @@ SUPPORT_SRC:= $(wildcard tests/support/*.c)
 EXAMPLE_SRC:= $(wildcard examples/*.c)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_files.o $(BUILD)/obj/gen/reasons.o
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/console_files.o
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/console_files.o $(BUILD)/obj/gen/http_errors.o
 MAIN_OBJ   := $(BUILD)/obj/src/server/main.o $(BUILD)/obj/gen/pg_script.o
 SUPPORT_OBJ:= $(SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -55,7 +55,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=a
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
 FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o \
-              $(FUZZ_DIR)/obj/gen/reasons.o \
+              $(FUZZ_DIR)/obj/gen/reasons.o $(FUZZ_DIR)/obj/gen/http_errors.o \
               $(FUZZ_DIR)/obj/gen/console_files.o
 
 .PHONY: all tests test check test-san run bench clean deps fuzz torture ha-test pgbouncer-test
@@ -69,10 +69,15 @@ $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
 	scripts/embed.sh sql $@ $(SQL_FILES)
 
-# The reason registry's C tables (src/engine/reasons.txt, read by error.c).
+# The reason registry's C tables (src/engine/reasons.txt): libqueen's (read
+# by error.c) and the HTTP edge's statuses and codes (src/server/errors.c).
 $(BUILD)/gen/reasons.c: src/engine/reasons.txt scripts/reasons.py
 	@mkdir -p $(@D)
 	python3 scripts/reasons.py c $@
+
+$(BUILD)/gen/http_errors.c: src/engine/reasons.txt scripts/reasons.py
+	@mkdir -p $(@D)
+	python3 scripts/reasons.py http $@
 
 $(BUILD)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -133,6 +138,10 @@ $(FUZZ_DIR)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 $(FUZZ_DIR)/gen/reasons.c: src/engine/reasons.txt scripts/reasons.py
 	@mkdir -p $(@D)
 	python3 scripts/reasons.py c $@
+
+$(FUZZ_DIR)/gen/http_errors.c: src/engine/reasons.txt scripts/reasons.py
+	@mkdir -p $(@D)
+	python3 scripts/reasons.py http $@
 
 $(FUZZ_DIR)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed.sh
 	@mkdir -p $(@D)

@@ -112,8 +112,9 @@ typedef struct queen_config {
     int request_deadline_ms;
 } queen_config;
 
-/* What went wrong, in a shape every caller can branch on. How each
- * category is presented (HTTP status, codes, retry) is queen_error_class_of. */
+/* What went wrong, in a shape every caller can branch on. What each
+ * category means for a retry is queen_error_class_of; how the HTTP broker
+ * presents it (status, envelope code) is the broker's own business. */
 typedef enum queen_error_category {
     QUEEN_OK = 0,
     QUEEN_ERR_BAD_REQUEST,   /* the input is wrong: 22023 and pre-flight refusals */
@@ -175,16 +176,14 @@ typedef struct queen_error {
     } precondition;
 } queen_error;
 
-/* The one registry of how a category is presented. Every table of the HTTP
- * edge and of the transaction failure body derives from it. */
+/* The one registry of what a category means to a caller (reasons.txt):
+ * whether to retry, and the names the transaction failure body and an
+ * error without its own reason carry. */
 typedef struct queen_error_class {
-    unsigned http_status;
-    const char *code;        /* the "error" member of the HTTP envelope */
-    const char *kv_code;     /* the same on the KV routes */
     const char *wire_reason; /* the transaction failure body's "reason" */
     const char *reason;      /* the reason given to an error with no own id */
     bool retryable;          /* the same call may succeed later */
-    int retry_after_s;       /* Retry-After floor; 0: none */
+    int retry_after_s;       /* retry no sooner than this many seconds; 0: no floor */
 } queen_error_class;
 const queen_error_class *queen_error_class_of(queen_error_category cat);
 
