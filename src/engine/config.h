@@ -25,22 +25,8 @@ int queen_config_set(queen_config *cfg, const char *name, const char *value, cha
 /* Reads every QUEEN_* variable of the table from the environment. */
 int queen_config_from_env(queen_config *cfg, char *err, size_t errlen);
 
-/* Parses --name=value / --name value flags from argv (after the subcommand).
- * Returns the number of arguments consumed, or -1 with err set. */
-int queen_config_from_args(queen_config *cfg, int argc, char **argv, char *err, size_t errlen);
-
-/* Cross-setting rules (tenancy needs a trusted proxy, ...). Give it a
- * resolved config (queen_config_resolve): the rules compare derived values. */
-int queen_config_validate(const queen_config *cfg, char *err, size_t errlen);
-
-/* The per-tenant limits SQL enforces, as the options of a connection's
- * startup packet ("-c queen.max_queues_per_tenant=N ..."): every broker
- * and libqueen connection carries them as session settings, read by
- * sql/001's _tenant_limit_v1, so no SQL signature changes for them. */
-void queen_config_session_settings(const queen_config *cfg, char *out, size_t n);
-
-/* --help text, and docs/settings.md's markdown table, both from the table. */
-void queen_config_print_help(FILE *out);
-void queen_config_print_markdown(FILE *out);
+/* --flags, the cross-setting rules, the session settings, --help and the
+ * markdown table are the broker's too: queen_runtime.h. */
+#include "queen_runtime.h"
 
 #endif

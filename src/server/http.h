@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "pipeline.h"
 #include "queen.h"
+#include "queen_runtime.h"
 
 #define HTTP_MAX_PARAMS 4
 /* With QUEEN_TENANCY_HEADER the tenant of a request (queen_tenant_canonical

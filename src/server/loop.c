@@ -13,12 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "conn.h"
-#include "fiber.h"
-#include "logging.h"
-#include "pipeline.h"
-#include "sqlcall.h"
+#include "queen_runtime.h"
 
 /* Listen backlog of each loop's socket (the kernel caps it at somaxconn):
  * bursts of connects wait here, not in SYN retries. */

@@ -16,11 +16,9 @@
 #include <unistd.h>
 
 #include "auth.h"
-#include "config.h"
 #include "http.h"
-#include "logging.h"
 #include "queen.h"
-#include "schema.h"
+#include "queen_runtime.h"
 
 /* The engine pool's size under `serve`: the sweeper and the quota refresh
  * each hold one connection at a time. */
