@@ -52,6 +52,97 @@ void queen_log(queen_log_level level, const char *fmt, ...) __attribute__((forma
 #define log_debug(...) queen_log(QUEEN_LOG_DEBUG, __VA_ARGS__)
 
 /* ---- The broker's share of the settings table ------------------------------ */
+/* queen_config's layout (opaque in queen.h): one field per setting of the
+ * table (src/engine/config.c, docs/settings.md). The broker reads its
+ * settings here on hot paths, where a lookup by name would cost; a program
+ * that does is built against the libqueen it runs (see the top). */
+struct queen_config {
+    char *pg_url;
+    char *bind;
+    int port;
+    queen_log_level log_level;
+    char *dev_dir;
+    int dev_pg_port;
+    int schema_lock_wait_ms;
+    int schema_lock_timeout_ms;
+    int schema_retries;
+    int pg_pool;
+    int stmt_timeout_ms;
+    int pg_acquire_timeout_ms;
+    int http_threads;
+    int pg_pipeline_depth;
+    int pg_write_group_wait_ms;
+    int max_body_bytes;
+    int max_connections;
+    int request_read_timeout_ms;
+    int idle_timeout_ms;
+    int response_write_timeout_ms;
+    int max_inflight_answer_bytes;
+    int drain_quiet_ms;
+    int max_poll_timeout_ms; /* the HTTP long poll's timeout is at most this */
+    int max_inflight_body_bytes;
+    int max_body_values;
+    int max_body_depth;
+    bool sweeper;
+    int kv_expire_every_ms;
+    int kv_expire_batch;
+    int kv_expire_max_rows;
+    int partition_idle_seconds;
+    int trace_retention_seconds;
+    int retention_interval_ms; /* the sweeper's 006 maintenance (retention) cadence */
+    bool tenancy_header;
+    bool trusted_proxy;
+    int kv_max_ops_per_call;
+    int kv_max_keys_per_call;
+    int kv_max_value_bytes;
+    int kv_max_key_bytes;
+    bool access_log;
+    int slow_request_ms; /* warn about a request this slow (0: never) */
+    int kv_quota_refresh_ms;
+    char *auth;
+    char *jwt_secret;
+    char *jwt_public_keys;
+    char *jwt_jwks;
+    char *jwt_jwks_ca;
+    int jwt_jwks_refresh_s;
+    int jwt_jwks_min_refetch_s; /* fewest seconds between fetches asked for by unknown kids */
+    char *jwt_issuer;
+    char *jwt_audience;
+    int jwt_leeway_s;
+    char *jwt_tenant_claim;
+    bool jwt_default_tenant;
+    char *tls_cert;
+    char *tls_key;
+    char *tls_min_version;  /* "1.2" or "1.3" */
+    char *tls_ciphers;      /* TLS 1.2 suites, OpenSSL cipher-list syntax */
+    char *tls_ciphersuites; /* TLS 1.3 suites */
+    char *allowed_origins; /* Origin values served besides the broker's own (src/server/origin.h) */
+    char *allowed_hosts;   /* Host names served with QUEEN_AUTH=off besides addresses and localhost */
+    /* QUEEN_ENCRYPTION_KEY (docs/api.md, Payload encryption). Without one, a
+     * push into a queue with encryptionEnabled is refused
+     * (QUEEN_ERR_UNAVAILABLE "encryption_key_missing", nothing stored), and
+     * a popped message of such a queue comes with "data": null and
+     * "encryptionError" instead of its ciphertext. */
+    char *encryption_key;
+    /* Per-tenant limits (docs/settings.md): the first four reach SQL
+     * as session settings (queen._tenant_limit_v1); 0 is no limit. */
+    int max_queues_per_tenant;
+    int max_partitions_per_tenant;
+    int max_traces_per_tenant;
+    int max_trace_bytes_per_tenant;
+    int max_long_polls_per_tenant; /* 0: a quarter of max_connections */
+    /* How long a database statement may go unanswered after it was asked
+     * for (waiting for a connection included) before it is cancelled and its
+     * connection dropped (QUEEN_ERR_OUTCOME_UNKNOWN). */
+    int request_deadline_ms;
+};
+
+/* A caller-owned queen_config (on the stack): every default, strings
+ * pointing at static text; queen_config_clear releases what
+ * queen_config_set allocated (queen_config_free is for queen_config_new's). */
+void queen_config_defaults(queen_config *cfg);
+void queen_config_clear(queen_config *cfg);
+
 /* Parses --name=value / --name value flags from argv (after the subcommand).
  * Returns the number of arguments consumed, or -1 with err set. */
 int queen_config_from_args(queen_config *cfg, int argc, char **argv, char *err, size_t errlen);

@@ -12,21 +12,10 @@
 
 #include "queen.h"
 
-/* Fills cfg with every default. Strings point at static storage until
- * overwritten by queen_config_set(), which allocates; queen_config_free()
- * releases what was allocated. */
-void queen_config_defaults(queen_config *cfg);
-void queen_config_free(queen_config *cfg);
-
-/* Sets one setting by its environment name (QUEEN_PORT) or flag name
- * (port). Returns 0, or -1 with a message naming the setting in err. */
-int queen_config_set(queen_config *cfg, const char *name, const char *value, char *err, size_t errlen);
-
-/* Reads every QUEEN_* variable of the table from the environment. */
-int queen_config_from_env(queen_config *cfg, char *err, size_t errlen);
-
-/* --flags, the cross-setting rules, the session settings, --help and the
- * markdown table are the broker's too: queen_runtime.h. */
+/* queen.h: the opaque handle (new, free, set, get, from_env, resolve).
+ * queen_runtime.h: the layout, defaults and clear on a caller's struct,
+ * --flags, the cross-setting rules, the session settings, --help and the
+ * markdown table (the broker's too). */
 #include "queen_runtime.h"
 
 #endif

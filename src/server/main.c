@@ -202,7 +202,7 @@ int main(int argc, char **argv)
 
     queen_config cfg;
     if (load_config(&cfg, argc - skip, argv + skip) != 0) {
-        queen_config_free(&cfg);
+        queen_config_clear(&cfg);
         return 2;
     }
     int rc;
@@ -216,6 +216,6 @@ int main(int argc, char **argv)
     } else {
         rc = serve(&cfg);
     }
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
     return rc;
 }
