@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calls.h"
 #include "engine.h"
 #include "rawjson.h"
 #include "reasons.h"
@@ -484,6 +485,53 @@ static void sweeper_rotates_over_all_shards(void **state)
             assert_int_not_equal(first_group_start[i], first_group_start[j]);
 }
 
+/* The call table (calls.c): every row names a statement and carries as
+ * many argument kinds as its SQL text has parameters after the tenant
+ * (each $1..$N used), a tenant row's $1 is the uuid, and arguments that do
+ * not match a row are refused before anything is entered or sent. */
+static void call_table_rows_match_their_sql(void **state)
+{
+    (void)state;
+    for (int id = 0; id < ENGINE_CALL_COUNT; id++) {
+        const engine_call_row *r = &engine_calls[id];
+        if (r->name == NULL || r->sql == NULL || r->args == NULL)
+            fail_msg("call %d has no row", id);
+        if (strspn(r->args, "sjzpnib") != strlen(r->args))
+            fail_msg("%s: unknown argument kind in '%s'", r->name, r->args);
+        bool tenanted = (r->flags & ENGINE_CALL_TENANT) != 0;
+        int want = (int)strlen(r->args) + (tenanted ? 1 : 0), highest = 0;
+        for (const char *p = strchr(r->sql, '$'); p != NULL; p = strchr(p + 1, '$')) {
+            int n = atoi(p + 1);
+            if (n > highest)
+                highest = n;
+        }
+        for (int n = 1; n <= want; n++) {
+            char ref[16];
+            snprintf(ref, sizeof ref, "$%d", n);
+            if (strstr(r->sql, ref) == NULL)
+                fail_msg("%s: %s unused", r->name, ref);
+        }
+        if (highest != want)
+            fail_msg("%s: SQL uses $%d, the row gives %d parameters", r->name, highest, want);
+        if (tenanted && strstr(r->sql, "($1::uuid") == NULL && strstr(r->sql, "[$1::uuid]") == NULL)
+            fail_msg("%s: a tenant row's $1 is not the tenant uuid", r->name);
+        for (int other = 0; other < id; other++)
+            if (strcmp(engine_calls[other].name, r->name) == 0)
+                fail_msg("%s: two rows share a statement name", r->name);
+    }
+    char *out = (char *)"untouched";
+    queen_error err;
+    /* One argument short, then a number where text belongs. */
+    assert_int_equal(engine_call(NULL, CALL_LABELS, NULL, ENGINE_NO_ARGS, &out, &err), -1);
+    assert_null(out);
+    assert_int_equal(err.category, QUEEN_ERR_INTERNAL);
+    assert_string_equal(err.reason, "call_mismatch");
+    assert_int_equal(engine_call(NULL, CALL_LABELS, NULL, ENGINE_ARGS(ENGINE_N(3)), &out, &err), -1);
+    assert_string_equal(err.reason, "call_mismatch");
+    assert_int_equal(engine_call(NULL, CALL_TRACE_NAMES, NULL, ENGINE_ARGS(ENGINE_S("3")), &out, &err), -1);
+    assert_string_equal(err.reason, "call_mismatch");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +548,7 @@ int main(void)
         cmocka_unit_test(uuids_are_v4_and_distinct),
         cmocka_unit_test(notify_payload_split),
         cmocka_unit_test(sweeper_rotates_over_all_shards),
+        cmocka_unit_test(call_table_rows_match_their_sql),
     };
     return cmocka_run_group_tests_name("engine_pure", tests, NULL, NULL);
 }
