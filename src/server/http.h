@@ -71,6 +71,9 @@ typedef struct http_response {
     const char *const *headers;  /* static text: more name, value pairs to send, NULL-terminated, or NULL */
 } http_response;
 
+/* Runs on a fiber of its loop: each queen_* call that reaches the database
+ * yields there until its answer is in (queen_runtime.h, "Yields"), so a
+ * handler holds no lock across one. */
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);
 
 /* operator: the broker-wide routes (maintenance, /metrics), above every
