@@ -14,14 +14,14 @@
  * Yields. Once a loop thread installs an executor (sql_executor_set), every
  * libqueen call that sends a statement, made from a fiber of that thread,
  * hands the statement to the executor and gives the thread back to the
- * loop (fiber_yield) until the answer is in. The calls that send one are
- * exactly those that take a `queen *` and talk to the database: all of
- * queen.h's except queen_stats_get, queen_stats_json, queen_wait_for_push,
- * queen_poll_open, queen_poll_close and queen_close (queen_poll_step pops,
- * so it yields). No marker at the call site says so: the engine's ~90
- * calls keep their queen.h signatures (an executor argument on each would
- * change every embedding program), and the rule above is the marker. So a
- * handler holds no lock across a queen_* call: another fiber of the same
+ * loop (fiber_yield) until the answer is in. Every queen.h call that takes
+ * a `queen *` may send one (queen_kv_admit only for a tenant it has not
+ * seen), except queen_stats_get, queen_stats_json, queen_wait_for_push,
+ * queen_poll_open, queen_poll_close and queen_close; queen_poll_step pops,
+ * so it yields too. No marker at the call site says so: the ~60 calls keep
+ * their queen.h signatures (an executor argument on each would change every
+ * embedding program), and the rule above is the marker. So a handler
+ * holds no lock across a queen_* call: another fiber of the same
  * thread taking it would wait forever. Off a fiber, or on a thread with no
  * executor, the same calls block on the engine's own pool. */
 #ifndef QUEEN_RUNTIME_H
