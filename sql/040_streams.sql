@@ -5,7 +5,8 @@
 -- messages and acks the source batch, all or nothing.
 --
 -- Owns: the tables queen.streams_queries and queen.streams_state,
---       queen._streams_key_ok_v1, queen.streams_register_v1,
+--       queen._streams_key_ok_v1, queen._streams_check_target_v1,
+--       queen.streams_register_v1,
 --       queen.streams_state_get_v1, queen.streams_cycle_v1.
 -- May call: 001 (helpers), 003 (_log_push_check_v1, _log_push_apply_v1: the
 -- sink push is the push, its rules are not restated here), 005
@@ -166,6 +167,27 @@ BEGIN
 END
 $$;
 
+-- _streams_check_target_v1(p): the body is an object naming a query and a
+-- partition by uuid; what a state read and a cycle both address.
+-- Raises 22023 streams_bad_request, streams_bad_query_id, streams_bad_partition_id.
+CREATE OR REPLACE FUNCTION queen._streams_check_target_v1(p JSONB)
+RETURNS VOID
+LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    IF jsonb_typeof(p) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'streams_bad_request' USING ERRCODE = '22023', DETAIL = 'the body must be a JSON object';
+    END IF;
+    IF jsonb_typeof(p -> 'query_id') IS DISTINCT FROM 'string' OR NOT queen.log_uuid_ok_v1(p ->> 'query_id') THEN
+        RAISE EXCEPTION 'streams_bad_query_id' USING ERRCODE = '22023', DETAIL = 'query_id must be a uuid string';
+    END IF;
+    IF jsonb_typeof(p -> 'partition_id') IS DISTINCT FROM 'string' OR NOT queen.log_uuid_ok_v1(p ->> 'partition_id') THEN
+        RAISE EXCEPTION 'streams_bad_partition_id' USING ERRCODE = '22023',
+            DETAIL = 'partition_id must be a uuid string';
+    END IF;
+END
+$$;
+
 -- streams_state_get_v1(tenant, p) -> {success: true, rows: [{key, value,
 -- updated_at}]} in ascending key (COLLATE "C"). p: {query_id, partition_id,
 -- keys?: [key] (empty or absent: every key), key_prefix?: text,
@@ -186,16 +208,7 @@ DECLARE
     v_rows   JSONB;
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
-    IF jsonb_typeof(p) IS DISTINCT FROM 'object' THEN
-        RAISE EXCEPTION 'streams_bad_request' USING ERRCODE = '22023', DETAIL = 'the body must be a JSON object';
-    END IF;
-    IF jsonb_typeof(p -> 'query_id') IS DISTINCT FROM 'string' OR NOT queen.log_uuid_ok_v1(p ->> 'query_id') THEN
-        RAISE EXCEPTION 'streams_bad_query_id' USING ERRCODE = '22023', DETAIL = 'query_id must be a uuid string';
-    END IF;
-    IF jsonb_typeof(p -> 'partition_id') IS DISTINCT FROM 'string' OR NOT queen.log_uuid_ok_v1(p ->> 'partition_id') THEN
-        RAISE EXCEPTION 'streams_bad_partition_id' USING ERRCODE = '22023',
-            DETAIL = 'partition_id must be a uuid string';
-    END IF;
+    PERFORM queen._streams_check_target_v1(p);
     IF jsonb_typeof(p -> 'keys') = 'array' THEN
         IF EXISTS (SELECT 1 FROM jsonb_array_elements(p -> 'keys') AS k
                    WHERE jsonb_typeof(k) <> 'string' OR NOT queen._streams_key_ok_v1(k #>> '{}')) THEN
@@ -290,16 +303,7 @@ DECLARE
     v_void     TEXT;
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
-    IF jsonb_typeof(p) IS DISTINCT FROM 'object' THEN
-        RAISE EXCEPTION 'streams_bad_request' USING ERRCODE = '22023', DETAIL = 'the body must be a JSON object';
-    END IF;
-    IF jsonb_typeof(p -> 'query_id') IS DISTINCT FROM 'string' OR NOT queen.log_uuid_ok_v1(p ->> 'query_id') THEN
-        RAISE EXCEPTION 'streams_bad_query_id' USING ERRCODE = '22023', DETAIL = 'query_id must be a uuid string';
-    END IF;
-    IF jsonb_typeof(p -> 'partition_id') IS DISTINCT FROM 'string' OR NOT queen.log_uuid_ok_v1(p ->> 'partition_id') THEN
-        RAISE EXCEPTION 'streams_bad_partition_id' USING ERRCODE = '22023',
-            DETAIL = 'partition_id must be a uuid string';
-    END IF;
+    PERFORM queen._streams_check_target_v1(p);
     v_qid := (p ->> 'query_id')::uuid;
     v_pid := (p ->> 'partition_id')::uuid;
     IF jsonb_typeof(p -> 'consumer_group') = 'string' AND p ->> 'consumer_group' <> '' THEN
