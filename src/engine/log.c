@@ -472,7 +472,7 @@ queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queu
     char canon[QUEEN_TENANT_LEN + 1];
     if (engine_enter_tenant(q, tenant, canon, NULL) == NULL)
         return NULL;
-    queen_waiter *w = notifier_add(q->notifier, canon, queue, timeout_ms, true, fn, ctx);
+    queen_waiter *w = notifier_add(q->notifier, canon, queue, timeout_ms, fn, ctx);
     engine_leave(q);
     return w;
 }
