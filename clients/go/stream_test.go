@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -836,5 +837,77 @@ func TestStreamsRunStopsOnContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop")
+	}
+}
+
+// Workers stopped at random points (their context ended before, inside or
+// after a cycle's commit, so some answers are lost), then replaced: the
+// sink holds each partition's running sums exactly once and in order.
+func TestStreamsStoppedAtRandomNeverDuplicates(t *testing.T) {
+	e := newStreamsEnv(t)
+	src, sink, name, n := "streams-go-kill", "streams-go-kill-sink", "conf.kill.go", 150
+	e.fresh(src, sink)
+	in := map[string][]any{}
+	for _, p := range []string{"p1", "p2"} {
+		for i := 1; i <= n; i++ {
+			in[p] = append(in[p], i)
+		}
+	}
+	e.feed(src, in)
+	pipe := From(src).Reduce(func(acc, v any) (any, error) { return f2(acc) + f2(v), nil }, 0).To(sink)
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewSource(seed))
+	t.Logf("seed %d", seed)
+	o := WorkerOptions{Batch: 3, Wait: 100 * time.Millisecond, LeaseSeconds: 1}
+	if w, _ := pipe.Worker(e.c, name, WorkerOptions{Reset: true}); w != nil {
+		if _, err := w.Register(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stops := 0
+	acked := 0
+	for until := time.Now().Add(3 * time.Second); time.Now().Before(until); {
+		// The stop point, not a synchronisation: a worker runs this long.
+		ctx, stop := context.WithTimeout(e.ctx, time.Duration(2+rng.Intn(30))*time.Millisecond)
+		st, err := pipe.Run(ctx, e.c, name, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked += st.Messages
+		stop()
+		stops++
+	}
+	t.Logf("%d workers stopped, %d messages acked by them (that they know of)", stops, acked)
+	last, _ := pipe.Worker(e.c, name, o)
+	var want []any
+	for i, sum := 1, 0; i <= n; i++ {
+		sum += i
+		want = append(want, sum)
+	}
+	got := map[string][]any{}
+	done := func() bool {
+		for _, p := range []string{"p1", "p2"} {
+			got[p] = append(got[p], e.sinkOf(sink, p)...)
+			if len(got[p]) < n {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 30*time.Second, "every running sum in the sink", func() bool {
+		if _, err := last.Step(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		return done()
+	})
+	// Nothing more comes: the source is drained and the sink holds no more.
+	if err := last.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	done()
+	for _, p := range []string{"p1", "p2"} {
+		if !sameJSON(got[p], want) {
+			t.Errorf("%s after %d stops: %s", p, stops, render(got[p]))
+		}
 	}
 }
