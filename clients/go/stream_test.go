@@ -911,3 +911,35 @@ func TestStreamsStoppedAtRandomNeverDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// Without an event-time function a window takes the message's createdAt.
+func TestStreamsWindowByCreatedAt(t *testing.T) {
+	e := newStreamsEnv(t)
+	src := "streams-go-ctime"
+	e.fresh(src)
+	before := time.Now().Add(-time.Minute).UnixMilli()
+	e.feed(src, map[string][]any{"p1": {5}})
+	w, err := From(src).WindowTumbling(3600, WindowOptions{}).Aggregate(Field{Name: "sum", Of: func(v any) (any, error) {
+		return v, nil
+	}}).Worker(e.c, "conf.ctime.go", WorkerOptions{Reset: true, Wait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().Add(time.Minute).UnixMilli()
+	st, err := w.State(e.ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm, _ := st["__wm__"].(map[string]any)
+	if at := int64(f2(wm["eventTimeMs"])); at < before || at > after {
+		t.Fatalf("the watermark %d is not the message's createdAt (%d..%d)", at, before, after)
+	}
+	start := int64(f2(wm["eventTimeMs"])) / 3600000 * 3600000
+	row, _ := st["tumb:3600\u001f"+isoMs(start)+"\u001fp1"].(map[string]any)
+	if acc, _ := row["acc"].(map[string]any); f2(acc["sum"]) != 5 || int64(f2(row["windowStart"])) != start {
+		t.Fatalf("state %s", render(st))
+	}
+}
