@@ -943,3 +943,15 @@ func TestStreamsWindowByCreatedAt(t *testing.T) {
 		t.Fatalf("state %s", render(st))
 	}
 }
+
+// A pop the broker refuses (a 4xx) ends Run with that error, not a retry loop.
+func TestStreamsRefusedPopEndsRun(t *testing.T) {
+	e := newStreamsEnv(t)
+	ctx, stop := context.WithTimeout(e.ctx, 20*time.Second)
+	defer stop()
+	st, err := From("streams-go-refused").Map(func(v any, c Ctx) (any, error) { return v, nil }).Run(ctx, e.c,
+		"conf.refused.go", WorkerOptions{Reset: true, Group: "bad group name/\x01"})
+	if s := StatusOf(err); s < 400 || s >= 500 || ctx.Err() != nil {
+		t.Fatalf("Run: %v (%+v)", err, st)
+	}
+}

@@ -70,7 +70,7 @@ type Worker struct {
 	o      WorkerOptions
 
 	mu         sync.Mutex
-	step       sync.Mutex // one cycle at a time
+	cycleMu    sync.Mutex // one cycle at a time
 	queryID    string
 	partitions map[string]string // source partition name -> id, for those a cycle ran on
 	stats      WorkerStats
@@ -169,7 +169,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	for ctx.Err() == nil {
-		_, err := w.Step(ctx)
+		_, err := w.step(ctx)
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
@@ -216,8 +216,18 @@ func (e *popError) Unwrap() error { return e.err }
 // popped (0: none came). A cycle refused for a lost lease is no error
 // (Stats().LeaseLost counts it).
 func (w *Worker) Step(ctx context.Context) (int, error) {
-	w.step.Lock()
-	defer w.step.Unlock()
+	n, err := w.step(ctx)
+	var pe *popError
+	if errors.As(err, &pe) {
+		err = pe.err
+	}
+	return n, err
+}
+
+// step is Step, a failed pop marked as a *popError for Run.
+func (w *Worker) step(ctx context.Context) (int, error) {
+	w.cycleMu.Lock()
+	defer w.cycleMu.Unlock()
 	if w.QueryID() == "" {
 		if _, err := w.Register(ctx); err != nil {
 			return 0, err
