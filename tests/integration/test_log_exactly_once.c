@@ -233,7 +233,7 @@ static void fill(PGconn *c, run *r, int n, int nparts)
     snprintf(pb, sizeof pb, "%d", nparts);
     const char *p[4] = {tenant, r->in, nb, pb};
     /* Leases here expire on purpose (killed and slow consumers), and each
-     * expiry counts toward retryLimit (004): a limit no run reaches, so every
+     * expiry counts toward retryLimit (log_pop.sql): a limit no run reaches, so every
      * input is processed and none becomes a dead letter (acked, no effect). */
     PQclear(pgtest_exec(c, "SELECT queen.log_configure_v1($1::uuid, $2, '{\"retryLimit\":1000000}')", 2, p));
     PQclear(pgtest_exec(c, "SELECT queen.log_push_v1($1::uuid, (SELECT jsonb_agg(jsonb_build_object('queue', $2::text,"

@@ -1,4 +1,4 @@
-/* The transaction wire (queen.log_transaction_wire_v1, sql/005_log_ack.sql)
+/* The transaction wire (queen.log_transaction_wire_v1, sql/log_transaction_wire.sql)
  * over real connections: marker + push + ack commit together; with the
  * marker already present (required:true) nothing lands, the cursor does not
  * move and kv_apply_v1's 23514 DETAIL reaches the caller intact; the other
