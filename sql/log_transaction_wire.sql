@@ -16,8 +16,9 @@
 -- reasons of the registry src/engine/reasons.txt, which gives each its
 -- SQLSTATE and the transaction failure body's reason.
 
--- log_transaction_wire_v1(p) -> {transactionId, success: true, results}
--- p: {tenant (uuid string, required), operations?: [{type: ack, ...ack} |
+-- log_transaction_wire_v1(tenant, p) -> {transactionId, success: true, results}
+-- tenant: the caller's, an argument as in every log function (NULL raises
+-- log_bad_tenant). p: {operations?: [{type: ack, ...ack} |
 --     {type: push, items: [...]}], requiredLeases?: [leaseId], kv?: [kv op]}
 -- (operations may be omitted when kv is present).
 -- results: one element per push item and per ack in operations order
@@ -30,12 +31,16 @@
 -- Every failure raises (and so rolls everything back); the (SQLSTATE,
 -- message) table is in this file's header and docs/sql-log.md. A required kv
 -- loss propagates kv_apply_v1's 23514 and DETAIL untouched.
-CREATE OR REPLACE FUNCTION queen.log_transaction_wire_v1(p JSONB)
+-- The form that read the tenant from p's "tenant" member: replaced by this
+-- one, which takes it as its first argument. Dropped, so an upgraded
+-- database keeps no second form a caller could still reach. A no-op once
+-- dropped.
+DROP FUNCTION IF EXISTS queen.log_transaction_wire_v1(JSONB);
+CREATE OR REPLACE FUNCTION queen.log_transaction_wire_v1(p_tenant UUID, p JSONB)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
 AS $$
 DECLARE
-    v_tenant UUID;
     v_ops    JSONB;
     v_kv     JSONB;
     v_leases JSONB;
@@ -60,15 +65,11 @@ DECLARE
     v_res    JSONB[];
     v_void   TEXT;
 BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
     IF p IS NULL OR jsonb_typeof(p) <> 'object' THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
             DETAIL = 'the bundle must be a JSON object';
     END IF;
-    IF jsonb_typeof(p -> 'tenant') IS DISTINCT FROM 'string' OR NOT queen.log_uuid_ok_v1(p ->> 'tenant') THEN
-        RAISE EXCEPTION 'log_bad_tenant' USING ERRCODE = '22023',
-            DETAIL = 'tenant must be a uuid string';
-    END IF;
-    v_tenant := (p ->> 'tenant')::uuid;
     IF NOT p ? 'operations' AND NOT p ? 'kv' THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
             DETAIL = 'operations or kv is required';
@@ -132,7 +133,7 @@ BEGIN
     -- 1. Tenant check on acks: read only, no lock.
     FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
         PERFORM 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
-        WHERE lp.id = (v_acks[v_j]).pid AND q.tenant_id = v_tenant;
+        WHERE lp.id = (v_acks[v_j]).pid AND q.tenant_id = p_tenant;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',
                 DETAIL = jsonb_build_object('index', v_aflat[v_j], 'opIndex', v_aop[v_j],
@@ -149,7 +150,7 @@ BEGIN
     -- 2. All kv ops, one call, before any log lock. A required loss raises
     --    23514 from inside kv_apply_v1 and is not caught here.
     IF jsonb_array_length(v_kv) > 0 THEN
-        v_kvres := queen.kv_apply_v1(v_kv, v_tenant, now(), true);
+        v_kvres := queen.kv_apply_v1(v_kv, p_tenant, now(), true);
         IF v_kvres IS NULL OR jsonb_typeof(v_kvres) <> 'array'
            OR jsonb_array_length(v_kvres) <> jsonb_array_length(v_kv) THEN
             RAISE EXCEPTION 'log_result_misaligned' USING ERRCODE = 'XX000',
@@ -163,7 +164,7 @@ BEGIN
 
     -- 3. Queue/partition creation, partition locks ascending, pushes.
     IF array_length(v_items, 1) > 0 THEN
-        v_pres := queen._log_push_apply_v1(v_tenant, to_jsonb(v_items));
+        v_pres := queen._log_push_apply_v1(p_tenant, to_jsonb(v_items));
         FOR v_j IN 1 .. array_length(v_items, 1) LOOP
             IF v_pres[v_j] ->> 'status' = 'duplicate' THEN
                 RAISE EXCEPTION 'log_duplicate' USING ERRCODE = '23505',
@@ -180,7 +181,7 @@ BEGIN
 
     -- 4. Cursor locks ascending (partition, group), required leases, acks.
     IF array_length(v_acks, 1) > 0 OR jsonb_array_length(v_leases) > 0 THEN
-        v_ares := queen._log_ack_apply_v1(v_tenant, v_acks, v_leases);
+        v_ares := queen._log_ack_apply_v1(p_tenant, v_acks, v_leases);
         FOR v_j IN 1 .. COALESCE(array_length(v_acks, 1), 0) LOOP
             IF NOT (v_ares[v_j] ->> 'success')::boolean THEN
                 RAISE EXCEPTION 'log_ack_rejected' USING ERRCODE = '55000',

@@ -37,9 +37,9 @@ $$;
 --   -> TABLE (n, result, err_state, err_message, err_detail)
 --
 -- Contract: bundles, tenants and producers are JSON arrays of one length;
--- member i (0-based) is log_transaction_wire_v1(bundles[i] || {"tenant":
--- tenants[i]}) run with queen.producer = producers[i] (a string; null or ""
--- for none: log_producer.sql), in its own subtransaction. One row per member, n = i, in n
+-- member i (0-based) is log_transaction_wire_v1(tenants[i], bundles[i])
+-- run with queen.producer = producers[i] (a string; null or "" for none:
+-- log_producer.sql), in its own subtransaction. One row per member, n = i, in n
 -- order: result = what that call returns, as text, and the err_* columns
 -- NULL; or, when the call raised an error that is its own verdict
 -- (_log_wire_verdict_v1), result NULL and err_state, err_message, err_detail
@@ -180,8 +180,8 @@ BEGIN
     FOR v_i IN 1 .. v_n LOOP
         v_void := set_config('queen.producer', COALESCE(p_producers ->> (v_i - 1), ''), true);
         BEGIN
-            v_res[v_i] := queen.log_transaction_wire_v1(
-                (p_bundles -> (v_i - 1)) || jsonb_build_object('tenant', p_tenants ->> (v_i - 1)))::text;
+            v_res[v_i] := queen.log_transaction_wire_v1((p_tenants ->> (v_i - 1))::uuid,
+                                                        p_bundles -> (v_i - 1))::text;
         EXCEPTION WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS v_st = RETURNED_SQLSTATE, v_mg = MESSAGE_TEXT, v_dt = PG_EXCEPTION_DETAIL;
             IF NOT queen._log_wire_verdict_v1(v_st) THEN

@@ -24,9 +24,9 @@
 #include "engine.h"
 #include "input_limits.h"
 
-/* The bundle goes in as the caller's text with the tenant added by
- * PostgreSQL, so nothing in it is re-encoded on the way. */
-#define SQL_WIRE_CALL "SELECT queen.log_transaction_wire_v1($1::jsonb || jsonb_build_object('tenant', $2::text))::text"
+/* The bundle goes in as the caller's text, so nothing in it is re-encoded
+ * on the way; the tenant is an argument of its own, as in every log call. */
+#define SQL_WIRE_CALL "SELECT queen.log_transaction_wire_v1($2::uuid, $1::jsonb)::text"
 /* Transaction-local settings made in a materialized CTE, which runs before
  * the wire: its pushes' NOTIFY deferred past the commit (engine.h) and the
  * pushes stamped with the producer of a verified token (sql/log_producer.sql; '' is none,
@@ -171,8 +171,9 @@ int wire_preflight(const char *bundle_json, const kv_limits *lim, wire_plan *pla
             goto out;
         }
     }
-    /* The reasons and their order are log_transaction_wire_v1's (log_transaction_wire.sql), so a
-     * bundle is refused alike here and there. */
+    /* The reasons and their order are log_transaction_wire_v1's
+     * (sql/log_transaction_wire.sql), so a bundle is refused alike here and
+     * there. */
     if (!absent(ops) && !json_is_array(ops))
         refuse(err, "log_bad_request", "operations must be an array");
     else if (!absent(kv) && !json_is_array(kv))

@@ -42,8 +42,7 @@ static char tenant[37];
 
 /* $1 tenant, $2 partitionId, $3 txid, $4 leaseId or NULL, $5 out queue. */
 static const char *const bundle_sql =
-    "SELECT queen.log_transaction_wire_v1(jsonb_build_object("
-    " 'tenant', $1::text,"
+    "SELECT queen.log_transaction_wire_v1($1::uuid, jsonb_build_object("
     " 'operations', jsonb_build_array("
     "   jsonb_build_object('type', 'push', 'items', jsonb_build_array(jsonb_build_object("
     "     'queue', $5::text, 'payload', jsonb_build_object('src', $3::text)))),"

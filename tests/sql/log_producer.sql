@@ -14,7 +14,7 @@ SELECT col_default_is('queen', 'log_messages', 'producer',
 SELECT queen.log_push_v1(:'t', '[{"queue":"t028","payload":1,"transactionId":"none"}]') IS NOT NULL AS pushed;
 SELECT set_config('queen.producer', 'alice', true);
 SELECT queen.log_push_v1(:'t', '[{"queue":"t028","payload":2,"transactionId":"alice"}]') IS NOT NULL AS pushed;
-SELECT queen.log_transaction_wire_v1(jsonb_build_object('tenant', :'t', 'operations', jsonb_build_array(
+SELECT queen.log_transaction_wire_v1(:'t', jsonb_build_object('operations', jsonb_build_array(
     jsonb_build_object('type', 'push', 'items', '[{"queue":"t028","payload":3,"transactionId":"wire"}]'::jsonb))))
     IS NOT NULL AS wired;
 SELECT set_config('queen.producer', '', true);

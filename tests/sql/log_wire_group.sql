@@ -34,8 +34,8 @@ SELECT throws_ok($$SELECT * FROM queen.log_transaction_wire_group_v1('[{}]', '[]
 
 -- A committed "dup" in tenant a's queue, then a group of four: a push (a),
 -- a duplicate of "dup" (a), a bad shape (b), a push (b) with a producer.
-SELECT lives_ok(format($$SELECT queen.log_transaction_wire_v1(%L::jsonb || jsonb_build_object('tenant', %L))$$,
-                       pg_temp.push('', 'p', 'dup'), current_setting('t038.a')), 'W3 the first push');
+SELECT lives_ok(format($$SELECT queen.log_transaction_wire_v1(%L, %L)$$,
+                       current_setting('t038.a'), pg_temp.push('', 'p', 'dup')), 'W3 the first push');
 CREATE TEMP TABLE g AS
 SELECT * FROM queen.log_transaction_wire_group_v1(
     jsonb_build_array(pg_temp.push('', 'p', 'one'),
