@@ -7,7 +7,8 @@
 --
 -- Owns: the type queen._log_ack_in_v1, queen._log_ack_check_one_v1, queen._log_ack_target_v1,
 --       queen._log_ack_apply_v1, queen.log_ack_v1.
--- May call: log_schema.sql. Never names queen.kv.
+-- May call: schema.sql (_schema_create_type_v1), log_schema.sql. Never names
+-- queen.kv.
 -- Lock order (log_schema.sql): queen.log_consumers (ascending partition,
 -- group) -> leaves (log_dead_letters, whose insert takes the queue row FOR
 -- KEY SHARE by its foreign key). Takes no kv lock.
