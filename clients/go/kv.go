@@ -99,7 +99,7 @@ type KVResult struct {
 
 // KVOp is one kv op for Apply and Tx.KV, made by GetOp, PutOp,
 // PutIfAbsentOp, DeleteOp, IncrOp, GetManyOp or GetPrefixOp: one per op the
-// broker has (sql/024_kv.sql), taking what the one-op calls take. There is
+// broker has (sql/kv.sql), taking what the one-op calls take. There is
 // no public map form: an op's members are typed, and a write's expiry is
 // checked where the op is made. A refused op (a bad expiry, a value JSON
 // cannot hold) carries its error to Apply or Commit, which return it before

@@ -1,7 +1,7 @@
 /* browse: the log-browsing calls of libqueen (queen.h, "Browsing the log"):
  * a partition's messages with their state, a transactionId's messages,
  * delete; one message named by partitionId and transactionId: get, delete,
- * retry (its dead letters requeued). One prepared statement each, calling sql/032; SQL judges every
+ * retry (its dead letters requeued). One prepared statement each, calling sql/log_browse.sql; SQL judges every
  * argument. */
 #include <stdio.h>
 

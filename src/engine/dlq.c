@@ -1,5 +1,5 @@
 /* dlq: the dead-letter calls of libqueen (queen.h, "Dead letters"): list,
- * requeue, delete. One prepared statement each, calling sql/029; SQL judges
+ * requeue, delete. One prepared statement each, calling sql/log_dlq.sql; SQL judges
  * every argument. */
 #include <stdio.h>
 

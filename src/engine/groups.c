@@ -1,6 +1,6 @@
 /* groups: the consumer-group calls of libqueen (queen.h, "Consumer groups"):
  * the view with lag, the lagging view, seek, delete, the subscription start. One prepared statement
- * each, calling sql/030; SQL judges every argument. */
+ * each, calling sql/log_groups.sql; SQL judges every argument. */
 #include <stdio.h>
 
 #include "engine.h"

@@ -51,7 +51,7 @@
  * brokers' waiters wait for it: this broker's own are woken from the
  * announcement itself (notifier_announce), without the round trip. */
 #define ANNOUNCE_GAP_MS 2
-/* The waiters' check: keys in, (key_index, ready) out (sql/037). */
+/* The waiters' check: keys in, (key_index, ready) out (sql/log_waiting.sql). */
 #define SQL_CHECK "SELECT key_index, ready FROM queen.log_poppable_v1($1::jsonb)"
 #define CHECK_STATEMENT "queen_check"
 
@@ -908,7 +908,7 @@ static size_t check_wake_key(queen_notifier *n, notify_key *wk, size_t ready, qu
 
 /* The check's answer: wakes as many waiters of each key returned as it has
  * claimable partitions nobody pops for yet. A failed check (a schema
- * without sql/037, a timeout) wakes every waiter of its keys: they pop, as
+ * without sql/log_waiting.sql, a timeout) wakes every waiter of its keys: they pop, as
  * they did before the check existed. */
 static void check_answer(queen_notifier *n, announcer *a, PGresult *r)
 {

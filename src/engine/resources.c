@@ -1,7 +1,7 @@
 /* resources: the resource reads of libqueen (queen.h, "Resources"):
  * overview, labels, a queue's detail and partitions, the tenant's
  * partitions by depth, clearing a queue. One
- * prepared statement each, calling sql/036; SQL judges every argument. */
+ * prepared statement each, calling sql/log_resources.sql; SQL judges every argument. */
 #include <stdio.h>
 
 #include "engine.h"

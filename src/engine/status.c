@@ -1,7 +1,7 @@
 /* status: the dashboard reads of libqueen (queen.h, "Status"): the queue
  * list and one queue with counts from offsets, messages pushed per bucket,
  * moving one message to the dead letters, and the database's statistics.
- * One prepared statement each, calling sql/039; SQL judges every argument. */
+ * One prepared statement each, calling sql/log_status.sql; SQL judges every argument. */
 #include <stdio.h>
 
 #include "engine.h"

@@ -1,6 +1,6 @@
 /* traces: the trace calls of libqueen (queen.h, "Traces"): record an event
  * against a message, look them up by message or by name. One prepared
- * statement each, calling sql/033; SQL judges every argument. */
+ * statement each, calling sql/log_traces.sql; SQL judges every argument. */
 #include <stdio.h>
 
 #include "engine.h"
