@@ -23,7 +23,9 @@ TESTLIBS:= -lcmocka -lcurl
 
 ENGINE_SRC := $(wildcard src/engine/*.c)
 SERVER_SRC := $(filter-out src/server/main.c,$(wildcard src/server/*.c))
-SQL_FILES  := $(sort $(wildcard sql/*.sql))
+# The schema's files: sql/MANIFEST gives their apply order (embed.sh reads it
+# and refuses a file it does not list); every one is a prerequisite, listed or not.
+SQL_FILES  := sql/MANIFEST $(wildcard sql/*.sql)
 # The web console's files (console/), served from the binary by routes_console.c.
 CONSOLE_FILES := $(sort $(wildcard console/*.html console/*.js console/*.css console/*.svg))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
@@ -67,7 +69,7 @@ fuzz: $(FUZZ_BIN)
 
 $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
-	scripts/embed.sh sql $@ $(SQL_FILES)
+	scripts/embed.sh sql $@ sql/MANIFEST
 
 # The reason registry's C tables (src/engine/reasons.txt): libqueen's (read
 # by error.c) and the HTTP edge's statuses and codes (src/server/errors.c).
@@ -141,7 +143,7 @@ $(BUILD)/tests/faults/%: $(BUILD)/obj/tests/faults/%.o $(SUPPORT_OBJ) $(SERVER_O
 
 $(FUZZ_DIR)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
-	scripts/embed.sh sql $@ $(SQL_FILES)
+	scripts/embed.sh sql $@ sql/MANIFEST
 
 $(FUZZ_DIR)/gen/reasons.c: src/engine/reasons.txt scripts/reasons.py
 	@mkdir -p $(@D)

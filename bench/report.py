@@ -459,7 +459,7 @@ def render_scale(work, meta, rows):
                                         size(int(z.get("swept.log_messages", 0))))])
         L.append("A big queue (%s messages, 100 partitions, `completedRetentionSeconds` 1). The retention phase "
                  "runs on a broker restarted with `QUEEN_KV_EXPIRE_EVERY_MS=100 QUEEN_KV_EXPIRE_BATCH=50000` "
-                 "(sql/006's steps run every 10 sweeper cycles, each deleting up to the batch; the defaults "
+                 "(sql/log_maintenance.sql's steps run every 10 sweeper cycles, each deleting up to the batch; the defaults "
                  "delete at most 100 rows/s); its clock stops at the last increase of "
                  "`queen_sweeper_retention_deleted_total`." % n(int(meta.get("scale_big", "0") or 0)))
         L.append("")

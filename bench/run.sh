@@ -560,7 +560,7 @@ if want scale; then
       scale_run big-consume big_consume 10 "$SCALE_SB drain scale_big 10 $rest $SCALE_BIG_TO 1000" \
         drain scale_big 10 "$rest" "$SCALE_BIG_TO" 1000 || true
     fi
-    # The retention sweep, made quick: maintenance (sql/006) runs every
+    # The retention sweep, made quick: maintenance (sql/log_maintenance.sql) runs every
     # SWEEP_MAINT_EVERY (10) sweeper cycles of QUEEN_KV_EXPIRE_EVERY_MS, each
     # retention step deleting up to QUEEN_KV_EXPIRE_BATCH rows; the defaults
     # (1000 ms, 1000 rows) delete at most 100 rows/s. A broker with 100 ms
@@ -620,7 +620,7 @@ if want idle; then
 fi
 
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$WORK/meta.env"
-# autovacuum of queen.kv runs every 500 dead rows (sql/024_kv.sql): its CPU
+# autovacuum of queen.kv runs every 500 dead rows (sql/kv.sql): its CPU
 # is PostgreSQL's and lands in whichever point it happens to overlap
 echo "kv_autovacuum=$(PSQL -Atc "SELECT autovacuum_count || ' autovacuums, ' || autoanalyze_count || ' autoanalyzes of queen.kv' FROM pg_stat_user_tables WHERE schemaname = 'queen' AND relname = 'kv'")" >>"$WORK/meta.env"
 echo "elapsed_s=$(( $(date +%s) - T_START ))" >>"$WORK/meta.env"

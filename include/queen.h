@@ -173,7 +173,7 @@ void queen_close(queen *q);
  * a uuid text in any case (see queen_tenant_canonical); NULL means
  * QUEEN_DEFAULT_TENANT. */
 
-/* ---- KV (sql/024_kv.sql: queen.kv_apply_v1) ------------------------------
+/* ---- KV (sql/kv.sql: queen.kv_apply_v1) ------------------------------
  * ops_json: a JSON array of ops (docs/api.md, KV). *results_json: the
  * array of results aligned by index. in_wire applies the wire budgets.
  * Before SQL: the input guards (QUEEN_KV_MAX_* clamped to SQL's budgets:
@@ -184,7 +184,7 @@ void queen_close(queen *q);
 int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_wire, char **results_json,
                    queen_error *err);
 
-/* ---- KV quota and rate limits (sql/027_kv_quota.sql) -------------------
+/* ---- KV quota and rate limits (sql/kv_quota.sql) -------------------
  * The admission of one kv call by tenant, before it is sent: reads and
  * writes are its ops (get/getMany/getPrefix one read each; put/putIfAbsent/
  * incr/delete one write each), creating the ops that may create a key (put,
@@ -252,7 +252,7 @@ int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_
  * unlimited, hasQuota false when the tenant has no quota row. */
 int queen_kv_quota(queen *q, const char *tenant, char **result_json, queen_error *err);
 
-/* ---- Messages (sql/003..005; shapes in docs/sql-log.md) ------------------ */
+/* ---- Messages (sql/log_*.sql; shapes in docs/sql-log.md) ----------------------------- */
 int queen_push(queen *q, const char *tenant, const char *items_json, char **results_json, queen_error *err);
 /* queen_push stamping each message with producer (the caller's verified
  * identity, e.g. a token's sub; NULL or "" for none), which pop returns as
@@ -310,7 +310,7 @@ int queen_configure_ex(queen *q, const char *tenant, const char *queue, const ch
 int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err);
 int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 
-/* ---- Dead letters (sql/029_log_dlq.sql) -----------------------------------
+/* ---- Dead letters (sql/log_dlq.sql) -----------------------------------
  * Messages that failed past their queue's retryLimit (reason "failed") or
  * waited past its maxWaitTimeSeconds (reason "expired"). Every call answers
  * the body PostgreSQL rendered (caller frees) or -1 with err
@@ -339,7 +339,7 @@ int queen_dlq_requeue(queen *q, const char *tenant, const char *queue, const cha
 int queen_dlq_delete(queen *q, const char *tenant, long long id, const char *queue, char **result_json,
                      queen_error *err);
 
-/* ---- Streams (sql/040_streams.sql) ----------------------------------------
+/* ---- Streams (sql/streams.sql) ----------------------------------------
  * The server side of the reference's streaming SDK: state, sink pushes and
  * the source ack of one cycle commit in one transaction. Each call takes the
  * body of its HTTP route (docs/openapi.yaml, the /streams/v1 paths) as JSON text and
@@ -364,7 +364,7 @@ int queen_streams_register(queen *q, const char *tenant, const char *body_json, 
 int queen_streams_state_get(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
 int queen_streams_cycle(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
 
-/* ---- Consumer groups (sql/030_log_groups.sql) -----------------------------
+/* ---- Consumer groups (sql/log_groups.sql) -----------------------------
  * queen_groups: {"consumerGroups":[{name, lagMessages, lagSeconds, queues:
  *   [{queue, lagMessages, lagSeconds, partitions: [{partition, partitionId,
  *   committedOffset, headOffset, lagMessages, lagSeconds, leaseId,
@@ -390,7 +390,7 @@ int queen_group_delete(queen *q, const char *tenant, const char *group, const ch
 int queen_group_subscription(queen *q, const char *tenant, const char *group, const char *from, char **result_json,
                              queen_error *err);
 
-/* ---- Browsing the log (sql/032_log_browse.sql) ----------------------------
+/* ---- Browsing the log (sql/log_browse.sql) ----------------------------
  * A message's state is for one consumer group (NULL: queue mode): pending,
  * leased (in a live lease's batch), consumed or dead (its dead letter).
  * queen_messages_list: a partition's stored messages (partition NULL:
@@ -430,7 +430,7 @@ int queen_message_delete_at(queen *q, const char *tenant, const char *partition_
 int queen_message_retry(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
                         char **result_json, queen_error *err);
 
-/* ---- Traces (sql/033_log_traces.sql) --------------------------------------
+/* ---- Traces (sql/log_traces.sql) --------------------------------------
  * queen_trace_add: records a trace event named name with data_json (any
  *   JSON text, or NULL) against the message (partition_id, transaction_id)
  *   of the tenant: {"recorded":true,"id","createdAt"}. Refusals (400):
@@ -452,7 +452,7 @@ int queen_traces_by_name(queen *q, const char *tenant, const char *name, int lim
  *   traceCount, messageCount, lastSeen}], "total"}. */
 int queen_trace_names(queen *q, const char *tenant, int limit, char **result_json, queen_error *err);
 
-/* ---- Maintenance mode (sql/034_system_maintenance.sql) --------------------
+/* ---- Maintenance mode (sql/system_maintenance.sql) --------------------
  * One switch for the whole database, so every broker on it sees it within a
  * second. While it is on, pushes (queen_push*, and a queen_transaction
  * holding a push) are refused with QUEEN_ERR_UNAVAILABLE reason
@@ -469,7 +469,7 @@ int queen_maintenance(queen *q, char **result_json, queen_error *err);
 int queen_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
 int queen_pop_maintenance_set(queen *q, bool enabled, char **result_json, queen_error *err);
 
-/* ---- Resources (sql/036_log_resources.sql) --------------------------------
+/* ---- Resources (sql/log_resources.sql) --------------------------------
  * What an admin client and the console read. Message states are queue
  * mode's (as queen_queues counts them).
  * queen_overview: {queues, partitions, consumerGroups, messages: {total,
@@ -496,7 +496,7 @@ int queen_partitions(queen *q, const char *tenant, const char *queue, long long 
                      char **result_json, queen_error *err);
 int queen_queue_clear(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err);
 
-/* ---- Status (sql/039_log_status.sql) -------------------------------------
+/* ---- Status (sql/log_status.sql) -------------------------------------
  * The dashboard reads under the reference broker's names. Counts come from
  * offsets (two index probes per partition, never a count of messages):
  * docs/compat.md, "Dashboard status", says what that counts.

@@ -89,7 +89,7 @@ struct queen_config {
     int kv_expire_max_rows;
     int partition_idle_seconds;
     int trace_retention_seconds;
-    int retention_interval_ms; /* the sweeper's 006 maintenance (retention) cadence */
+    int retention_interval_ms; /* the sweeper's log_maintenance.sql maintenance (retention) cadence */
     bool tenancy_header;
     bool trusted_proxy;
     int kv_max_ops_per_call;
@@ -154,7 +154,7 @@ int queen_config_validate(const queen_config *cfg, char *err, size_t errlen);
 /* The per-tenant limits SQL enforces, as the options of a connection's
  * startup packet ("-c queen.max_queues_per_tenant=N ..."): every broker
  * and libqueen connection carries them as session settings, read by
- * sql/001's _tenant_limit_v1, so no SQL signature changes for them. */
+ * sql/log_schema.sql's _tenant_limit_v1, so no SQL signature changes for them. */
 void queen_config_session_settings(const queen_config *cfg, char *out, size_t n);
 
 /* --help text, and docs/settings.md's markdown table, both from the table. */

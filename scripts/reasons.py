@@ -31,8 +31,8 @@ FUNCTION_NAME = re.compile(r"_v[0-9]+$")
 # Literals of our prefixes that name something else: JSON members and
 # session settings, never an answer's reason.
 NOT_REASONS = {
-    "kv_bytes", "kv_rows",            # kv_usage_measure_v1's members (027)
-    "log_traces_forget",              # a maintenance step's name (033)
+    "kv_bytes", "kv_rows",            # kv_usage_measure_v1's members (kv_quota.sql)
+    "log_traces_forget",              # a maintenance step's name (log_traces.sql)
     "ok",                             # crypt's verdict on a payload that opened: no error
     "always_current",                 # a status body's member (refreshed false), not an error
     # A delivered message's encryptionError (docs/openapi.yaml EncryptionError),

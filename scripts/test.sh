@@ -126,6 +126,8 @@ run_suite "lint/include_structure" python3 scripts/check-includes.py
 run_suite "lint/openapi_routes" python3 scripts/check-openapi-routes.py
 # Every reason SQL raises and C names against the registry (src/engine/reasons.txt).
 run_suite "lint/reasons" python3 scripts/reasons.py check
+# sql/MANIFEST names every schema file once, and the build's guard refuses one that does not.
+run_suite "lint/sql_manifest" bash scripts/check-sql-manifest.sh
 # Every client against the one vocabulary (clients/API.md).
 run_suite "lint/client_api" python3 scripts/check-client-api.py
 # Every relative link of the Markdown pages, none outside the repository from

@@ -1,5 +1,5 @@
 -- one-message push through log_push_v1, one call per transaction, as the
--- broker sends it alone: its NOTIFY deferred (sql/003 says why), 16 partitions
+-- broker sends it alone: its NOTIFY deferred (sql/log_push.sql says why), 16 partitions
 -- of queue bench_push drawn per call like bench/push.lua
 -- (the JSON has a space after every colon: pgbench would read ":word" as a variable)
 \set p random(0, 15)

@@ -19,7 +19,10 @@ NAMES = {'queen.log_transaction_wire_v1': 'wire', 'queen._log_ack_apply_v1': 'ac
          'queen._log_push_apply_v1': 'push_apply', 'queen._log_ack_check_v1': 'ack_check',
          'queen._log_ack_check_one_v1': 'ack_check_one', 'queen._log_push_check_v1': 'push_check',
          'queen.kv_apply_v1': 'kv_apply'}
-FILES = ['sql/003_log_push.sql', 'sql/005_log_ack.sql', 'sql/024_kv.sql']
+# Where the functions live: the files of today, then the numbered ones they
+# were split from (a revision holds one set or the other).
+FILES = ['sql/log_push.sql', 'sql/log_ack.sql', 'sql/log_transaction_wire.sql', 'sql/kv.sql',
+         'sql/003_log_push.sql', 'sql/005_log_ack.sql', 'sql/024_kv.sql']
 
 
 def main():
@@ -28,8 +31,10 @@ def main():
     rev, prefix = sys.argv[1], sys.argv[2]
     bodies = []
     for path in FILES:
-        text = subprocess.run(['git', 'show', f'{rev}:{path}'], capture_output=True, text=True,
-                              check=True).stdout
+        shown = subprocess.run(['git', 'show', f'{rev}:{path}'], capture_output=True, text=True)
+        if shown.returncode != 0:  # not a file at that revision
+            continue
+        text = shown.stdout
         for name in NAMES:
             found = re.search(r'CREATE OR REPLACE FUNCTION ' + re.escape(name) + r'\(.*?\n\$\$;\n', text, re.S)
             if found:

@@ -486,7 +486,11 @@ func doCall(ctx context.Context, c *Client, call string, a args) (any, error) {
 		}
 		return out, nil
 	case "kv_namespaces":
-		return c.Namespaces(ctx)
+		list, err := c.Namespaces(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"namespaces": list}, nil
 	case "push":
 		var items []PushItem
 		if err := into(a["items"], &items); err != nil {
@@ -530,17 +534,33 @@ func doCall(ctx context.Context, c *Client, call string, a args) (any, error) {
 		}
 		return out, nil
 	case "lease_extend":
-		return c.LeaseExtend(ctx, a.str("leaseId"), a.int("seconds"))
+		r, err := c.LeaseExtend(ctx, a.str("leaseId"), a.int("seconds"))
+		if err != nil {
+			return nil, err
+		}
+		return r.Raw, nil
 	case "configure":
 		cfg := QueueConfig{Queue: a.str("queue"), Namespace: a.str("namespace"), Task: a.str("task")}
 		if o, ok := a["options"].(map[string]any); ok {
 			cfg.Options = o
 		}
-		return c.Configure(ctx, cfg)
+		r, err := c.Configure(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return r.Raw, nil
 	case "queues":
-		return c.Queues(ctx)
+		list, err := c.Queues(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"queues": list}, nil
 	case "queue_delete":
-		return c.QueueDelete(ctx, a.str("queue"))
+		r, err := c.QueueDelete(ctx, a.str("queue"))
+		if err != nil {
+			return nil, err
+		}
+		return r.Raw, nil
 	case "transaction":
 		tx := NewTx()
 		ops, _ := a["ops"].([]any)

@@ -78,6 +78,19 @@ type Error struct {
 // context.Canceled, a network error), or nil.
 func (e *Error) Unwrap() error { return e.cause }
 
+// Is matches the sentinels of the broker's reasons a caller acts on:
+// ErrConfigMismatch (409 streams_config_mismatch) and ErrLeaseLost (409
+// streams_lease_lost).
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrConfigMismatch:
+		return e.Reason == "streams_config_mismatch"
+	case ErrLeaseLost:
+		return e.Reason == "streams_lease_lost"
+	}
+	return false
+}
+
 func (e *Error) Error() string {
 	if e.Code == "kv_precondition" {
 		// clients/API.md's one wording, whatever the language.

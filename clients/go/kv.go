@@ -99,7 +99,7 @@ type KVResult struct {
 
 // KVOp is one kv op for Apply and Tx.KV, made by GetOp, PutOp,
 // PutIfAbsentOp, DeleteOp, IncrOp, GetManyOp or GetPrefixOp: one per op the
-// broker has (sql/024_kv.sql), taking what the one-op calls take. There is
+// broker has (sql/kv.sql), taking what the one-op calls take. There is
 // no public map form: an op's members are typed, and a write's expiry is
 // checked where the op is made. A refused op (a bad expiry, a value JSON
 // cannot hold) carries its error to Apply or Commit, which return it before
@@ -402,14 +402,21 @@ func (c *Client) oneOp(ctx context.Context, op KVOp) (*KVResult, error) {
 	return results[0], nil
 }
 
+// NamespaceCount is one namespace holding keys, and how many.
+type NamespaceCount struct {
+	Namespace string `json:"namespace"`
+	Keys      int64  `json:"keys"`
+}
+
 // Namespaces lists the namespaces holding keys (GET .../kv/namespaces).
-func (c *Client) Namespaces(ctx context.Context) (json.RawMessage, error) {
-	rep, err := c.do(ctx, request{method: "GET", path: "/api/v1/resources/kv/namespaces", safe: true})
+func (c *Client) Namespaces(ctx context.Context) ([]NamespaceCount, error) {
+	r, _, err := typedCall[struct {
+		Namespaces []NamespaceCount `json:"namespaces"`
+	}](ctx, c, "GET", "/api/v1/resources/kv/namespaces", nil)
 	if err != nil {
 		return nil, err
 	}
-	var raw json.RawMessage
-	return raw, decode(rep, &raw)
+	return r.Namespaces, nil
 }
 
 // writeOp is a put or putIfAbsent op.

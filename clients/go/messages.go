@@ -216,10 +216,23 @@ func (c *Client) Ack(ctx context.Context, acks []AckItem, group string) ([]AckRe
 	return out, nil
 }
 
+// LeaseResult is a lease extension's answer. Renewed false (ExpiresAt nil)
+// when the lease is unknown or already ended.
+type LeaseResult struct {
+	LeaseID   string          `json:"leaseId"`
+	Renewed   bool            `json:"renewed"`
+	ExpiresAt *string         `json:"expiresAt"`
+	Raw       json.RawMessage `json:"-"`
+}
+
 // LeaseExtend renews a lease for seconds more.
-func (c *Client) LeaseExtend(ctx context.Context, leaseID string, seconds int) (json.RawMessage, error) {
+func (c *Client) LeaseExtend(ctx context.Context, leaseID string, seconds int) (*LeaseResult, error) {
 	body, _ := marshal(map[string]any{"seconds": seconds})
-	return c.rawCall(ctx, "POST", "/api/v1/lease/"+pathEscape(leaseID)+"/extend", body)
+	r, raw, err := typedCall[LeaseResult](ctx, c, "POST", "/api/v1/lease/"+pathEscape(leaseID)+"/extend", body)
+	if err == nil {
+		r.Raw = raw
+	}
+	return r, err
 }
 
 // QueueConfig is a configure call: the queue's options (leaseTime,
@@ -231,34 +244,83 @@ type QueueConfig struct {
 	Task      string         `json:"task,omitempty"`
 }
 
+// ConfigureResult is the queue as a configure left it: Options holds every
+// option with its effective value (as the wire names them), StoredOnly the
+// names stored and echoed that the broker does not act on.
+type ConfigureResult struct {
+	Queue      string                     `json:"queue"`
+	QueueID    string                     `json:"queueId"`
+	Namespace  *string                    `json:"namespace"`
+	Task       *string                    `json:"task"`
+	Options    map[string]json.RawMessage `json:"options"`
+	StoredOnly []string                   `json:"storedOnly"`
+	Raw        json.RawMessage            `json:"-"`
+}
+
 // Configure creates or changes a queue.
-func (c *Client) Configure(ctx context.Context, cfg QueueConfig) (json.RawMessage, error) {
+func (c *Client) Configure(ctx context.Context, cfg QueueConfig) (*ConfigureResult, error) {
 	body, err := marshal(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return c.rawCall(ctx, "POST", "/api/v1/configure", body)
+	r, raw, err := typedCall[ConfigureResult](ctx, c, "POST", "/api/v1/configure", body)
+	if err == nil {
+		r.Raw = raw
+	}
+	return r, err
+}
+
+// QueueSummary is one queue of Queues.
+type QueueSummary struct {
+	Name       string  `json:"name"`
+	Namespace  *string `json:"namespace"`
+	Task       *string `json:"task"`
+	Partitions int64   `json:"partitions"`
+	Messages   struct {
+		Total      int64 `json:"total"`
+		Pending    int64 `json:"pending"`
+		Processing int64 `json:"processing"`
+	} `json:"messages"`
 }
 
 // Queues lists the queues.
-func (c *Client) Queues(ctx context.Context) (json.RawMessage, error) {
-	return c.rawCall(ctx, "GET", "/api/v1/resources/queues", nil)
-}
-
-// QueueDelete deletes a queue and its messages.
-func (c *Client) QueueDelete(ctx context.Context, queue string) (json.RawMessage, error) {
-	return c.rawCall(ctx, "DELETE", "/api/v1/resources/queues/"+pathEscape(queue), nil)
-}
-
-// rawCall is a call whose repeat sets the same state again.
-func (c *Client) rawCall(ctx context.Context, method, path string, body []byte) (json.RawMessage, error) {
-	rep, err := c.do(ctx, request{method: method, path: path, body: body, safe: true})
+func (c *Client) Queues(ctx context.Context) ([]QueueSummary, error) {
+	r, _, err := typedCall[struct {
+		Queues []QueueSummary `json:"queues"`
+	}](ctx, c, "GET", "/api/v1/resources/queues", nil)
 	if err != nil {
 		return nil, err
 	}
-	var raw json.RawMessage
-	if err := decode(rep, &raw); err != nil {
-		return nil, err
+	return r.Queues, nil
+}
+
+// QueueDeleteResult says whether there was such a queue (deleting a missing
+// one is not an error: the state asked for holds).
+type QueueDeleteResult struct {
+	Queue   string          `json:"queue"`
+	Existed bool            `json:"existed"`
+	Raw     json.RawMessage `json:"-"`
+}
+
+// QueueDelete deletes a queue and its messages.
+func (c *Client) QueueDelete(ctx context.Context, queue string) (*QueueDeleteResult, error) {
+	r, raw, err := typedCall[QueueDeleteResult](ctx, c, "DELETE", "/api/v1/resources/queues/"+pathEscape(queue), nil)
+	if err == nil {
+		r.Raw = raw
 	}
-	return raw, nil
+	return r, err
+}
+
+// typedCall is a call whose repeat sets the same state again: its answer
+// decoded into a T, and the answer's text.
+func typedCall[T any](ctx context.Context, c *Client, method, path string, body []byte) (*T, json.RawMessage, error) {
+	rep, err := c.do(ctx, request{method: method, path: path, body: body, safe: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := new(T)
+	if err := decode(rep, out); err != nil {
+		return nil, nil, err
+	}
+	return out, json.RawMessage(rep.body), nil
 }

@@ -6,6 +6,7 @@ package queen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -220,5 +221,75 @@ func TestKVOpsAreTyped(t *testing.T) {
 	}
 	if n, err := c.Get(ctx, ns, "n"); err != nil || string(n.Value) != "3.5" {
 		t.Fatalf("n: %v %s, expected 3.5 (the rolled-back incr not counted)", err, n.Raw)
+	}
+}
+
+// Every call's answer is a typed result (a raw body only behind its Raw
+// member), except Health, whose body is the broker's to extend.
+func TestQueueCallsAreTyped(t *testing.T) {
+	rawType := reflect.TypeOf(json.RawMessage(nil))
+	owner := reflect.TypeOf(&Client{})
+	for i := 0; i < owner.NumMethod(); i++ {
+		m := owner.Method(i)
+		if m.Name != "Health" && m.Type.NumOut() > 0 && m.Type.Out(0) == rawType {
+			t.Fatalf("Client.%s answers json.RawMessage: give it a typed result", m.Name)
+		}
+	}
+
+	b := sharedBroker(t)
+	c, _ := New(Options{URLs: []string{b.base}})
+	ctx := context.Background()
+	queue, ns := "go-typed-"+runToken(), "go-typed-ns-"+runToken()
+	cfg, err := c.Configure(ctx, QueueConfig{Queue: queue, Namespace: "billing", Options: map[string]any{"leaseTime": 45}})
+	if err != nil || cfg.Queue != queue || cfg.QueueID == "" || cfg.Namespace == nil || *cfg.Namespace != "billing" ||
+		cfg.Task != nil || string(cfg.Options["leaseTime"]) != "45" || len(cfg.Raw) == 0 {
+		t.Fatalf("configure: %v %+v", err, cfg)
+	}
+	if _, err := c.Push(ctx, []PushItem{{Queue: queue, Payload: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	queues, err := c.Queues(ctx)
+	found := false
+	for _, q := range queues {
+		if q.Name == queue {
+			found = q.Messages.Total == 1 && q.Messages.Pending == 1 && q.Partitions == 1
+		}
+	}
+	if err != nil || !found {
+		t.Fatalf("queues: %v %+v, expected %s with one pending message", err, queues, queue)
+	}
+	p, err := c.Pop(ctx, PopOptions{Queue: queue})
+	if err != nil || p == nil || len(p.Messages) != 1 {
+		t.Fatalf("pop: %v %+v", err, p)
+	}
+	lease, err := c.LeaseExtend(ctx, p.Messages[0].LeaseID, 60)
+	if err != nil || !lease.Renewed || lease.LeaseID != p.Messages[0].LeaseID || lease.ExpiresAt == nil {
+		t.Fatalf("lease extend: %v %+v", err, lease)
+	}
+	gone, err := c.LeaseExtend(ctx, "00000000-0000-4000-8000-000000000000", 60)
+	if err != nil || gone.Renewed || gone.ExpiresAt != nil {
+		t.Fatalf("an unknown lease: %v %+v, expected not renewed", err, gone)
+	}
+	if _, err := c.Put(ctx, ns, "a", 1, Forever); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, ns, "b", 2, Forever); err != nil {
+		t.Fatal(err)
+	}
+	spaces, err := c.Namespaces(ctx)
+	keys := int64(-1)
+	for _, s := range spaces {
+		if s.Namespace == ns {
+			keys = s.Keys
+		}
+	}
+	if err != nil || keys != 2 {
+		t.Fatalf("namespaces: %v %+v, expected %s with 2 keys", err, spaces, ns)
+	}
+	for _, existed := range []bool{true, false} {
+		d, err := c.QueueDelete(ctx, queue)
+		if err != nil || d.Queue != queue || d.Existed != existed {
+			t.Fatalf("queue delete: %v %+v, expected existed %v", err, d, existed)
+		}
 	}
 }

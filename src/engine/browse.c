@@ -2,7 +2,7 @@
  * a partition's messages with their state, a transactionId's messages,
  * delete; one message named by partitionId and transactionId: get, delete,
  * retry (its dead letters requeued). One row each of the call table
- * (calls.c), calling sql/032; SQL judges every argument. Answers holding
+ * (calls.c), calling sql/log_browse.sql; SQL judges every argument. Answers holding
  * messages have their sealed payloads opened (ENGINE_CALL_OPEN). */
 #include "calls.h"
 

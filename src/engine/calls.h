@@ -27,14 +27,14 @@
 #include "queen.h"
 
 typedef enum engine_call_id {
-    /* resources (sql/036) */
+    /* resources (sql/log_resources.sql) */
     CALL_OVERVIEW,
     CALL_LABELS,
     CALL_QUEUE_DETAIL,
     CALL_QUEUE_PARTITIONS,
     CALL_QUEUE_CLEAR,
     CALL_PARTITIONS,
-    /* status (sql/037) and the database's figures */
+    /* status (sql/log_status.sql) and the database's figures */
     CALL_STATUS_QUEUES,
     CALL_STATUS_QUEUE,
     CALL_STATUS_ANALYTICS,
@@ -54,24 +54,24 @@ typedef enum engine_call_id {
     CALL_DLQ_LIST,
     CALL_DLQ_REQUEUE,
     CALL_DLQ_DELETE,
-    /* browsing the log (sql/032) */
+    /* browsing the log (sql/log_browse.sql) */
     CALL_MESSAGES_LIST,
     CALL_MESSAGE_GET,
     CALL_MESSAGE_DELETE,
     CALL_MESSAGE_AT,
     CALL_MESSAGE_DELETE_AT,
     CALL_MESSAGE_RETRY,
-    /* streams (sql/040) */
+    /* streams (sql/streams.sql) */
     CALL_STREAMS_REGISTER,
     CALL_STREAMS_STATE_GET,
-    /* the log's plain calls (sql/003..005) */
+    /* the log's plain calls (sql/log_*.sql) */
     CALL_ACK,
     CALL_LEASE_EXTEND,
     CALL_QUEUES_OF,
     CALL_CONFIGURE,
     CALL_QUEUES,
     CALL_QUEUE_DELETE,
-    /* kv's console reads (sql/024, 027) */
+    /* kv's console reads (sql/kv.sql, kv_quota.sql) */
     CALL_KV_LIST,
     CALL_KV_NAMESPACES,
     CALL_KV_QUOTA,

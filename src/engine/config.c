@@ -168,10 +168,10 @@ static const setting settings[] = {
      "Run the expiry sweeper and partition maintenance in this process (safe with many brokers)."},
     {"QUEEN_KV_EXPIRE_EVERY_MS", "kv-expire-every-ms", SET_INT, AT(kv_expire_every_ms), "1000", 10, 3600000,
      "Sweeper cadence: one pass over all 64 shards this often. Soak 2026-12-02: 250 did not clear a 1M-key expiry "
-     "burst sooner (a pass then lasts seconds); see sql/026_kv_sweeper.sql."},
+     "burst sooner (a pass then lasts seconds); see sql/kv_sweeper.sql."},
     {"QUEEN_KV_EXPIRE_BATCH", "kv-expire-batch", SET_INT, AT(kv_expire_batch), "1000", 1, 1000000,
      "Rows deleted per kv_expire_step_v1 call. Soak 2026-12-02: 10000 did not delete a 1M-key expiry burst "
-     "faster; see sql/026_kv_sweeper.sql."},
+     "faster; see sql/kv_sweeper.sql."},
     {"QUEEN_KV_EXPIRE_MAX_ROWS", "kv-expire-max-rows", SET_INT, AT(kv_expire_max_rows), "100000", 1, 100000000,
      "Most rows one sweeper pass deletes before yielding to the next cadence."},
     {"QUEEN_PARTITION_IDLE_SECONDS", "partition-idle-seconds", SET_INT, AT(partition_idle_seconds), "3600", 1,

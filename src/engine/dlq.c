@@ -1,6 +1,6 @@
 /* dlq: the dead-letter calls of libqueen (queen.h, "Dead letters"): list,
  * requeue, delete. One row each of the call table (calls.c), calling
- * sql/029; SQL judges every argument. The listing's sealed payloads are
+ * sql/log_dlq.sql; SQL judges every argument. The listing's sealed payloads are
  * opened (ENGINE_CALL_OPEN). */
 #include "calls.h"
 

@@ -1,5 +1,5 @@
 /* encryption: payload encryption at rest, the engine's half (queen.h,
- * "Payload encryption"; the cipher is crypt.c, the queue flag sql/035).
+ * "Payload encryption"; the cipher is crypt.c, the queue flag sql/log_encryption.sql).
  *
  * Push: an item for a queue with encryptionEnabled has its payload sealed
  * for its place (tenant, queue, partition, transactionId) before SQL sees
@@ -9,7 +9,7 @@
  *
  * Fails closed: without a key, a push naming such a queue is refused (503
  * encryption_key_missing) rather than stored in plaintext; the push's own
- * SQL refuses an unsealed payload into such a queue (sql/003), so a broker
+ * SQL refuses an unsealed payload into such a queue (sql/log_push.sql), so a broker
  * without a key makes no extra statement to find out.
  *
  * Answers (pop, browse, dead letters): only the "data" of a message of a
@@ -141,7 +141,7 @@ int engine_seal_items(queen *q, const char *tenant, const char *items_json, char
 {
     *sealed_items = NULL;
     /* Without a key nothing is sealed and nothing is looked up: the push
-     * itself refuses an unsealed payload into an encrypted queue (sql/003,
+     * itself refuses an unsealed payload into an encrypted queue (sql/log_push.sql,
      * 503 encryption_key_missing), so a keyless broker pays no statement. */
     if (items_json == NULL || q->keyring.n == 0)
         return 0;

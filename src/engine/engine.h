@@ -76,7 +76,7 @@ const char *engine_enter_tenant(queen *q, const char *tenant, char out[QUEEN_TEN
 /* A tenant-scoped call of one SQL function (enter, run, leave) is a row of
  * the call table: calls.h. */
 
-/* A push's NOTIFY is deferred past its commit (sql/003 says why): the push
+/* A push's NOTIFY is deferred past its commit (sql/log_push.sql says why): the push
  * or transaction statement sets this first, in a materialized CTE that runs
  * before the call it feeds, and engine_notify_pushed sends it afterwards. */
 #define ENGINE_SQL_DEFER_NOTIFY "set_config('queen.notify', 'after_commit', true)"
@@ -93,12 +93,12 @@ void engine_notify_pushed(queen *q, const char *tenant, const char *results);
  * SQL refuses what is out of range rather than C guessing. */
 const char *engine_int_or_null(char *buf, size_t len, long long v);
 
-/* Whether the database's maintenance switch is on (sql/034), as last read;
+/* Whether the database's maintenance switch is on (sql/system_maintenance.sql), as last read;
  * read again, by one caller at a time, when older than half a second, so a
  * switch made through any broker holds here within a second. A failed read
  * keeps the last answer. */
 bool engine_in_maintenance(queen *q);
-/* Whether pops deliver nothing: maintenance, or pop maintenance (sql/034),
+/* Whether pops deliver nothing: maintenance, or pop maintenance (sql/system_maintenance.sql),
  * read as engine_in_maintenance reads. */
 bool engine_pops_paused(queen *q);
 
@@ -106,12 +106,12 @@ bool engine_pops_paused(queen *q);
  * (503 with Retry-After). -1 then, else 0. */
 int engine_refuse_push_in_maintenance(queen *q, queen_error *err);
 
-/* Payload encryption (crypt.h, sql/035; the rules in encryption.c's header).
+/* Payload encryption (crypt.h, sql/log_encryption.sql; the rules in encryption.c's header).
  * *sealed_items is items_json with the payloads of the items whose queue has
  * encryptionEnabled sealed for their place (an item without a transactionId
  * given a fresh one), malloc'd, or NULL when no item names such a queue or
  * the broker has no key (then the push's SQL refuses such an item: 503
- * encryption_key_missing, sql/003). -1 with err. */
+ * encryption_key_missing, sql/log_push.sql). -1 with err. */
 int engine_seal_items(queen *q, const char *tenant, const char *items_json, char **sealed_items, queen_error *err);
 
 /* The wire's pushes: -1 with err (400 log_encrypted_queue_in_transaction:

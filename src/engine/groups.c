@@ -1,6 +1,6 @@
 /* groups: the consumer-group calls of libqueen (queen.h, "Consumer groups"):
  * the view with lag, the lagging view, seek, delete, the subscription start.
- * One row each of the call table (calls.c), calling sql/030; SQL judges
+ * One row each of the call table (calls.c), calling sql/log_groups.sql; SQL judges
  * every argument. */
 #include "calls.h"
 

@@ -6,7 +6,7 @@
 #ifndef QUEEN_INPUT_LIMITS_H
 #define QUEEN_INPUT_LIMITS_H
 
-/* kv_apply_v1 (sql/024_kv.sql): ops per call and keys summed over a call's
+/* kv_apply_v1 (sql/kv.sql): ops per call and keys summed over a call's
  * ops (getMany its keys, getPrefix its clamped limit, others one), outside
  * a transaction and inside one. */
 #define QUEEN_KV_MAX_OPS 256

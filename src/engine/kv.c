@@ -47,7 +47,7 @@ static const sql_coalesce kv_reads_coalesce = {
 };
 
 /* A call of one write op outside a transaction bundle: the same function,
- * and calls made together may commit as one group (sql/025_kv_group.sql),
+ * and calls made together may commit as one group (sql/kv_group.sql),
  * each still its own kv_apply_v1 call with its own result. A group is one
  * transaction and one WAL flush for all of them. It takes its members' row
  * locks in the global order (ascending tenant, namespace, key), and when

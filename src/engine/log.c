@@ -3,7 +3,8 @@
  * on by queen_pop with wait), ack, lease extend (and the queues its ids name), configure, queue listing
  * and delete.
  *
- * Each call is one prepared statement calling one function of sql/003..005
+ * Each call is one prepared statement calling one function of sql/log_push.sql, log_pop.sql,
+ * log_ack.sql, log_lease.sql or log_queues.sql
  * (pushes made together may share one: push_group below), the request JSON
  * passed in and the body PostgreSQL rendered passed back.
  * Must never hold a pooled connection while waiting for a push (a waiting
@@ -22,9 +23,9 @@
 #include "notify.h"
 
 /* The producer is a transaction-local setting that the log's producer
- * column defaults to (sql/028): set in a materialized CTE, which runs before
+ * column defaults to (sql/log_producer.sql): set in a materialized CTE, which runs before
  * the push it feeds, within the same statement's transaction; so is the
- * deferral of the push's NOTIFY (engine.h). No producer is '' (028 reads ''
+ * deferral of the push's NOTIFY (engine.h). No producer is '' (log_producer.sql reads ''
  * as none), so every push is one statement of three parameters and pushes
  * with and without a producer share a group (below). */
 #define SQL_PUSH                                                                                                       \
@@ -32,7 +33,7 @@
     ENGINE_SQL_DEFER_NOTIFY ") "                                                                                       \
     "SELECT queen.log_push_v1($1::uuid, $2::jsonb)::text FROM settings"
 
-/* Pushes made together commit as one group (sql/003, log_push_group_v1):
+/* Pushes made together commit as one group (sql/log_push.sql, log_push_group_v1):
  * one statement, one transaction and one WAL flush for all of them, each
  * still answered as its own log_push_v1 call (its results, its refusal,
  * its producer; members apply in arrival order). A member the group
@@ -147,7 +148,7 @@ static int pop_once(queen *q, const char *tenant, const queen_pop_options *o, ch
                             o->subscription_from,
                             int_or_null(parts, sizeof parts, o->partitions)};
     atomic_fetch_add(&q->counters.pops, 1);
-    if (engine_pops_paused(q)) { /* nothing is delivered under (pop) maintenance (sql/034) */
+    if (engine_pops_paused(q)) { /* nothing is delivered under (pop) maintenance (sql/system_maintenance.sql) */
         atomic_fetch_add(&q->counters.pops_empty, 1);
         *body = NULL;
         return 0;
@@ -464,7 +465,7 @@ queen_waiter *queen_wait_for_push(queen *q, const char *tenant, const char *queu
     char canon[QUEEN_TENANT_LEN + 1];
     if (engine_enter_tenant(q, tenant, canon, NULL) == NULL)
         return NULL;
-    queen_waiter *w = notifier_add(q->notifier, canon, queue, timeout_ms, true, fn, ctx);
+    queen_waiter *w = notifier_add(q->notifier, canon, queue, timeout_ms, fn, ctx);
     engine_leave(q);
     return w;
 }

@@ -1,4 +1,4 @@
-/* maintenance: the maintenance switch (queen.h, "Maintenance mode"; sql/034):
+/* maintenance: the maintenance switch (queen.h, "Maintenance mode"; sql/system_maintenance.sql):
  * the public get/set of it and of pop maintenance (pops only), and the
  * cached read every push and pop consults. The
  * switch lives in the database so that all brokers agree; each handle keeps

@@ -51,7 +51,7 @@
  * brokers' waiters wait for it: this broker's own are woken from the
  * announcement itself (notifier_announce), without the round trip. */
 #define ANNOUNCE_GAP_MS 2
-/* The waiters' check: keys in, (key_index, ready) out (sql/037). */
+/* The waiters' check: keys in, (key_index, ready) out (sql/log_waiting.sql). */
 #define SQL_CHECK "SELECT key_index, ready FROM queen.log_poppable_v1($1::jsonb)"
 #define CHECK_STATEMENT "queen_check"
 
@@ -80,7 +80,7 @@ typedef struct notify_key {
 
 struct queen_notifier {
     pthread_mutex_t mu;
-    pthread_cond_t done_cv; /* an owned waiter's callback returned */
+    pthread_cond_t done_cv; /* a pop waiter's callback returned */
     pthread_t thread;
     bool started, joined, stopping;
     int wake_fd[2]; /* self-pipe: registration of an earlier deadline, stop */
@@ -230,13 +230,12 @@ static bool make_any_key(char *any, const char *key, size_t tenant_len)
     return true;
 }
 
-static bool add_locked(queen_notifier *n, queen_waiter *w, int timeout_ms, bool recheck)
+static bool add_locked(queen_notifier *n, queen_waiter *w, int timeout_ms)
 {
     long long now = engine_now_ms();
     w->deadline = now + (timeout_ms > 0 ? timeout_ms : 0);
-    w->recheck_at = recheck ? now + NOTIFY_RECHECK_MS : LLONG_MAX;
+    w->recheck_at = now + NOTIFY_RECHECK_MS;
     w->bucket = key_bucket(w->key);
-    w->done = false;
     w->woken = false;
     pthread_mutex_lock(&n->mu);
     if (n->stopping || heap_push(n, w) != 0) {
@@ -256,8 +255,8 @@ static bool add_locked(queen_notifier *n, queen_waiter *w, int timeout_ms, bool 
     return true;
 }
 
-queen_waiter *notifier_add(queen_notifier *n, const char *tenant, const char *queue, int timeout_ms, bool recheck,
-                           queen_wake_fn fn, void *ctx)
+queen_waiter *notifier_add(queen_notifier *n, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
+                           void *ctx)
 {
     if (n == NULL || fn == NULL)
         return NULL;
@@ -270,38 +269,11 @@ queen_waiter *notifier_add(queen_notifier *n, const char *tenant, const char *qu
     }
     w->fn = fn;
     w->ctx = ctx;
-    w->owned = false;
-    if (!add_locked(n, w, timeout_ms, recheck)) {
+    if (!add_locked(n, w, timeout_ms)) {
         free(w);
         return NULL;
     }
     return w;
-}
-
-bool notifier_add_owned(queen_notifier *n, queen_waiter *w, const char *tenant, const char *queue, int timeout_ms,
-                        queen_wake_fn fn, void *ctx)
-{
-    if (n == NULL || fn == NULL)
-        return false;
-    memset(w, 0, sizeof *w);
-    if (!make_key(w->key, tenant, queue))
-        return false;
-    w->fn = fn;
-    w->ctx = ctx;
-    w->owned = true;
-    return add_locked(n, w, timeout_ms, true);
-}
-
-void notifier_finish(queen_notifier *n, queen_waiter *w)
-{
-    pthread_mutex_lock(&n->mu);
-    if (w->linked) {
-        unlink_waiter(n, w);
-        w->done = true;
-    }
-    while (!w->done)
-        pthread_cond_wait(&n->done_cv, &n->mu);
-    pthread_mutex_unlock(&n->mu);
 }
 
 /* ---- pop waiters ----------------------------------------------------------- */
@@ -384,7 +356,6 @@ queen_waiter *notifier_wait_open(queen_notifier *n, const char *tenant, const ch
     memcpy(w->key, probe->key, sizeof w->key);
     w->fn = fn;
     w->ctx = ctx;
-    w->owned = true;
     long long now = engine_now_ms();
     w->deadline = now + (timeout_ms > 0 ? timeout_ms : 0);
     w->recheck_at = LLONG_MAX; /* the tick checks its key instead */
@@ -590,8 +561,8 @@ bool notifier_announce(queen_notifier *n, const char *tenant, const char *result
 
 /* ---- firing ------------------------------------------------------------- */
 
-/* Callbacks run here, outside mu. A pop waiter or an owned one is marked
- * done under mu afterwards (its owner may be waiting for that); any other is
+/* Callbacks run here, outside mu. A pop waiter is marked no longer firing
+ * under mu afterwards (its owner may be waiting for that); a plain one is
  * freed: its handle was only a token. */
 static void fire_list(queen_notifier *n, queen_waiter *list)
 {
@@ -603,11 +574,6 @@ static void fire_list(queen_notifier *n, queen_waiter *list)
         if (w->wk != NULL) {
             pthread_mutex_lock(&n->mu);
             w->firing = false;
-            pthread_cond_broadcast(&n->done_cv);
-            pthread_mutex_unlock(&n->mu);
-        } else if (w->owned) {
-            pthread_mutex_lock(&n->mu);
-            w->done = true;
             pthread_cond_broadcast(&n->done_cv);
             pthread_mutex_unlock(&n->mu);
         } else {
@@ -942,7 +908,7 @@ static size_t check_wake_key(queen_notifier *n, notify_key *wk, size_t ready, qu
 
 /* The check's answer: wakes as many waiters of each key returned as it has
  * claimable partitions nobody pops for yet. A failed check (a schema
- * without sql/037, a timeout) wakes every waiter of its keys: they pop, as
+ * without sql/log_waiting.sql, a timeout) wakes every waiter of its keys: they pop, as
  * they did before the check existed. */
 static void check_answer(queen_notifier *n, announcer *a, PGresult *r)
 {

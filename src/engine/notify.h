@@ -57,23 +57,22 @@ typedef struct queen_notifier queen_notifier;
 queen_notifier *notifier_start(const char *conninfo, char *err, size_t errlen);
 
 /* Stops accepting waiters, fires every pending one (woken = false), and
- * joins the thread. Idempotent. Caller-owned waiters stay valid. */
+ * joins the thread. Idempotent. Pop waiters stay valid until closed. */
 void notifier_shutdown(queen_notifier *n);
 
 /* Frees what shutdown left (call after shutdown, once no caller can touch a
  * waiter). NULL is allowed. */
 void notifier_free(queen_notifier *n);
 
-/* Registers a one-shot waiter (see queen_wait_for_push). recheck: also fire
- * woken every NOTIFY_RECHECK_MS before the timeout. The returned waiter is
+/* Registers a one-shot waiter (see queen_wait_for_push), also fired woken
+ * NOTIFY_RECHECK_MS after registration when its timeout is later. The returned waiter is
  * owned by the notifier, freed after its callback returned. NULL when the
  * notifier is shutting down or memory is short: nothing will fire. */
-queen_waiter *notifier_add(queen_notifier *n, const char *tenant, const char *queue, int timeout_ms, bool recheck,
-                           queen_wake_fn fn, void *ctx);
+queen_waiter *notifier_add(queen_notifier *n, const char *tenant, const char *queue, int timeout_ms, queen_wake_fn fn,
+                           void *ctx);
 
-/* A waiter. Public code sees only the opaque queen_waiter; the engine places
- * one on its own stack for queen_pop's wait. Fields are the notifier's,
- * guarded by its mutex. */
+/* A waiter. Public code sees only the opaque queen_waiter. Fields are the
+ * notifier's, guarded by its mutex. */
 #define NOTIFY_KEY_MAX 300 /* 36 (tenant) + 1 + 255 (queue) + NUL, rounded */
 struct notify_key;
 struct queen_waiter {
@@ -90,19 +89,8 @@ struct queen_waiter {
     queen_wake_fn fn;
     void *ctx;
     bool linked;                      /* in a bucket and the heap: not fired yet */
-    bool owned;                       /* caller memory: never freed here */
-    bool done;                        /* owned only: the callback has returned */
     bool woken;                       /* the verdict handed to fn */
 };
-
-/* The same, for a waiter the caller owns (queen_pop's wait): w is
- * caller memory that stays valid until notifier_finish(n, w) returned.
- * Returns false (w unused) when shutting down or the key is too long. */
-bool notifier_add_owned(queen_notifier *n, queen_waiter *w, const char *tenant, const char *queue, int timeout_ms,
-                        queen_wake_fn fn, void *ctx);
-/* Cancels w if it has not fired, or waits until its callback has returned.
- * After this the notifier never touches w again. */
-void notifier_finish(queen_notifier *n, queen_waiter *w);
 
 /* Pop waiters. Opens one for a pop of (tenant, queue or, with queue NULL,
  * the labels ns/task; group NULL: queue mode; partition NULL: any) that may

@@ -1,7 +1,7 @@
 /* resources: the resource reads of libqueen (queen.h, "Resources"):
  * overview, labels, a queue's detail and partitions, the tenant's
  * partitions by depth, clearing a queue. One row each of the call table
- * (calls.c), calling sql/036; SQL judges every argument. */
+ * (calls.c), calling sql/log_resources.sql; SQL judges every argument. */
 #include "calls.h"
 
 int queen_overview(queen *q, const char *tenant, char **result_json, queen_error *err)

@@ -1,4 +1,4 @@
-/* schema: statement splitter, file ordering and the boot procedure
+/* schema: statement splitter and the boot procedure
  * (see schema.h). Applies the contract; never edits it. */
 #include "schema.h"
 
@@ -189,42 +189,6 @@ fail:
     return -1;
 }
 
-static int file_number(const char *name)
-{
-    if (!(isdigit((unsigned char)name[0]) && isdigit((unsigned char)name[1]) && isdigit((unsigned char)name[2]) &&
-          name[3] == '_'))
-        return -1;
-    return (name[0] - '0') * 100 + (name[1] - '0') * 10 + (name[2] - '0');
-}
-
-int queen_sql_order(const queen_sql_file *files, size_t n, size_t *order, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (file_number(files[i].name) < 0) {
-            snprintf(err, errlen, "%s: schema files are named NNN_name.sql", files[i].name);
-            return -1;
-        }
-        order[i] = i;
-    }
-    /* Insertion sort: a few dozen files. */
-    for (size_t i = 1; i < n; i++) {
-        size_t cur = order[i], j = i;
-        while (j > 0 && file_number(files[order[j - 1]].name) > file_number(files[cur].name)) {
-            order[j] = order[j - 1];
-            j--;
-        }
-        order[j] = cur;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if (file_number(files[order[i - 1]].name) == file_number(files[order[i]].name)) {
-            snprintf(err, errlen, "%s and %s share a number: the order would be ambiguous",
-                     files[order[i - 1]].name, files[order[i]].name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 int queen_schema_check_version(int version_num, char *err, size_t errlen)
 {
     if (version_num >= QUEEN_MIN_SERVER_VERSION)
@@ -367,16 +331,6 @@ int queen_schema_apply_conn(PGconn *conn, const queen_config *cfg, char *err, si
     if (queen_schema_check_version(atoi(buf), err, errlen) != 0)
         return -1;
 
-    size_t *order = calloc(queen_sql_file_count ? queen_sql_file_count : 1, sizeof *order);
-    if (order == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    if (queen_sql_order(queen_sql_files, queen_sql_file_count, order, err, errlen) != 0) {
-        free(order);
-        return -1;
-    }
-
     PQnoticeProcessor old = PQsetNoticeProcessor(conn, ignore_notice, NULL);
     unsigned seed = jitter_seed();
     char settings[128];
@@ -388,7 +342,8 @@ int queen_schema_apply_conn(PGconn *conn, const queen_config *cfg, char *err, si
     long started = now_ms();
     size_t total = 0;
     for (size_t f = 0; f < queen_sql_file_count; f++) {
-        const queen_sql_file *file = &queen_sql_files[order[f]];
+        /* In the build's order, sql/MANIFEST's (scripts/embed.sh). */
+        const queen_sql_file *file = &queen_sql_files[f];
         queen_sql_statement *stmts = NULL;
         size_t n = 0;
         char split_err[256];
@@ -415,7 +370,6 @@ unlock : {
 }
 out:
     PQsetNoticeProcessor(conn, old, NULL);
-    free(order);
     return rc;
 }
 

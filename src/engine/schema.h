@@ -1,5 +1,6 @@
-/* schema: applies the SQL contract (sql/NNN_*.sql, compiled into the binary)
- * at every boot, in file-number order, one statement at a time.
+/* schema: applies the SQL contract (the files of sql/, compiled into the binary)
+ * at every boot, in the order sql/MANIFEST lists the files, one statement at
+ * a time.
  *
  * Refuses PostgreSQL older than 14 before any DDL. Brokers booting together
  * serialise on an advisory lock that is polled, never waited on forever. Each
@@ -15,9 +16,10 @@
 
 #define QUEEN_MIN_SERVER_VERSION 140000
 
-/* One file of sql/, as embedded by the build (build/gen/schema_files.c). */
+/* One file of sql/, as embedded by the build (build/gen/schema_files.c):
+ * queen_sql_files[] holds them in apply order, sql/MANIFEST's. */
 typedef struct queen_sql_file {
-    const char *name; /* "024_kv.sql" */
+    const char *name; /* "kv.sql" */
     const char *text;
     size_t len;
 } queen_sql_file;
@@ -38,11 +40,6 @@ typedef struct queen_sql_statement {
  * whitespace and comments are dropped. *out is malloc'd (caller frees).
  * Returns 0, or -1 with err set (unterminated quote, comment or body). */
 int queen_sql_split(const char *text, size_t len, queen_sql_statement **out, size_t *count, char *err, size_t errlen);
-
-/* Orders files by their leading number. A name without a three-digit
- * number prefix, or two files with one number, is an error: the number is
- * the order, so it must be unambiguous. Fills order[] with indexes. */
-int queen_sql_order(const queen_sql_file *files, size_t n, size_t *order, char *err, size_t errlen);
 
 /* 0 when version_num (server_version_num) is supported, else -1 with a
  * message naming the version found. */

@@ -1,7 +1,7 @@
 /* status: the dashboard reads of libqueen (queen.h, "Status"): the queue
  * list and one queue with counts from offsets, messages pushed per bucket,
  * moving one message to the dead letters, and the database's statistics.
- * One row each of the call table (calls.c), calling sql/039; SQL judges
+ * One row each of the call table (calls.c), calling sql/log_status.sql; SQL judges
  * every argument. */
 #include "calls.h"
 

@@ -1,7 +1,7 @@
 /* streams: the stream calls of libqueen (queen.h, "Streams"): register a
  * query, read its state, commit a cycle. One prepared statement each,
- * calling sql/040; SQL judges every argument and owns every rule (the
- * cycle's push and ack are 003's and 005's own, called from 040).
+ * calling sql/streams.sql; SQL judges every argument and owns every rule (the
+ * cycle's push and ack are log_push.sql's and log_ack.sql's own, called from streams.sql).
  *
  * What the cycle adds here is what a push gets in queen_push: the refusal
  * under maintenance, the sealing of payloads for encrypted sink queues (the

@@ -1,7 +1,7 @@
 /* sweeper: the maintenance loop (see sweeper.h). Owns its thread and its
  * counters; borrows pooled connections one SQL step at a time so request
  * traffic is never starved by a long cycle. Must never build SQL against a
- * table (it calls kv_expire_step_v1, kv_usage_measure_v1 and the 006 steps),
+ * table (it calls kv_expire_step_v1, kv_usage_measure_v1 and the log_maintenance.sql steps),
  * never be needed for correctness (every read already hides expired rows),
  * and never stop on an error: it logs (rate-limited) and tries next cycle. */
 #include "sweeper.h"
@@ -177,11 +177,11 @@ static void sweep_log(queen_sweeper *s)
     s->st.partitions_reclaimed_total += (unsigned long)reclaimed;
     s->st.retention_deleted_total += (unsigned long)retained;
     pthread_mutex_unlock(&s->mu);
-    /* maxWaitTimeSeconds for cursors no pop is claiming (sql/031). */
+    /* maxWaitTimeSeconds for cursors no pop is claiming (sql/log_delays.sql). */
     if (step(s, "log_expire_step_v1", "queen_expire_step", "SELECT queen.log_expire_step_v1(now(), $1::integer)::text",
              1, p2, &r) == 0)
         json_decref(r);
-    /* Traces past QUEEN_TRACE_RETENTION_SECONDS (sql/033). */
+    /* Traces past QUEEN_TRACE_RETENTION_SECONDS (sql/log_traces.sql). */
     char keep[16];
     snprintf(keep, sizeof keep, "%d", cfg->trace_retention_seconds);
     const char *p3[] = {keep, max};
@@ -207,7 +207,7 @@ static void *sweeper_main(void *arg)
 {
     queen_sweeper *s = arg;
     /* Two cadences on one thread: the kv pass every kv_expire_every_ms, the
-     * 006 maintenance (retention among it) every retention_interval_ms, each
+     * log_maintenance.sql maintenance (retention among it) every retention_interval_ms, each
      * due from its own last start; the thread sleeps until the nearer one. */
     long long next_kv = engine_now_ms(), next_maint = next_kv;
     bool ok = true; /* the last kv pass succeeded */

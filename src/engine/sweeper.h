@@ -3,7 +3,7 @@
  * Every kv_expire_every_ms it deletes expired kv rows through
  * queen.kv_expire_step_v1 over all 64 shards, visiting groups of shards from
  * a start that rotates each cycle, up to kv_expire_max_rows rows per cycle;
- * every retention_interval_ms it runs the log maintenance steps of 006
+ * every retention_interval_ms it runs the log maintenance steps of log_maintenance.sql
  * (partition reclaim, retention, maxWait expiry, trace retention); every
  * USAGE_EVERY cycles it measures kv
  * usage per tenant (kv_usage_measure_v1). No leader: any number of engines

@@ -1,6 +1,6 @@
 /* traces: the trace calls of libqueen (queen.h, "Traces"): record an event
  * against a message, look them up by message or by name. One row each of
- * the call table (calls.c), calling sql/033; SQL judges every argument. */
+ * the call table (calls.c), calling sql/log_traces.sql; SQL judges every argument. */
 #include "calls.h"
 #include "engine.h"
 

@@ -1,7 +1,7 @@
 /* wire: queen_transaction, the bundle of acks + pushes + kv ops committed in
  * ONE PostgreSQL transaction by queen.log_transaction_wire_v1 (or, for a
  * kv-only bundle, by kv_apply_v1(..., true) directly). Bundles made together
- * may share that transaction (wire_group below, sql/038): each is then its
+ * may share that transaction (wire_group below, sql/log_wire_group.sql): each is then its
  * own subtransaction and answers what it would have answered alone.
  *
  * Owns the pre-flight refusals (400 before a connection is taken), the
@@ -24,19 +24,19 @@
 #include "engine.h"
 #include "input_limits.h"
 
-/* The bundle goes in as the caller's text with the tenant added by
- * PostgreSQL, so nothing in it is re-encoded on the way. */
-#define SQL_WIRE_CALL "SELECT queen.log_transaction_wire_v1($1::jsonb || jsonb_build_object('tenant', $2::text))::text"
+/* The bundle goes in as the caller's text, so nothing in it is re-encoded
+ * on the way; the tenant is an argument of its own, as in every log call. */
+#define SQL_WIRE_CALL "SELECT queen.log_transaction_wire_v1($2::uuid, $1::jsonb)::text"
 /* Transaction-local settings made in a materialized CTE, which runs before
  * the wire: its pushes' NOTIFY deferred past the commit (engine.h) and the
- * pushes stamped with the producer of a verified token (sql/028; '' is none,
+ * pushes stamped with the producer of a verified token (sql/log_producer.sql; '' is none,
  * so bundles with and without a producer are one statement and share a
  * group). */
 #define SQL_WIRE                                                                                                       \
     "WITH settings AS MATERIALIZED (SELECT set_config('queen.producer', COALESCE($3, ''), true), "                    \
     ENGINE_SQL_DEFER_NOTIFY ") " SQL_WIRE_CALL " FROM settings"
 
-/* Bundles made together commit as one group (sql/038,
+/* Bundles made together commit as one group (sql/log_wire_group.sql,
  * log_transaction_wire_group_v1): one statement, one transaction and one WAL
  * flush, each bundle a subtransaction of it that calls the same
  * log_transaction_wire_v1, so a bundle whose precondition fails, whose ack
@@ -45,7 +45,7 @@
  * commit. A group that fails anyway (a lock waited past its lock_timeout, a
  * partition vanished) runs every member alone (pipeline.c). At most 32
  * members: each is a subtransaction, and PostgreSQL caches 64 of them per
- * transaction (sql/038). Only an event loop's executor groups (sqlcall.h):
+ * transaction (sql/log_wire_group.sql). Only an event loop's executor groups (sqlcall.h):
  * an embedded call on the pool runs alone. A bundle does not wait for a
  * group in flight while a connection is free (waits_for_group false, unlike
  * pushes and kv writes): groups stay small (2 at 4 consumers, 4 at 16),
@@ -171,8 +171,9 @@ int wire_preflight(const char *bundle_json, const kv_limits *lim, wire_plan *pla
             goto out;
         }
     }
-    /* The reasons and their order are log_transaction_wire_v1's (005), so a
-     * bundle is refused alike here and there. */
+    /* The reasons and their order are log_transaction_wire_v1's
+     * (sql/log_transaction_wire.sql), so a bundle is refused alike here and
+     * there. */
     if (!absent(ops) && !json_is_array(ops))
         refuse(err, "log_bad_request", "operations must be an array");
     else if (!absent(kv) && !json_is_array(kv))

@@ -597,7 +597,7 @@ static void judge_request(judge *j, const route *p, char *const *params, size_t 
         need_queue_items(j, json_object_get(doc, "push_items"));
         break;
     case RES_STREAM_STATE:
-        /* State is kept per source partition (sql/040): read on its queue. */
+        /* State is kept per source partition (sql/streams.sql): read on its queue. */
         need_ref(j, "partitionId", json_is_object(doc) ? json_object_get(doc, "partition_id") : NULL);
         break;
     case RES_BROKER:

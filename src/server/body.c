@@ -178,6 +178,25 @@ static bool sure_word(sure *s, const char *w, size_t n)
 
 static bool sure_value(sure *s, unsigned depth);
 
+/* A member's value, then ',' (1: another member follows) or the container's
+ * close (0: consumed); -1 for anything else. Objects and arrays share it. */
+static int sure_member_end(sure *s, unsigned depth, char close)
+{
+    if (!sure_value(s, depth))
+        return -1;
+    sure_ws(s);
+    if (s->p < s->end && *s->p == ',') {
+        s->p++;
+        sure_ws(s);
+        return 1;
+    }
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        return 0;
+    }
+    return -1;
+}
+
 static bool sure_object(sure *s, unsigned depth)
 {
     size_t base = s->nkeys;
@@ -205,20 +224,12 @@ static bool sure_object(sure *s, unsigned depth)
             return false;
         s->p++;
         sure_ws(s);
-        if (!sure_value(s, depth))
-            return false;
-        sure_ws(s);
-        if (s->p < s->end && *s->p == ',') {
-            s->p++;
-            sure_ws(s);
+        int next = sure_member_end(s, depth, '}');
+        if (next > 0)
             continue;
-        }
-        if (s->p < s->end && *s->p == '}') {
-            s->p++;
+        if (next == 0)
             s->nkeys = base;
-            return true;
-        }
-        return false;
+        return next == 0;
     }
 }
 
@@ -230,21 +241,11 @@ static bool sure_array(sure *s, unsigned depth)
         s->p++;
         return true;
     }
-    for (;;) {
-        if (!sure_value(s, depth))
-            return false;
-        sure_ws(s);
-        if (s->p < s->end && *s->p == ',') {
-            s->p++;
-            sure_ws(s);
-            continue;
-        }
-        if (s->p < s->end && *s->p == ']') {
-            s->p++;
-            return true;
-        }
-        return false;
-    }
+    int next;
+    do
+        next = sure_member_end(s, depth, ']');
+    while (next > 0);
+    return next == 0;
 }
 
 static bool sure_value(sure *s, unsigned depth)

@@ -102,7 +102,7 @@ void route_message_retry(server *srv, const http_request *req, http_response *re
 
 /* POST /api/v1/messages/:partitionId/:transactionId/dlq (the reference
  * client's moveMessageToDLQ, body {}): the dead letters and the delete in
- * one transaction (sql/039). */
+ * one transaction (sql/log_status.sql). */
 void route_message_dlq(server *srv, const http_request *req, http_response *res)
 {
     char *result = NULL;

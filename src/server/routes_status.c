@@ -1,6 +1,6 @@
 /* routes_status: the reference broker's dashboard routes (docs/compat.md,
  * "Dashboard status"): /api/v1/status/queues[/:queue],
- * /api/v1/status/analytics (tenant reads, sql/039 through
+ * /api/v1/status/analytics (tenant reads, sql/log_status.sql through
  * src/engine/status.c), and /api/v1/analytics/system-metrics,
  * worker-metrics and postgres-stats (the operator's: this broker's figures
  * and the database's, under the reference's names). Parse, call, render. */

@@ -27,7 +27,8 @@
 
 static test_broker b;
 
-static queen_client *open_client(const char *url, int attempts)
+/* timeout_ms 0 keeps the default. */
+static queen_client *open_client_timed(const char *url, int attempts, int timeout_ms)
 {
     queen_client_options o;
     queen_client_options_defaults(&o);
@@ -35,11 +36,18 @@ static queen_client *open_client(const char *url, int attempts)
     o.urls = urls;
     o.nurls = 1;
     o.max_attempts = attempts;
+    if (timeout_ms > 0)
+        o.timeout_ms = timeout_ms;
     o.token = NULL;
     queen_client_error err;
     queen_client *c = queen_client_open(&o, &err);
     assert_non_null(c);
     return c;
+}
+
+static queen_client *open_client(const char *url, int attempts)
+{
+    return open_client_timed(url, attempts, 0);
 }
 
 /* ---- the reader --------------------------------------------------------------------- */
@@ -287,15 +295,8 @@ static void test_timeouts_are_typed_and_retried_only_when_safe(void **state)
     peer p = {.answers = {NULL, NULL, NULL}, .nanswers = 3};
     peer_start(&p);
     char *url = fmt("http://127.0.0.1:%d", p.port);
-    queen_client_options o;
-    queen_client_options_defaults(&o);
-    const char *urls[] = {url};
-    o.urls = urls;
-    o.nurls = 1;
-    o.max_attempts = 2;
-    o.timeout_ms = 300;
     queen_client_error err;
-    queen_client *c = queen_client_open(&o, &err);
+    queen_client *c = open_client_timed(url, 2, 300);
     char version[16];
     /* A read is repeated after a timeout... */
     assert_int_equal(queen_client_health(c, version, sizeof version, &err), -1);
@@ -321,15 +322,8 @@ static void test_a_view_has_its_own_timeout(void **state)
     peer p = {.answers = {NULL, NULL}, .nanswers = 2};
     peer_start(&p);
     char *url = fmt("http://127.0.0.1:%d", p.port);
-    queen_client_options o;
-    queen_client_options_defaults(&o);
-    const char *urls[] = {url};
-    o.urls = urls;
-    o.nurls = 1;
-    o.max_attempts = 1;
-    o.timeout_ms = 1500;
     queen_client_error err;
-    queen_client *c = queen_client_open(&o, &err);
+    queen_client *c = open_client_timed(url, 1, 1500);
     assert_null(queen_client_with_timeout(c, 0));
     queen_client *v = queen_client_with_timeout(c, 200);
     assert_non_null(v);

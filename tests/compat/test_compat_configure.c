@@ -140,8 +140,8 @@ static void assert_stored_only(const json_t *v)
     /* the names this broker stores and echoes but does not act on yet */
     const json_t *so = json_object_get(v, "storedOnly");
     assert_true(json_is_array(so));
-    bool delayed = false, encryption = false, retention = false, lease = false; /* delayedProcessing (sql/031) and
-                                                                                 encryptionEnabled (035) are acted on */
+    bool delayed = false, encryption = false, retention = false, lease = false; /* delayedProcessing (sql/log_delays.sql) and
+                                                                                 encryptionEnabled (log_encryption.sql) are acted on */
     size_t i;
     json_t *el;
     json_array_foreach(so, i, el)

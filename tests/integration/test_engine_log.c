@@ -348,7 +348,7 @@ static PGnotify *next_notification(PGconn *listener, int within_ms)
 /* A transaction that set queen.notify = 'after_commit' (what the engine's
  * push and transaction statements do) sends no NOTIFY at its commit: holding
  * PostgreSQL's notify lock through the commit flush serialised every push
- * (sql/003). Notifications arrive in commit order, so if the deferred push had
+ * (sql/log_push.sql). Notifications arrive in commit order, so if the deferred push had
  * notified, its notification would come before the plain push's. */
 static void a_deferred_push_sends_no_notify_at_commit(void **state)
 {

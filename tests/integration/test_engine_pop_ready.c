@@ -1,4 +1,4 @@
-/* The ready rows of sql/001 + 004 under concurrency, on two real sessions:
+/* The ready rows of sql/log_schema.sql + log_pop.sql under concurrency, on two real sessions:
  * a pop that finds a partition drained removes its ready row only when no
  * push can commit a message into it unseen. Both orders of the race:
  *   - a push in flight (its partition lock held, its message not yet

@@ -1,12 +1,12 @@
 /* A poison message against a real broker over real HTTP: its consumer is
  * "killed" on every delivery (it pops with a 1 s lease and never acks), and
  * each expired lease counts as a failed attempt against the queue's
- * retryLimit (sql/004_log_pop.sql, _log_pop_expired_v1). After retryLimit+1
+ * retryLimit (sql/log_pop.sql, _log_pop_expired_v1). After retryLimit+1
  * deliveries the message is in the dead letters, readable through the DLQ
  * route, and the message behind it is delivered. If expiry stopped counting,
  * the poison message would come back a retryLimit+2nd time and this fails.
  * No sleeps: each redelivery is waited for by a long-polling pop, which the
- * broker wakes once the lease has expired (037's re-check). */
+ * broker wakes once the lease has expired (log_waiting.sql's re-check). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

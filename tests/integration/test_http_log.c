@@ -305,9 +305,7 @@ static char *sql_wire_reason(const char *bundle)
 {
     PGconn *c = pgtest_connect();
     const char *p[] = {bundle, QUEEN_DEFAULT_TENANT};
-    PGresult *r = PQexecParams(c,
-                               "SELECT queen.log_transaction_wire_v1($1::jsonb || jsonb_build_object('tenant', $2::text))",
-                               2, NULL, p, NULL, NULL, 0);
+    PGresult *r = PQexecParams(c, "SELECT queen.log_transaction_wire_v1($2::uuid, $1::jsonb)", 2, NULL, p, NULL, NULL, 0);
     const char *msg = PQresultStatus(r) == PGRES_FATAL_ERROR ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     char *out = msg ? strdup(msg) : NULL;
     PQclear(r);

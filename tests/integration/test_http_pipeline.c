@@ -279,7 +279,7 @@ static request kv_post(const test_broker *b, const char *ops_fmt, const char *ns
 }
 
 /* One-op writes that queue behind a busy connection commit as one group
- * (sql/025_kv_group.sql): one shared statement, and each request still gets
+ * (sql/kv_group.sql): one shared statement, and each request still gets
  * the answer its own call would have had (two incr of one key see each
  * other, a putIfAbsent on a live key is not applied, a delete of an absent
  * key says absent). A member whose required op fails fails the group, so

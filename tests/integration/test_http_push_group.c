@@ -1,5 +1,5 @@
 /* Pushes that arrive together commit as one group (src/engine/log.c,
- * log_push_group_v1 in sql/003) against a real broker: a client cannot tell
+ * log_push_group_v1 in sql/log_push.sql) against a real broker: a client cannot tell
  * a grouped push from one sent alone (the same statuses, result shapes,
  * refusals and dedup), a refused push fails no other, every grouped push's
  * queue is notified, and pushes to one partition keep the order they were

@@ -1,5 +1,5 @@
 /* Transaction bundles that arrive together commit as one group (src/engine/
- * wire.c, log_transaction_wire_group_v1 in sql/038) against a real broker: a
+ * wire.c, log_transaction_wire_group_v1 in sql/log_wire_group.sql) against a real broker: a
  * client cannot tell a grouped bundle from one sent alone (the same success
  * results, the same 200 success:false bodies for a lost precondition, a
  * rejected ack, a duplicate push and a refused shape), a failing bundle leaves

@@ -1,5 +1,5 @@
 /* test_kv_concurrency: queen.kv under several real connections at once
- * (kv_apply_v1 rules 4, 8, 10 of tests/sql/024_kv.sql, and expiry), against the database in
+ * (kv_apply_v1 rules 4, 8, 10 of tests/sql/kv.sql, and expiry), against the database in
  * QUEEN_TEST_PG_URL with the schema applied.
  *
  * What a single pgTAP session cannot show:

@@ -1,4 +1,4 @@
-/* Moving a message to the dead letters (sql/039's log_message_dlq_v1)
+/* Moving a message to the dead letters (sql/log_status.sql's log_message_dlq_v1)
  * against pops on other connections: a group's first pop of the partition
  * while a move holds it skips the partition rather than deliver the message
  * being moved, and a first pop already in flight is waited for, its cursor

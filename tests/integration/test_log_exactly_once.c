@@ -42,8 +42,7 @@ static char tenant[37];
 
 /* $1 tenant, $2 partitionId, $3 txid, $4 leaseId or NULL, $5 out queue. */
 static const char *const bundle_sql =
-    "SELECT queen.log_transaction_wire_v1(jsonb_build_object("
-    " 'tenant', $1::text,"
+    "SELECT queen.log_transaction_wire_v1($1::uuid, jsonb_build_object("
     " 'operations', jsonb_build_array("
     "   jsonb_build_object('type', 'push', 'items', jsonb_build_array(jsonb_build_object("
     "     'queue', $5::text, 'payload', jsonb_build_object('src', $3::text)))),"
@@ -233,7 +232,7 @@ static void fill(PGconn *c, run *r, int n, int nparts)
     snprintf(pb, sizeof pb, "%d", nparts);
     const char *p[4] = {tenant, r->in, nb, pb};
     /* Leases here expire on purpose (killed and slow consumers), and each
-     * expiry counts toward retryLimit (004): a limit no run reaches, so every
+     * expiry counts toward retryLimit (log_pop.sql): a limit no run reaches, so every
      * input is processed and none becomes a dead letter (acked, no effect). */
     PQclear(pgtest_exec(c, "SELECT queen.log_configure_v1($1::uuid, $2, '{\"retryLimit\":1000000}')", 2, p));
     PQclear(pgtest_exec(c, "SELECT queen.log_push_v1($1::uuid, (SELECT jsonb_agg(jsonb_build_object('queue', $2::text,"

@@ -1,19 +1,19 @@
-/* The file-number invariant (sql/006_log_maintenance.sql): 006's
+/* The file-order invariant (sql/MANIFEST, sql/log_maintenance.sql): its
  * log_partition_dead_v1 is LANGUAGE sql, so PostgreSQL resolves its tables
- * when 006 is applied, before 024_kv.sql has created queen.kv. A variant of
- * 006 whose dead-partition check gains a leg naming queen.kv therefore fails
- * the boot of a fresh database, while the shipped 006 boots; and the same
- * variant is accepted once 024 has run, which is exactly why the file number
- * is the check. Each case uses a fresh database, dropped afterwards.
+ * when log_maintenance.sql is applied, which the manifest puts before
+ * kv.sql creates queen.kv. A variant of log_maintenance.sql whose
+ * dead-partition check gains a leg naming queen.kv therefore fails the boot
+ * of a fresh database, while the shipped file boots; and the same variant is
+ * accepted once kv.sql has run, which is exactly why the manifest's order is
+ * the check. Each case uses a fresh database, dropped afterwards.
  * Files are read from $QUEEN_SQL_DIR (default: sql, the suite runs from the
- * repository root) and each is sent whole (PQexec). */
+ * repository root), in its MANIFEST's order, each sent whole (PQexec). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@
 
 #include "pgtest.h"
 
-/* The comment line of the shipped 006 that marks where a kv leg would go. */
+/* The comment line of the shipped log_maintenance.sql that marks where a kv leg would go. */
 static const char *const marker =
     "          -- (no leg on the kv table here: it would fail the boot, see the header)";
 static const char *const kv_leg =
@@ -49,30 +49,28 @@ static char *slurp(const char *path)
     return buf;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The .sql file names of the sql directory in file-number order; *n set.
+/* The file names sql/MANIFEST lists, in its (the apply) order; *n set.
  * Caller frees. */
 static char **sql_files(size_t *n)
 {
-    DIR *d = opendir(sql_dir());
-    if (d == NULL)
-        fail_msg("cannot open %s (set QUEEN_SQL_DIR)", sql_dir());
-    char **names = NULL;
+    char path[512];
+    snprintf(path, sizeof path, "%s/MANIFEST", sql_dir());
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        fail_msg("cannot open %s (set QUEEN_SQL_DIR)", path);
+    char **names = NULL, line[512], name[512];
     size_t cnt = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (len > 4 && strcmp(e->d_name + len - 4, ".sql") == 0) {
-            names = realloc(names, (cnt + 1) * sizeof *names);
-            names[cnt++] = strdup(e->d_name);
-        }
+    while (fgets(line, sizeof line, f) != NULL) {
+        char *hash = strchr(line, '#');
+        if (hash != NULL)
+            *hash = '\0';
+        if (sscanf(line, "%511s", name) != 1)
+            continue;
+        names = realloc(names, (cnt + 1) * sizeof *names);
+        assert_non_null(names);
+        names[cnt++] = strdup(name);
     }
-    closedir(d);
-    qsort(names, cnt, sizeof *names, cmp_str);
+    fclose(f);
     *n = cnt;
     return names;
 }
@@ -111,18 +109,18 @@ static void drop_db(PGconn *admin, char *db)
     free(db);
 }
 
-/* Applies every file whose number is <= upto (or all when upto < 0), with
- * file `replace_name` replaced by `replace_text`. Returns the first failing
+/* Applies the files in manifest order up to and including `upto` (all when
+ * NULL), with file `replace_name` replaced by `replace_text`. Returns the first failing
  * result (caller clears; *failed_file set) or NULL when all applied. */
-static PGresult *apply(PGconn *c, int upto, const char *replace_name, const char *replace_text,
+static PGresult *apply(PGconn *c, const char *upto, const char *replace_name, const char *replace_text,
                        char *failed_file, size_t fflen)
 {
     size_t n;
     char **names = sql_files(&n);
     PGresult *bad = NULL;
-    for (size_t i = 0; i < n && bad == NULL; i++) {
-        if (upto >= 0 && atoi(names[i]) > upto)
-            continue;
+    bool past = false;
+    for (size_t i = 0; i < n && bad == NULL && !past; i++) {
+        past = upto != NULL && strcmp(names[i], upto) == 0;
         char path[512];
         snprintf(path, sizeof path, "%s/%s", sql_dir(), names[i]);
         char *text = (replace_name && strcmp(names[i], replace_name) == 0) ? strdup(replace_text) : slurp(path);
@@ -141,15 +139,15 @@ static PGresult *apply(PGconn *c, int upto, const char *replace_name, const char
     return bad;
 }
 
-/* The shipped 006 with the kv leg spliced in at the marker line. */
-static char *variant_006(void)
+/* The shipped log_maintenance.sql with the kv leg spliced in at the marker line. */
+static char *variant_maintenance(void)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/006_log_maintenance.sql", sql_dir());
+    snprintf(path, sizeof path, "%s/log_maintenance.sql", sql_dir());
     char *text = slurp(path);
     char *at = strstr(text, marker);
     if (at == NULL)
-        fail_msg("the marker line is gone from 006_log_maintenance.sql: update this test with it");
+        fail_msg("the marker line is gone from log_maintenance.sql: update this test with it");
     size_t out_len = strlen(text) - strlen(marker) + strlen(kv_leg) + 1;
     char *out = malloc(out_len);
     assert_non_null(out);
@@ -158,17 +156,17 @@ static char *variant_006(void)
     return out;
 }
 
-static void a_kv_leg_in_006_fails_the_boot(void **state)
+static void a_kv_leg_in_maintenance_fails_the_boot(void **state)
 {
     (void)state;
     PGconn *admin = pgtest_connect();
     char *db = fresh_db(admin);
     PGconn *c = connect_db(db);
-    char *variant = variant_006();
+    char *variant = variant_maintenance();
     char failed[256] = "";
-    PGresult *r = apply(c, 6, "006_log_maintenance.sql", variant, failed, sizeof failed);
+    PGresult *r = apply(c, "log_maintenance.sql", "log_maintenance.sql", variant, failed, sizeof failed);
     assert_non_null(r);
-    assert_string_equal(failed, "006_log_maintenance.sql");
+    assert_string_equal(failed, "log_maintenance.sql");
     assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "42P01"); /* undefined_table */
     assert_non_null(strstr(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY), "queen.kv"));
     PQclear(r);
@@ -178,19 +176,19 @@ static void a_kv_leg_in_006_fails_the_boot(void **state)
     PQfinish(admin);
 }
 
-static void the_shipped_006_boots_and_reboots(void **state)
+static void the_shipped_maintenance_boots_and_reboots(void **state)
 {
     (void)state;
     PGconn *admin = pgtest_connect();
     char *db = fresh_db(admin);
     PGconn *c = connect_db(db);
     char failed[256] = "";
-    PGresult *r = apply(c, 6, NULL, NULL, failed, sizeof failed);
+    PGresult *r = apply(c, "log_maintenance.sql", NULL, NULL, failed, sizeof failed);
     if (r != NULL)
         fail_msg("%s: %s", failed, PQresultErrorMessage(r));
     /* The whole boot, twice (every file is re-applied at every boot). */
     for (int boot = 0; boot < 2; boot++) {
-        r = apply(c, -1, NULL, NULL, failed, sizeof failed);
+        r = apply(c, NULL, NULL, NULL, failed, sizeof failed);
         if (r != NULL)
             fail_msg("boot %d, %s: %s", boot + 1, failed, PQresultErrorMessage(r));
     }
@@ -200,9 +198,9 @@ static void the_shipped_006_boots_and_reboots(void **state)
     assert_string_equal(lang, "sql");
     free(lang);
 
-    /* Once 024 has run, the very same variant is accepted: only the file
-     * order catches it, which is the point of the number. */
-    char *variant = variant_006();
+    /* Once kv.sql has run, the very same variant is accepted: only the file
+     * order catches it, which is why the manifest puts it first. */
+    char *variant = variant_maintenance();
     PGresult *v = PQexec(c, variant);
     assert_int_equal(PQresultStatus(v), PGRES_COMMAND_OK);
     PQclear(v);
@@ -215,8 +213,8 @@ static void the_shipped_006_boots_and_reboots(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_kv_leg_in_006_fails_the_boot),
-        cmocka_unit_test(the_shipped_006_boots_and_reboots),
+        cmocka_unit_test(a_kv_leg_in_maintenance_fails_the_boot),
+        cmocka_unit_test(the_shipped_maintenance_boots_and_reboots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

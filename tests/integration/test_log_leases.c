@@ -1,4 +1,4 @@
-/* Leases and cursors of the log (sql/004_log_pop.sql, sql/005_log_ack.sql)
+/* Leases and cursors of the log (sql/log_pop.sql, log_ack.sql, log_lease.sql)
  * with several real connections: two consumers of one group never hold the
  * same partition at once; pop never waits on a locked cursor; a stale or
  * foreign lease cannot ack; lease expiry redelivers with deliveryAttempt + 1;
@@ -173,7 +173,7 @@ static void pop_never_waits_on_a_held_cursor(void **state)
     (void)state;
     PGconn *a = pgtest_connect(), *b = pgtest_connect();
     char *q = pgtest_unique("lease_nowait_");
-    /* The group's first contact with the queue (its subscription, sql/004's
+    /* The group's first contact with the queue (its subscription, sql/log_pop.sql's
      * one wait) is made and committed before the race: what is raced here
      * is a partition's first cursor and a held one. */
     const char *cfg[] = {tenant, q};

@@ -1,4 +1,4 @@
-/* Waiting long polls against a real broker and PostgreSQL (notify.h, sql/037):
+/* Waiting long polls against a real broker and PostgreSQL (notify.h, sql/log_waiting.sql):
  * a push of k messages wakes k waiters of a queue (no more than k woken,
  * counted by the engine), the first k to wait, and every message reaches one; each consumer
  * group gets its own k; a batch that leaves messages behind wakes the next

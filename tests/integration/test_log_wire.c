@@ -1,4 +1,4 @@
-/* The transaction wire (queen.log_transaction_wire_v1, sql/005_log_ack.sql)
+/* The transaction wire (queen.log_transaction_wire_v1, sql/log_transaction_wire.sql)
  * over real connections: marker + push + ack commit together; with the
  * marker already present (required:true) nothing lands, the cursor does not
  * move and kv_apply_v1's 23514 DETAIL reaches the caller intact; the other
@@ -25,8 +25,7 @@ static char tenant[37];
  * $1 tenant, $2 source partitionId, $3 source transactionId, $4 leaseId,
  * $5 output queue, $6 marker namespace. */
 static const char *const bundle_sql =
-    "SELECT queen.log_transaction_wire_v1(jsonb_build_object("
-    " 'tenant', $1::text,"
+    "SELECT queen.log_transaction_wire_v1($1::uuid, jsonb_build_object("
     " 'operations', jsonb_build_array("
     "   jsonb_build_object('type', 'push', 'items', jsonb_build_array(jsonb_build_object("
     "     'queue', $5::text, 'payload', jsonb_build_object('src', $3::text), 'transactionId', 'eff-' || $3))),"
@@ -167,8 +166,9 @@ static void failures_arrive_as_documented(void **state)
     assert_string_equal(err, "lease_mismatch");
     PQclear(r);
 
-    r = pgtest_try(c, "SELECT queen.log_transaction_wire_v1('{\"operations\":[]}')", 0, NULL);
+    r = pgtest_try(c, "SELECT queen.log_transaction_wire_v1(NULL, '{\"operations\":[]}')", 0, NULL);
     assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22023");
+    assert_string_equal(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY), "log_bad_tenant");
     PQclear(r);
     assert_int_equal(count_msgs(c, out), 1);
     assert_int_equal(cursor_of(c, m.part), 0);
@@ -200,7 +200,7 @@ static void *cross_worker(void *arg)
     for (int i = 0; i < CROSS_ROUNDS && PQstatus(c) == CONNECTION_OK; i++) {
         const char *p[4] = {tenant, qa, qb, me ? "1" : "0"};
         PGresult *r = PQexecParams(c,
-            "SELECT queen.log_transaction_wire_v1(jsonb_build_object('tenant', $1::text,"
+            "SELECT queen.log_transaction_wire_v1($1::uuid, jsonb_build_object("
             " 'operations', jsonb_build_array(jsonb_build_object('type', 'push', 'items', jsonb_build_array("
             "   jsonb_build_object('queue', $2::text, 'payload', 1), jsonb_build_object('queue', $3::text, 'payload', 2)))),"
             " 'kv', CASE WHEN $4 = '0' THEN"

@@ -1,5 +1,6 @@
 /* Schema boot against a real PostgreSQL: applies on an empty database,
- * re-applies without changing the catalog, serialises concurrent brokers,
+ * re-applies without changing the catalog, upgrades a database that holds a
+ * replaced function form without leaving it, serialises concurrent brokers,
  * and names the file and line of a failing statement. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -112,6 +113,48 @@ static void applies_on_empty_database_and_reapplies_identically(void **state)
     free(url);
 }
 
+/* An upgrade from the schema before the wire took its tenant as an
+ * argument: that database holds log_transaction_wire_v1(jsonb), the form
+ * the previous schema created (its body here is a stand-in: only the
+ * signature matters). Applying today's schema must leave the one form
+ * (uuid, jsonb) and no function name of the schema with two forms, so no
+ * caller can still reach a stale overload. */
+static void upgrade_leaves_no_stale_overload(void **state)
+{
+    (void)state;
+    char *db;
+    char *url = pgtest_create_database("bootup_", &db);
+    char *out;
+    if (schema_apply(url, &out, NULL) != 0)
+        fail_msg("first apply failed: %s", out);
+    free(out);
+    PGconn *c = PQconnectdb(url);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    PQclear(pgtest_exec(c,
+                        "CREATE FUNCTION queen.log_transaction_wire_v1(p JSONB) RETURNS JSONB LANGUAGE sql"
+                        " AS 'SELECT p'",
+                        0, NULL));
+    if (schema_apply(url, &out, NULL) != 0)
+        fail_msg("the upgrade's apply failed: %s", out);
+    free(out);
+    char *forms = pgtest_scalar(c,
+                                "SELECT string_agg(oid::regprocedure::text, ' ') FROM pg_proc"
+                                " WHERE pronamespace = 'queen'::regnamespace AND proname = 'log_transaction_wire_v1'",
+                                0, NULL);
+    assert_string_equal(forms, "queen.log_transaction_wire_v1(uuid,jsonb)");
+    free(forms);
+    char *twice = pgtest_scalar(c,
+                                "SELECT COALESCE(string_agg(proname, ' '), '') FROM (SELECT proname FROM pg_proc"
+                                " WHERE pronamespace = 'queen'::regnamespace GROUP BY proname HAVING count(*) > 1) s",
+                                0, NULL);
+    assert_string_equal(twice, "");
+    free(twice);
+    PQfinish(c);
+    pgtest_drop_database(db);
+    free(db);
+    free(url);
+}
+
 static void four_brokers_boot_at_once(void **state)
 {
     (void)state;
@@ -154,7 +197,7 @@ static void failing_statement_names_file_and_line(void **state)
     char *out;
     int rc = schema_apply(url, &out, NULL);
     assert_int_not_equal(rc, 0);
-    if (strstr(out, "sql/0") == NULL || strstr(out, ".sql:") == NULL)
+    if (strstr(out, "sql/") == NULL || strstr(out, ".sql:") == NULL)
         fail_msg("the error does not name the file and line: %s", out);
     free(out);
     pgtest_drop_database(db);
@@ -233,6 +276,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(applies_on_empty_database_and_reapplies_identically),
         cmocka_unit_test(reapply_waits_for_no_writer),
+        cmocka_unit_test(upgrade_leaves_no_stale_overload),
         cmocka_unit_test(four_brokers_boot_at_once),
         cmocka_unit_test(failing_statement_names_file_and_line),
         cmocka_unit_test(health_says_unhealthy_without_database),

@@ -1,4 +1,4 @@
-/* Exactly-once through the stream cycle (sql/040), with the worker killed at
+/* Exactly-once through the stream cycle (sql/streams.sql), with the worker killed at
  * every point of a cycle.
  *
  * Workers pop a batch of one or two messages of the source queue under a
@@ -293,7 +293,7 @@ static void killed_at_every_point_of_a_cycle(void **state)
     snprintf(pb, sizeof pb, "%d", PARTS);
     const char *fp[4] = {tenant, in_q, nb, pb};
     /* Killed workers' leases expire, and each expiry counts toward
-     * retryLimit (004): a limit no run reaches, so no input becomes a dead
+     * retryLimit (log_pop.sql): a limit no run reaches, so no input becomes a dead
      * letter (acked without a sink message). */
     PQclear(pgtest_exec(c, "SELECT queen.log_configure_v1($1::uuid, $2, '{\"retryLimit\":1000000}')", 2, fp));
     PQclear(pgtest_exec(c, "SELECT queen.log_push_v1($1::uuid, (SELECT jsonb_agg(jsonb_build_object('queue', $2::text,"

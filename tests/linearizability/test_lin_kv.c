@@ -266,7 +266,7 @@ static void kv_histories_are_linearizable_across_restarts(void **state)
 
 /* Two database connections on one event loop for LIN_CLIENTS (4) clients:
  * calls queue behind busy connections, so one-op writes commit in groups
- * (sql/025_kv_group.sql) and gets share statements, and the histories
+ * (sql/kv_group.sql) and gets share statements, and the histories
  * judge those answers too. */
 static const char *const lin_env[] = {"QUEEN_LOG_LEVEL=error", "QUEEN_PG_POOL=2", "QUEEN_HTTP_THREADS=1", NULL};
 

@@ -36,18 +36,18 @@ static void budgets_match_the_sql(void **state)
     (void)state;
     char s[256];
     snprintf(s, sizeof s, "CASE WHEN p_in_wire THEN %d ELSE %d END", QUEEN_WIRE_MAX_KV_OPS, QUEEN_KV_MAX_OPS);
-    expect_in("024_kv.sql", s);
+    expect_in("kv.sql", s);
     snprintf(s, sizeof s, "CASE WHEN p_in_wire THEN %d ELSE %d END", QUEEN_WIRE_MAX_KV_KEYS, QUEEN_KV_MAX_KEYS);
-    expect_in("024_kv.sql", s);
+    expect_in("kv.sql", s);
     snprintf(s, sizeof s, "IF octet_length(p_key) > %d THEN", QUEEN_KV_MAX_KEY_BYTES);
-    expect_in("024_kv.sql", s);
+    expect_in("kv.sql", s);
     snprintf(s, sizeof s, "length(p_ns) > %d", QUEEN_KV_MAX_NS_CHARS);
-    expect_in("024_kv.sql", s);
+    expect_in("kv.sql", s);
     snprintf(s, sizeof s, "LEAST(GREATEST(COALESCE(p_limit, %d), 1), %d)", QUEEN_KV_PAGE_DEFAULT, QUEEN_KV_PAGE_MAX);
-    expect_in("024_kv.sql", s);
+    expect_in("kv.sql", s);
     snprintf(s, sizeof s, "IF octet_length(v_detail) > %d THEN", QUEEN_KV_DETAIL_MAX_BYTES);
-    expect_in("024_kv.sql", s);
-    expect_in("024_kv.sql", "ARRAY['tenant', 'tenantId', '_tenant']");
+    expect_in("kv.sql", s);
+    expect_in("kv.sql", "ARRAY['tenant', 'tenantId', '_tenant']");
     static const char *const fields[] = QUEEN_TENANT_FIELDS;
     assert_int_equal(sizeof fields / sizeof fields[0], 3);
     assert_string_equal(fields[0], "tenant");
@@ -62,7 +62,7 @@ static void a_changed_budget_is_caught(void **state)
     (void)state;
     char s[128];
     snprintf(s, sizeof s, "CASE WHEN p_in_wire THEN %d ELSE %d END", QUEEN_WIRE_MAX_KV_OPS + 1, QUEEN_KV_MAX_OPS);
-    assert_null(strstr(sql_text("024_kv.sql"), s));
+    assert_null(strstr(sql_text("kv.sql"), s));
 }
 
 int main(void)

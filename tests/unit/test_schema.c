@@ -1,11 +1,12 @@
-/* Unit tests of src/engine/schema.c: the statement splitter, the file
- * ordering and the version gate (no database needed). */
+/* Unit tests of src/engine/schema.c: the statement splitter, the embedded
+ * files against sql/MANIFEST and the version gate (no database needed). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,50 +72,53 @@ static void unterminated_things_are_errors(void **state)
     }
 }
 
-static void files_order_by_number(void **state)
+/* The names sql/MANIFEST lists, in order (comments and blank lines
+ * dropped); *n set. The suite runs from the repository root. */
+static char **manifest_names(size_t *n)
 {
-    (void)state;
-    queen_sql_file files[] = {
-        {"024_kv.sql", "", 0}, {"001_log_schema.sql", "", 0}, {"100_later.sql", "", 0}, {"006_x.sql", "", 0}};
-    size_t order[4];
-    char err[256];
-    assert_int_equal(queen_sql_order(files, 4, order, err, sizeof err), 0);
-    assert_string_equal(files[order[0]].name, "001_log_schema.sql");
-    assert_string_equal(files[order[1]].name, "006_x.sql");
-    assert_string_equal(files[order[2]].name, "024_kv.sql");
-    assert_string_equal(files[order[3]].name, "100_later.sql");
-}
-
-static void ambiguous_or_unnumbered_files_are_refused(void **state)
-{
-    (void)state;
-    size_t order[2];
-    char err[256];
-    queen_sql_file dup[] = {{"024_kv.sql", "", 0}, {"024_other.sql", "", 0}};
-    assert_int_equal(queen_sql_order(dup, 2, order, err, sizeof err), -1);
-    assert_non_null(strstr(err, "024_kv.sql"));
-    queen_sql_file unnumbered[] = {{"kv.sql", "", 0}};
-    assert_int_equal(queen_sql_order(unnumbered, 1, order, err, sizeof err), -1);
-    assert_non_null(strstr(err, "kv.sql"));
-}
-
-static void embedded_files_are_ordered_and_split(void **state)
-{
-    (void)state;
-    size_t *order = calloc(queen_sql_file_count + 1, sizeof *order);
-    char err[256];
-    assert_int_equal(queen_sql_order(queen_sql_files, queen_sql_file_count, order, err, sizeof err), 0);
-    assert_true(queen_sql_file_count >= 1);
-    assert_string_equal(queen_sql_files[order[0]].name, "000_schema.sql");
-    for (size_t i = 0; i < queen_sql_file_count; i++) {
-        queen_sql_statement *st = NULL;
-        size_t n = 0;
-        assert_int_equal(queen_sql_split(queen_sql_files[i].text, queen_sql_files[i].len, &st, &n, err, sizeof err),
-                         0);
-        assert_true(n >= 1);
-        free(st);
+    FILE *f = fopen("sql/MANIFEST", "r");
+    if (f == NULL)
+        fail_msg("cannot open sql/MANIFEST (run from the repository root)");
+    char **names = NULL, line[512];
+    *n = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        char *hash = strchr(line, '#');
+        if (hash != NULL)
+            *hash = '\0';
+        char name[512];
+        if (sscanf(line, "%511s", name) != 1)
+            continue;
+        names = realloc(names, (*n + 1) * sizeof *names);
+        assert_non_null(names);
+        names[(*n)++] = strdup(name);
     }
-    free(order);
+    fclose(f);
+    return names;
+}
+
+/* The binary applies what the build embedded, in the embedded order: that
+ * must be sql/MANIFEST's, schema.sql first (it creates the schema the
+ * others fill), and every file must split. */
+static void embedded_files_are_the_manifest_in_order(void **state)
+{
+    (void)state;
+    size_t n;
+    char **names = manifest_names(&n);
+    assert_true(n >= 1);
+    assert_int_equal(queen_sql_file_count, n);
+    assert_string_equal(queen_sql_files[0].name, "schema.sql");
+    char err[256];
+    for (size_t i = 0; i < queen_sql_file_count; i++) {
+        assert_string_equal(queen_sql_files[i].name, names[i]);
+        queen_sql_statement *st = NULL;
+        size_t k = 0;
+        assert_int_equal(queen_sql_split(queen_sql_files[i].text, queen_sql_files[i].len, &st, &k, err, sizeof err),
+                         0);
+        assert_true(k >= 1);
+        free(st);
+        free(names[i]);
+    }
+    free(names);
 }
 
 static void version_gate(void **state)
@@ -135,9 +139,7 @@ int main(void)
         cmocka_unit_test(splits_on_top_level_semicolons),
         cmocka_unit_test(semicolons_inside_quotes_bodies_and_comments),
         cmocka_unit_test(unterminated_things_are_errors),
-        cmocka_unit_test(files_order_by_number),
-        cmocka_unit_test(ambiguous_or_unnumbered_files_are_refused),
-        cmocka_unit_test(embedded_files_are_ordered_and_split),
+        cmocka_unit_test(embedded_files_are_the_manifest_in_order),
         cmocka_unit_test(version_gate),
     };
     return cmocka_run_group_tests_name("schema", tests, NULL, NULL);

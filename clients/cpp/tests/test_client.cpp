@@ -202,19 +202,37 @@ TEST(client, refusals_map_to_classes)
     }
 }
 
+// A listener that never answers: the kernel accepts, nobody reads. url
+// stays empty when the socket could not be set up.
+struct SilentListener {
+    int fd = -1;
+    std::string url;
+    SilentListener()
+    {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof sa;
+        if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0 && listen(fd, 16) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr *>(&sa), &len) == 0)
+            url = "http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+    }
+    ~SilentListener()
+    {
+        if (fd >= 0)
+            close(fd);
+    }
+    SilentListener(const SilentListener &) = delete;
+    SilentListener &operator=(const SilentListener &) = delete;
+};
+
 TEST(client, silent_peer_times_out_and_only_reads_retry)
 {
-    // A listener that never answers: the kernel accepts, nobody reads.
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa), 0);
-    ASSERT_EQ(listen(fd, 16), 0);
-    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr *>(&sa), &len), 0);
+    SilentListener peer;
+    ASSERT_FALSE(peer.url.empty());
     Options o;
-    o.urls = {"http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port))};
+    o.urls = {peer.url};
     o.timeout_ms = 300;
     o.max_attempts = 2;
     o.backoff_ms = 10;
@@ -233,22 +251,14 @@ TEST(client, silent_peer_times_out_and_only_reads_retry)
         EXPECT_EQ(e.code(), "timeout");
         EXPECT_EQ(e.attempts(), 1); // an incr might have applied: never repeated
     }
-    close(fd);
 }
 
 TEST(client, with_timeout_bounds_its_calls_and_leaves_the_base_its_own)
 {
-    // A listener that never answers: the kernel accepts, nobody reads.
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa), 0);
-    ASSERT_EQ(listen(fd, 16), 0);
-    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr *>(&sa), &len), 0);
+    SilentListener peer;
+    ASSERT_FALSE(peer.url.empty());
     Options o;
-    o.urls = {"http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port))};
+    o.urls = {peer.url};
     o.timeout_ms = 1500;
     o.max_attempts = 1;
     Client base(o);
@@ -270,7 +280,6 @@ TEST(client, with_timeout_bounds_its_calls_and_leaves_the_base_its_own)
         EXPECT_LT(ms, 1000);
     }
     EXPECT_GE(elapsed_ms(base), 1400);
-    close(fd);
 }
 
 TEST(client, bearer_token_on_an_authenticated_broker)

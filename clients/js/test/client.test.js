@@ -1,4 +1,4 @@
-// The JS client's own tests, against real brokers: exact numbers end to end, the bearer token on an
+// The JS client's own tests, against real brokers: exact numbers end to end (versions past 2^53 too), the bearer token on an
 // authenticated broker, one kept-alive connection and what happens when it dies while idle, typed
 // timeouts and what is retried after them, the fetch transport, the builders, the prefix iterator, the
 // consume loop's clean stop, and the example program.
@@ -77,6 +77,29 @@ describe('numbers end to end', () => {
     const popped = await q.pop(queue, { wait: true, timeoutMs: 5000 });
     assert.equal(popped.messages[0].data.n, 12345678901234567890n);
     assert.equal(popped.messages[0].data.f, 0.1);
+    await q.close();
+  });
+});
+
+describe('versions past 2^53', () => {
+  // Versions come from a bigint sequence; a long-lived database passes 2^53, where a JS number would
+  // round 2^53+1 to 2^53 and an expect would name the wrong version.
+  test('read as exact BigInts, and an expect compares them exactly', async () => {
+    const q = new Queen(broker.base);
+    const ns = unique('js');
+    await q.kv.put(ns, 'k', 'v1', { forever: true });
+    const past = 9007199254740993n; // 2^53 + 1: no JS number holds it
+    psql(`UPDATE queen.kv SET version = ${past} WHERE namespace = '${ns}' AND key = 'k'`);
+    const got = await q.kv.get(ns, 'k');
+    assert.equal(typeof got.version, 'bigint');
+    assert.equal(got.version, past);
+    const rounded = await q.kv.put(ns, 'k', 'v2', { forever: true, expect: past - 1n }); // what Number(past) reads as
+    assert.equal(rounded.applied, false);
+    assert.equal(rounded.reason, 'version');
+    assert.equal(rounded.version, past);
+    const exact = await q.kv.put(ns, 'k', 'v3', { forever: true, expect: got.version });
+    assert.equal(exact.applied, true);
+    assert.equal((await q.kv.get(ns, 'k')).value, 'v3');
     await q.close();
   });
 });

@@ -11,7 +11,7 @@ __all__ = ["GetResult", "WriteResult", "Row", "GetManyResult", "PrefixPage", "Pu
 
 
 class QueueOptions(TypedDict, total=False):
-    """``configure``'s options, as the wire names them (sql/005_log_ack.sql, _log_queue_option_specs_v1,
+    """``configure``'s options, as the wire names them (sql/log_queues.sql, _log_queue_option_specs_v1,
     is the list; a name not there is refused by the broker). None resets one to its default."""
     priority: Optional[int]
     leaseTime: Optional[int]
