@@ -17,7 +17,7 @@ SANLD   :=
 endif
 
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) -MMD -MP \
-           -Iinclude -Isrc/engine -Isrc/server -Itests/support -I$(PG_INC)
+           -Iinclude -I$(PG_INC)
 LDLIBS  := -lhttp_parser -ljansson -lpq -lpthread -lssl -lcrypto -lcurl
 TESTLIBS:= -lcmocka -lcurl
 
@@ -37,7 +37,7 @@ SUPPORT_SRC:= $(wildcard tests/support/*.c)
 EXAMPLE_SRC:= $(wildcard examples/*.c)
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/schema_files.o $(BUILD)/obj/gen/reasons.o
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/console_files.o
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/console_files.o $(BUILD)/obj/gen/http_errors.o
 MAIN_OBJ   := $(BUILD)/obj/src/server/main.o $(BUILD)/obj/gen/pg_script.o
 SUPPORT_OBJ:= $(SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -57,7 +57,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=a
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
 FUZZ_LIB   := $(ENGINE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(SERVER_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/schema_files.o \
-              $(FUZZ_DIR)/obj/gen/reasons.o \
+              $(FUZZ_DIR)/obj/gen/reasons.o $(FUZZ_DIR)/obj/gen/http_errors.o \
               $(FUZZ_DIR)/obj/gen/console_files.o
 
 .PHONY: all tests test check test-san run bench clean deps fuzz torture ha-test pgbouncer-test
@@ -71,10 +71,15 @@ $(BUILD)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
 	scripts/embed.sh sql $@ sql/MANIFEST
 
-# The reason registry's C tables (src/engine/reasons.txt, read by error.c).
+# The reason registry's C tables (src/engine/reasons.txt): libqueen's (read
+# by error.c) and the HTTP edge's statuses and codes (src/server/errors.c).
 $(BUILD)/gen/reasons.c: src/engine/reasons.txt scripts/reasons.py
 	@mkdir -p $(@D)
 	python3 scripts/reasons.py c $@
+
+$(BUILD)/gen/http_errors.c: src/engine/reasons.txt scripts/reasons.py
+	@mkdir -p $(@D)
+	python3 scripts/reasons.py http $@
 
 $(BUILD)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -91,6 +96,14 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# Include paths by directory. The engine sees its own headers; the server
+# sees its own and the public ones (include/: queen.h and queen_runtime.h),
+# never src/engine (scripts/check-includes.py says the same of the source);
+# examples only include/. Tests look inside both.
+$(BUILD)/obj/src/engine/%.o $(BUILD)/obj/gen/reasons.o $(BUILD)/obj/gen/schema_files.o: CFLAGS += -Isrc/engine
+$(BUILD)/obj/src/server/%.o $(BUILD)/obj/gen/console_files.o $(BUILD)/obj/gen/http_errors.o: CFLAGS += -Isrc/server
+$(BUILD)/obj/tests/%.o: CFLAGS += -Isrc/engine -Isrc/server -Itests/support
 
 $(BUILD)/libqueen.a: $(ENGINE_OBJ)
 	@rm -f $@
@@ -135,6 +148,10 @@ $(FUZZ_DIR)/gen/schema_files.c: $(SQL_FILES) scripts/embed.sh
 $(FUZZ_DIR)/gen/reasons.c: src/engine/reasons.txt scripts/reasons.py
 	@mkdir -p $(@D)
 	python3 scripts/reasons.py c $@
+
+$(FUZZ_DIR)/gen/http_errors.c: src/engine/reasons.txt scripts/reasons.py
+	@mkdir -p $(@D)
+	python3 scripts/reasons.py http $@
 
 $(FUZZ_DIR)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -195,7 +212,7 @@ QUEEN_VERSION := $(shell sed -n 's/^\#define QUEEN_VERSION "\(.*\)"/\1/p' includ
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
 	           $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/lib/cmake/Queen
-	install -m 644 include/queen.h include/queen_client.h clients/cpp/include/queen_client.hpp $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/queen.h include/queen_runtime.h include/queen_client.h clients/cpp/include/queen_client.hpp $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libqueen.a $(BUILD)/libqueenclient.a $(BUILD)/libqueenclient++.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libqueen.so $(BUILD)/libqueenclient.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/queen $(BUILD)/queenctl $(DESTDIR)$(PREFIX)/bin/

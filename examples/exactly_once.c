@@ -104,23 +104,25 @@ int main(int argc, char **argv)
     const char *out_queue = argc > 2 ? argv[2] : "orders-out";
     int seed_count = argc > 3 ? atoi(argv[3]) : 0;
 
-    queen_config cfg;
-    queen_config_defaults(&cfg);
+    queen_config *cfg = queen_config_new(); /* every setting at its default */
     char msg[512];
-    if (queen_config_from_env(&cfg, msg, sizeof msg) != 0) { /* QUEEN_PG_URL and friends */
-        fprintf(stderr, "exactly_once: %s\n", msg);
+    int level = QUEEN_LOG_INFO;
+    if (cfg == NULL || queen_config_from_env(cfg, msg, sizeof msg) != 0 || /* QUEEN_PG_URL and friends */
+        queen_config_set(cfg, "QUEEN_PG_POOL", "2", msg, sizeof msg) != 0) {
+        fprintf(stderr, "exactly_once: %s\n", cfg == NULL ? "out of memory" : msg);
+        queen_config_free(cfg);
         return 2;
     }
-    cfg.pg_pool = 2;
-    queen_log_set_level(cfg.log_level); /* QUEEN_LOG_LEVEL */
-    if (queen_schema_apply(&cfg, msg, sizeof msg) != 0) {
+    queen_config_get_int(cfg, "QUEEN_LOG_LEVEL", &level);
+    queen_log_set_level((queen_log_level)level);
+    if (queen_schema_apply(cfg, msg, sizeof msg) != 0) {
         fprintf(stderr, "exactly_once: schema: %s\n", msg);
-        queen_config_free(&cfg);
+        queen_config_free(cfg);
         return 1;
     }
     queen_error err;
-    queen *q = queen_open(&cfg, &err);
-    queen_config_free(&cfg);
+    queen *q = queen_open(cfg, &err);
+    queen_config_free(cfg);
     if (q == NULL)
         return fail("open", &err);
     if (seed_count > 0 && seed(q, in, seed_count) != 0) {

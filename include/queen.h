@@ -6,7 +6,7 @@
  *
  * Threads: one queen handle is shared by any number of threads; every call
  * is thread-safe. queen_open starts two engine threads (the notifier, which
- * LISTENs for pushes and fires long-poll waiters, and, when cfg.sweeper, the
+ * LISTENs for pushes and fires long-poll waiters, and, when QUEEN_SWEEPER, the
  * sweeper). queen_close may be called while other threads are inside calls:
  * it refuses new calls (QUEEN_ERR_UNAVAILABLE, reason "closing"), ends
  * waiting pops and fires waiters (woken = false), waits for the calls in
@@ -29,91 +29,14 @@ typedef enum queen_log_level {
     QUEEN_LOG_DEBUG,
 } queen_log_level;
 
-/* Every setting. Filled by queen_config_defaults() and the QUEEN_* variables
- * (see config.c for the table and the meaning of each). */
-typedef struct queen_config {
-    char *pg_url;
-    char *bind;
-    int port;
-    queen_log_level log_level;
-    char *dev_dir;
-    int dev_pg_port;
-    int schema_lock_wait_ms;
-    int schema_lock_timeout_ms;
-    int schema_retries;
-    int pg_pool;
-    int stmt_timeout_ms;
-    int pg_acquire_timeout_ms;
-    int http_threads;
-    int pg_pipeline_depth;
-    int pg_write_group_wait_ms;
-    int max_body_bytes;
-    int max_connections;
-    int request_read_timeout_ms;
-    int idle_timeout_ms;
-    int response_write_timeout_ms;
-    int max_inflight_answer_bytes;
-    int drain_quiet_ms;
-    int max_poll_timeout_ms; /* the HTTP long poll's timeout is at most this */
-    int max_inflight_body_bytes;
-    int max_body_values;
-    int max_body_depth;
-    bool sweeper;
-    int kv_expire_every_ms;
-    int kv_expire_batch;
-    int kv_expire_max_rows;
-    int partition_idle_seconds;
-    int trace_retention_seconds;
-    int retention_interval_ms; /* the sweeper's log_maintenance.sql maintenance (retention) cadence */
-    bool tenancy_header;
-    bool trusted_proxy;
-    int kv_max_ops_per_call;
-    int kv_max_keys_per_call;
-    int kv_max_value_bytes;
-    int kv_max_key_bytes;
-    bool access_log;
-    int slow_request_ms; /* warn about a request this slow (0: never) */
-    int kv_quota_refresh_ms;
-    char *auth;
-    char *jwt_secret;
-    char *jwt_public_keys;
-    char *jwt_jwks;
-    char *jwt_jwks_ca;
-    int jwt_jwks_refresh_s;
-    int jwt_jwks_min_refetch_s; /* fewest seconds between fetches asked for by unknown kids */
-    char *jwt_issuer;
-    char *jwt_audience;
-    int jwt_leeway_s;
-    char *jwt_tenant_claim;
-    bool jwt_default_tenant;
-    char *tls_cert;
-    char *tls_key;
-    char *tls_min_version;  /* "1.2" or "1.3" */
-    char *tls_ciphers;      /* TLS 1.2 suites, OpenSSL cipher-list syntax */
-    char *tls_ciphersuites; /* TLS 1.3 suites */
-    char *allowed_origins; /* Origin values served besides the broker's own (src/server/origin.h) */
-    char *allowed_hosts;   /* Host names served with QUEEN_AUTH=off besides addresses and localhost */
-    /* QUEEN_ENCRYPTION_KEY (docs/api.md, Payload encryption). Without one, a
-     * push into a queue with encryptionEnabled is refused
-     * (QUEEN_ERR_UNAVAILABLE "encryption_key_missing", nothing stored), and
-     * a popped message of such a queue comes with "data": null and
-     * "encryptionError" instead of its ciphertext. */
-    char *encryption_key;
-    /* Per-tenant limits (docs/settings.md): the first four reach SQL
-     * as session settings (queen._tenant_limit_v1); 0 is no limit. */
-    int max_queues_per_tenant;
-    int max_partitions_per_tenant;
-    int max_traces_per_tenant;
-    int max_trace_bytes_per_tenant;
-    int max_long_polls_per_tenant; /* 0: a quarter of max_connections */
-    /* How long a database statement may go unanswered after it was asked
-     * for (waiting for a connection included) before it is cancelled and its
-     * connection dropped (QUEEN_ERR_OUTCOME_UNKNOWN). */
-    int request_deadline_ms;
-} queen_config;
+/* The settings: opaque, named by their QUEEN_* variable or flag name (the
+ * one table, docs/settings.md), so a setting added to libqueen changes no
+ * struct a program was compiled against. See "Configuration" below. */
+typedef struct queen_config queen_config;
 
-/* What went wrong, in a shape every caller can branch on. How each
- * category is presented (HTTP status, codes, retry) is queen_error_class_of. */
+/* What went wrong, in a shape every caller can branch on. What each
+ * category means for a retry is queen_error_class_of; how the HTTP broker
+ * presents it (status, envelope code) is the broker's own business. */
 typedef enum queen_error_category {
     QUEEN_OK = 0,
     QUEEN_ERR_BAD_REQUEST,   /* the input is wrong: 22023 and pre-flight refusals */
@@ -175,16 +98,14 @@ typedef struct queen_error {
     } precondition;
 } queen_error;
 
-/* The one registry of how a category is presented. Every table of the HTTP
- * edge and of the transaction failure body derives from it. */
+/* The one registry of what a category means to a caller (reasons.txt):
+ * whether to retry, and the names the transaction failure body and an
+ * error without its own reason carry. */
 typedef struct queen_error_class {
-    unsigned http_status;
-    const char *code;        /* the "error" member of the HTTP envelope */
-    const char *kv_code;     /* the same on the KV routes */
     const char *wire_reason; /* the transaction failure body's "reason" */
     const char *reason;      /* the reason given to an error with no own id */
     bool retryable;          /* the same call may succeed later */
-    int retry_after_s;       /* Retry-After floor; 0: none */
+    int retry_after_s;       /* retry no sooner than this many seconds; 0: no floor */
 } queen_error_class;
 const queen_error_class *queen_error_class_of(queen_error_category cat);
 
@@ -204,32 +125,39 @@ int queen_tenant_canonical(const char *tenant, char out[QUEEN_TENANT_LEN + 1]);
 typedef struct queen queen;
 
 /* ---- Configuration and schema (the same table the broker uses) -----------
- * Start from queen_config_defaults(), then queen_config_from_env() and/or
- * queen_config_set() (by QUEEN_* name or flag name); queen_config_free()
- * releases the strings set. Each returns 0, or -1 with a message naming the
- * setting in err. queen_schema_apply() applies sql/ (compiled in) to
- * cfg->pg_url, idempotently: call it once before queen_open in a program
- * that owns its database (the broker does it at boot). */
-void queen_config_defaults(queen_config *cfg);
+ * queen_config_new() holds every default; then queen_config_from_env()
+ * and/or queen_config_set() (by QUEEN_* name or flag name: "QUEEN_PG_POOL"
+ * or "pg-pool"); queen_config_free() releases it (NULL allowed). Each
+ * returns 0, or -1 with a message naming the setting in err. The getters
+ * read one setting by the same names: 0, or -1 when no setting has that
+ * name or it is of another type (a log level reads as an int: a
+ * queen_log_level; a string setting may read as NULL: not set).
+ * queen_schema_apply() applies sql/ (compiled in) to QUEEN_PG_URL,
+ * idempotently: call it once before queen_open in a program that owns its
+ * database (the broker does it at boot). */
+queen_config *queen_config_new(void);
+void queen_config_free(queen_config *cfg);
 int queen_config_from_env(queen_config *cfg, char *err, size_t errlen);
 int queen_config_set(queen_config *cfg, const char *name, const char *value, char *err, size_t errlen);
-void queen_config_free(queen_config *cfg);
+int queen_config_get_int(const queen_config *cfg, const char *name, int *out);
+int queen_config_get_bool(const queen_config *cfg, const char *name, bool *out);
+int queen_config_get_string(const queen_config *cfg, const char *name, const char **out);
 int queen_schema_apply(const queen_config *cfg, char *err, size_t errlen);
 /* Fills every setting whose 0 means "default" or "derived", from the one
  * table: QUEEN_PG_POOL 0 -> four per CPU core, at least 8; QUEEN_HTTP_THREADS
  * 0 -> the resolved pool; a numeric setting whose minimum is 1 or more and
  * holds 0 (or less) -> its default; a NULL string -> its default. Booleans
  * are left alone (false is a value). Idempotent. queen_open resolves its
- * own copy; call it to read the values the engine will use. */
+ * own copy; call it to read (with the getters) the values the engine will use. */
 void queen_config_resolve(queen_config *cfg);
 /* The engine logs one line per event to stderr (never keys or values);
- * this sets the process-wide level (cfg.log_level is what the broker
+ * this sets the process-wide level (QUEEN_LOG_LEVEL is what the broker
  * passes). Default: QUEEN_LOG_INFO. */
 void queen_log_set_level(queen_log_level level);
 
 /* Opens the engine on cfg (copied; cfg may be freed after): a connection
- * pool of cfg->pg_pool connections to cfg->pg_url, the notifier thread and,
- * when cfg->sweeper, the sweeper thread. The copy is resolved with
+ * pool of QUEEN_PG_POOL connections to QUEEN_PG_URL, the notifier thread
+ * and, when QUEEN_SWEEPER, the sweeper thread. The copy is resolved with
  * queen_config_resolve, so a zeroed setting takes its default. Does not
  * apply the schema. NULL with err filled (QUEEN_ERR_UNAVAILABLE when the
  * database cannot be reached). Safe
@@ -263,11 +191,11 @@ int queen_kv_apply(queen *q, const char *tenant, const char *ops_json, bool in_w
  * putIfAbsent, incr: each counted +1 row, since only SQL knows whether the
  * key exists) and bytes their values' bytes (raw JSON). Runs no SQL except
  * once for a tenant this handle has not seen (or has evicted after a minute
- * idle); the figures come from a refresh every cfg.kv_quota_refresh_ms.
+ * idle); the figures come from a refresh every QUEEN_KV_QUOTA_REFRESH_MS.
  * Soft: with N handles (brokers) on one database a tenant may pass max_rows
  * or max_bytes by at most (N - 1) x its headroom at the last refresh.
  * Returns 0 (admitted: the tokens are taken and the rows/bytes counted), or
- * -1 with err: QUEEN_ERR_FEATURE_GATED (tenancy on: cfg.tenancy_header or cfg.auth "jwt"; and the tenant
+ * -1 with err: QUEEN_ERR_FEATURE_GATED (tenancy on: QUEEN_TENANCY_HEADER or QUEEN_AUTH "jwt"; and the tenant
  * has no kv_quota row or enabled = false), QUEEN_ERR_QUOTA_EXCEEDED (never
  * for a call with creating = 0 and bytes = 0: reads and deletes are never
  * refused for being full), QUEEN_ERR_RATE_LIMITED (*retry_after_s = whole
@@ -508,7 +436,7 @@ int queen_message_retry(queen *q, const char *tenant, const char *partition_id, 
  *   of the tenant: {"recorded":true,"id","createdAt"}. Refusals (400):
  *   log_bad_partition_id (not the tenant's partition), log_bad_trace_name;
  *   413 log_trace_too_large (data over 64 KiB). Kept
- *   cfg.trace_retention_seconds (QUEEN_TRACE_RETENTION_SECONDS).
+ *   QUEEN_TRACE_RETENTION_SECONDS.
  * queen_traces_by_message: {"traces":[{id, traceName, transactionId,
  *   partitionId, queue, partition, data, createdAt}]} in recorded order.
  * queen_traces_by_name: the tenant's traces of that name, {"traces":[...],
@@ -738,7 +666,7 @@ typedef struct queen_stats {
         long long open_failures;
     } pops;
     struct {
-        long long enabled; /* this handle runs the sweeper (cfg.sweeper) */
+        long long enabled; /* this handle runs the sweeper (QUEEN_SWEEPER) */
         long long deleted_total, lag_ms, cycles, errors, partitions_reclaimed_total, retention_deleted_total,
             usage_measures, last_cycle_ms;
     } sweeper;

@@ -394,7 +394,7 @@ void queen_config_resolve(queen_config *cfg)
         cfg->http_threads = online_cpus();
 }
 
-void queen_config_free(queen_config *cfg)
+void queen_config_clear(queen_config *cfg)
 {
     for (size_t i = 0; i < NSETTINGS; i++) {
         const setting *s = &settings[i];
@@ -405,6 +405,60 @@ void queen_config_free(queen_config *cfg)
             free(*slot);
         *slot = NULL;
     }
+}
+
+queen_config *queen_config_new(void)
+{
+    queen_config *cfg = malloc(sizeof *cfg);
+    if (cfg != NULL)
+        queen_config_defaults(cfg);
+    return cfg;
+}
+
+void queen_config_free(queen_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    queen_config_clear(cfg);
+    free(cfg);
+}
+
+/* The field of setting name when it has type (SET_INT also takes a log
+ * level: both read as an int), else NULL. */
+static const void *typed_field(const queen_config *cfg, const char *name, setting_type type)
+{
+    const setting *s = cfg != NULL && name != NULL ? find_setting(name) : NULL;
+    if (s == NULL || !(s->type == type || (type == SET_INT && s->type == SET_LOG_LEVEL)))
+        return NULL;
+    return (const char *)cfg + s->offset;
+}
+
+int queen_config_get_int(const queen_config *cfg, const char *name, int *out)
+{
+    const setting *s = cfg != NULL && name != NULL ? find_setting(name) : NULL;
+    const void *f = typed_field(cfg, name, SET_INT);
+    if (f == NULL)
+        return -1;
+    *out = s->type == SET_LOG_LEVEL ? (int)*(const queen_log_level *)f : *(const int *)f;
+    return 0;
+}
+
+int queen_config_get_bool(const queen_config *cfg, const char *name, bool *out)
+{
+    const void *f = typed_field(cfg, name, SET_BOOL);
+    if (f == NULL)
+        return -1;
+    *out = *(const bool *)f;
+    return 0;
+}
+
+int queen_config_get_string(const queen_config *cfg, const char *name, const char **out)
+{
+    const void *f = typed_field(cfg, name, SET_STRING);
+    if (f == NULL)
+        return -1;
+    *out = *(const char *const *)f;
+    return 0;
 }
 
 int queen_config_set(queen_config *cfg, const char *name, const char *value, char *err, size_t errlen)

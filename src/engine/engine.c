@@ -144,23 +144,6 @@ void engine_leave(queen *q)
     }
 }
 
-int engine_call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
-                     const char **params, char **out, queen_error *err)
-{
-    *out = NULL;
-    char canon[QUEEN_TENANT_LEN + 1];
-    params[0] = engine_enter_tenant(q, tenant, canon, err);
-    if (params[0] == NULL)
-        return -1;
-    int rc = queen_call_text(q, name, sql, nparams, params, out, err);
-    if (rc == 0 && *out == NULL) {
-        queen_error_set(err, QUEEN_ERR_INTERNAL, "log_result_misaligned", "%s returned NULL", name);
-        rc = -1;
-    }
-    engine_leave(q);
-    return rc;
-}
-
 /* Its own transaction, after the push's: synchronous_commit off for it
  * alone, because the NOTIFY lock is held until the commit is flushed and a
  * notification is never durable anyway; the push itself stays durable. */

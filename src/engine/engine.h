@@ -73,11 +73,8 @@ void engine_leave(queen *q);
  * out, or NULL with err filled and nothing entered. */
 const char *engine_enter_tenant(queen *q, const char *tenant, char out[QUEEN_TENANT_LEN + 1], queen_error *err);
 
-/* One tenant-scoped call of a SQL function that returns a body or raises:
- * judge the tenant (it becomes params[0]), enter, run, require a non-NULL
- * result (NULL is QUEEN_ERR_INTERNAL log_result_misaligned), leave. */
-int engine_call_body(queen *q, const char *tenant, const char *name, const char *sql, int nparams,
-                     const char **params, char **out, queen_error *err);
+/* A tenant-scoped call of one SQL function (enter, run, leave) is a row of
+ * the call table: calls.h. */
 
 /* A push's NOTIFY is deferred past its commit (sql/log_push.sql says why): the push
  * or transaction statement sets this first, in a materialized CTE that runs

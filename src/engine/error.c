@@ -19,7 +19,7 @@
  * queen_reasons): a category's presentation, and each reason's category. */
 const queen_error_class *queen_error_class_of(queen_error_category cat)
 {
-    if ((int)cat < 0 || (size_t)cat >= QUEEN_ERROR_CATEGORIES || queen_error_classes[cat].code == NULL)
+    if ((int)cat < 0 || (size_t)cat >= QUEEN_ERROR_CATEGORIES || queen_error_classes[cat].reason == NULL)
         cat = QUEEN_ERR_INTERNAL;
     return &queen_error_classes[cat];
 }

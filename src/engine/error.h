@@ -1,7 +1,8 @@
 /* error: the one error registry of Queen. Every way an error is classified
  * or named derives from the registry file reasons.txt (our reasons ->
- * category, SQLSTATE and wire reason; category -> HTTP status, codes,
- * retryability and Retry-After: queen_error_class_of in queen.h) and, for
+ * category, SQLSTATE and wire reason; category -> retryability and
+ * Retry-After: queen_error_class_of in queen.h; the HTTP edge's status and
+ * codes are generated from the same file into the server) and, for
  * what PostgreSQL raises on its own, error.c's SQLSTATE classes. Also the
  * constructors of a queen_error and the precondition members that both the
  * KV verdict and the transaction failure body splice in.

@@ -10,34 +10,7 @@
 #ifndef QUEEN_FIBER_H
 #define QUEEN_FIBER_H
 
-#include <stdbool.h>
-#include <stddef.h>
-
-typedef struct fiber fiber;
-typedef void (*fiber_fn)(void *arg);
-
-/* A fiber that will run fn(arg) when first resumed, or NULL (no memory).
- * Stacks are reused: fiber_free keeps a few for the next fiber_new. */
-fiber *fiber_new(fiber_fn fn, void *arg);
-void fiber_free(fiber *f);
-
-/* Switches from the thread's own stack to f until it yields or returns.
- * Returns true when fn has returned (f may be freed then). */
-bool fiber_resume(fiber *f);
-
-/* From inside a fiber: back to whoever resumed it. */
-void fiber_yield(void);
-
-/* The fiber running on this thread, or NULL on the thread's own stack. */
-fiber *fiber_current(void);
-
-/* One deadline for all the database work of the fiber (a request's
- * handler run): 0 until set; its user (the database executor, pipeline.c)
- * sets it at the fiber's first statement and holds every later one to it. */
-long long fiber_deadline_ms(const fiber *f);
-void fiber_set_deadline_ms(fiber *f, long long deadline_ms);
-
-/* Frees the stacks this thread keeps for reuse (at thread exit). */
-void fiber_release_cache(void);
+/* The declarations are the HTTP edge's too: queen_runtime.h. */
+#include "queen_runtime.h"
 
 #endif

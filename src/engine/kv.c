@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "admit.h"
+#include "calls.h"
 #include "engine.h"
 #include "kvguard.h"
 
@@ -84,15 +85,8 @@ static const sql_coalesce kv_get_one_coalesce = {
     "CASE WHEN $3::jsonb IS NULL THEN $1::jsonb ELSE jsonb_set($1::jsonb, '{0,value}', $3::jsonb) END, "              \
     "$2::uuid, now(), false) -> 0 AS r) AS s"
 
-#define SQL_KV_LIST "SELECT queen.kv_list_v1($1::uuid, $2, $3, $4, $5::integer, $6::boolean, $7::boolean)::text"
-
-/* The route answers {"namespaces": [...]}; PostgreSQL wraps it so the edge
- * passes the text through like every other body. */
-#define SQL_KV_NAMESPACES "SELECT jsonb_build_object('namespaces', queen.kv_namespaces_v1($1::uuid))::text"
-
-/* The quota reader the broker's refresh uses, for one tenant: its one
- * element is the route's body. */
-#define SQL_KV_QUOTA "SELECT (queen.kv_quota_read_v1(ARRAY[$1::uuid]) -> 0)::text"
+/* The console reads (list, namespaces, quota) are rows of the call table
+ * (calls.c). */
 
 static void count_batch(queen *q, int rc, const queen_error *err)
 {
@@ -430,42 +424,18 @@ int queen_kv_get_prefix(queen *q, const char *tenant, const char *ns, const char
 int queen_kv_list(queen *q, const char *tenant, const char *ns, const char *prefix, const char *after, int limit,
                   bool keys_only, bool include_expired, char **result_json, queen_error *err)
 {
-    *result_json = NULL;
-    char canon[QUEEN_TENANT_LEN + 1];
-    tenant = engine_enter_tenant(q, tenant, canon, err);
-    if (tenant == NULL)
-        return -1;
-    char lim[16];
-    snprintf(lim, sizeof lim, "%d", limit);
-    const char *params[] = {tenant, ns, prefix, after, limit > 0 ? lim : NULL,
-                            keys_only ? "true" : "false", include_expired ? "true" : "false"};
-    int rc = queen_call_text(q, "queen_kv_list", SQL_KV_LIST, 7, params, result_json, err);
-    engine_leave(q);
-    return rc;
+    return engine_call(q, CALL_KV_LIST, tenant,
+                       ENGINE_ARGS(ENGINE_S(ns), ENGINE_S(prefix), ENGINE_S(after), ENGINE_N(limit),
+                                   ENGINE_N(keys_only), ENGINE_N(include_expired)),
+                       result_json, err);
 }
 
 int queen_kv_namespaces(queen *q, const char *tenant, char **result_json, queen_error *err)
 {
-    *result_json = NULL;
-    char canon[QUEEN_TENANT_LEN + 1];
-    tenant = engine_enter_tenant(q, tenant, canon, err);
-    if (tenant == NULL)
-        return -1;
-    const char *params[] = {tenant};
-    int rc = queen_call_text(q, "queen_kv_namespaces", SQL_KV_NAMESPACES, 1, params, result_json, err);
-    engine_leave(q);
-    return rc;
+    return engine_call(q, CALL_KV_NAMESPACES, tenant, ENGINE_NO_ARGS, result_json, err);
 }
 
 int queen_kv_quota(queen *q, const char *tenant, char **result_json, queen_error *err)
 {
-    *result_json = NULL;
-    char canon[QUEEN_TENANT_LEN + 1];
-    tenant = engine_enter_tenant(q, tenant, canon, err);
-    if (tenant == NULL)
-        return -1;
-    const char *params[] = {tenant};
-    int rc = queen_call_text(q, "queen_kv_quota", SQL_KV_QUOTA, 1, params, result_json, err);
-    engine_leave(q);
-    return rc;
+    return engine_call(q, CALL_KV_QUOTA, tenant, ENGINE_NO_ARGS, result_json, err);
 }

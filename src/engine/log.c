@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calls.h"
 #include "engine.h"
 #include "notify.h"
 
@@ -61,14 +62,8 @@ static const sql_coalesce push_group = {
 #define SQL_POP_LABELS                                                                                                 \
     "SELECT queen.log_pop_labels_v1($1::uuid, $2, $3, $4, $5::integer, $6::integer, $7::boolean, $8, $9, "            \
     "$10::integer)::text"
-#define SQL_ACK "SELECT queen.log_ack_v1($1::uuid, $2::jsonb, $3)::text"
-#define SQL_LEASE "SELECT queen.log_lease_extend_v1($1::uuid, $2, $3::integer)::text"
-#define SQL_QUEUES_OF "SELECT queen.log_queues_of_v1($1::uuid, $2::jsonb)::text"
-#define SQL_CONFIGURE "SELECT queen.log_configure_v1($1::uuid, $2, $3::jsonb, $4, $5, $6)::text"
-#define SQL_QUEUES "SELECT queen.log_queues_v1($1::uuid)::text"
-#define SQL_DELETE "SELECT queen.log_queue_delete_v1($1::uuid, $2)::text"
-
-#define call_body engine_call_body
+/* ack, lease extend, queues_of, configure, queues and delete are rows of
+ * the call table (calls.c). */
 
 static const char *int_or_null(char *buf, size_t len, int v)
 {
@@ -407,22 +402,19 @@ int queen_ack(queen *q, const char *tenant, const char *acks_json, const char *g
         queen_error_set(err, QUEEN_ERR_BAD_REQUEST, "log_bad_request", "acks_json is NULL");
         return -1;
     }
-    const char *params[] = {NULL, acks_json, group};
-    return call_body(q, tenant, "queen_ack", SQL_ACK, 3, params, results_json, err);
+    return engine_call(q, CALL_ACK, tenant, ENGINE_ARGS(ENGINE_S(acks_json), ENGINE_S(group)), results_json, err);
 }
 
 int queen_lease_extend(queen *q, const char *tenant, const char *lease_id, int seconds, char **result_json,
                        queen_error *err)
 {
-    char sec[16];
-    const char *params[] = {NULL, lease_id, int_or_null(sec, sizeof sec, seconds)};
-    return call_body(q, tenant, "queen_lease_extend", SQL_LEASE, 3, params, result_json, err);
+    return engine_call(q, CALL_LEASE_EXTEND, tenant, ENGINE_ARGS(ENGINE_S(lease_id), ENGINE_N(seconds)), result_json,
+                       err);
 }
 
 int queen_queues_of(queen *q, const char *tenant, const char *refs_json, char **names_json, queen_error *err)
 {
-    const char *params[] = {NULL, refs_json};
-    return call_body(q, tenant, "queen_queues_of", SQL_QUEUES_OF, 2, params, names_json, err);
+    return engine_call(q, CALL_QUEUES_OF, tenant, ENGINE_ARGS(ENGINE_S(refs_json)), names_json, err);
 }
 
 int queen_configure(queen *q, const char *tenant, const char *queue, const char *options_json, char **result_json,
@@ -448,20 +440,20 @@ int queen_configure_ex(queen *q, const char *tenant, const char *queue, const ch
                         "broker of this database, then configure again");
         return -1;
     }
-    const char *params[] = {NULL, queue, options_json, label_namespace, label_task, mode};
-    return call_body(q, tenant, "queen_configure", SQL_CONFIGURE, 6, params, result_json, err);
+    return engine_call(q, CALL_CONFIGURE, tenant,
+                       ENGINE_ARGS(ENGINE_S(queue), ENGINE_S(options_json), ENGINE_S(label_namespace),
+                                   ENGINE_S(label_task), ENGINE_S(mode)),
+                       result_json, err);
 }
 
 int queen_queues(queen *q, const char *tenant, char **result_json, queen_error *err)
 {
-    const char *params[] = {NULL};
-    return call_body(q, tenant, "queen_queues", SQL_QUEUES, 1, params, result_json, err);
+    return engine_call(q, CALL_QUEUES, tenant, ENGINE_NO_ARGS, result_json, err);
 }
 
 int queen_queue_delete(queen *q, const char *tenant, const char *queue, char **result_json, queen_error *err)
 {
-    const char *params[] = {NULL, queue};
-    return call_body(q, tenant, "queen_queue_delete", SQL_DELETE, 2, params, result_json, err);
+    return engine_call(q, CALL_QUEUE_DELETE, tenant, ENGINE_ARGS(ENGINE_S(queue)), result_json, err);
 }
 
 /* The public door (queen.h): a registration is an in-flight call only for

@@ -37,121 +37,13 @@
 #ifndef QUEEN_PIPELINE_H
 #define QUEEN_PIPELINE_H
 
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
-
 #include <libpq-fe.h>
 
 #include "error.h"
 #include "sqlcall.h"
 
-/* What the loop's epoll carries in data.ptr for every descriptor: the
- * handler of that descriptor's readiness. */
-typedef struct loop_watch {
-    void (*on_ready)(struct loop_watch *self, uint32_t events);
-} loop_watch;
-
-typedef struct pipeline_set pipeline_set;
-
-/* A kind of statement that goes one at a time engine-wide (sql_coalesce's
- * one_per_engine): how many are in flight, when the lane last changed hands,
- * and which set's turn it is (its slot + 1; 0: whoever comes first). */
-typedef struct pipeline_lane {
-    _Atomic(const sql_coalesce *) kind;
-    atomic_int busy;
-    atomic_llong since_ms;
-    atomic_int turn;
-} pipeline_lane;
-
-#define PIPELINE_LANES 4
-#define PIPELINE_MAX_SETS 64
-
-typedef struct pipeline_call {
-    /* Set by the caller; name is a string literal (connections keep it). */
-    const char *name;
-    const char *sql;
-    int nparams;
-    const char *const *params;
-    /* Non-NULL: held until pipeline_tick and sent as one statement with the
-     * other calls held with the same one (sqlcall.h, sql_coalesce). */
-    const sql_coalesce *coalesce;
-    /* When the call must be answered (engine_now_ms clock); 0: the set's
-     * deadline after submission. A request's own budget goes here. */
-    long long deadline_ms;
-    void (*done)(struct pipeline_call *call); /* on the loop thread, once */
-    void *ctx;
-    /* Filled before done: res (caller PQclear()s), or NULL with err. */
-    PGresult *res;
-    bool lost;
-    queen_error err;
-    /* The set's. */
-    struct pipeline_call *next;
-    long long queued_ms;
-    long long sent_ms;
-    const sql_coalesce *group_kind; /* sent as (or for) a statement of this kind that others wait for */
-    pipeline_lane *lane;            /* the engine-wide turn this call holds, released when it finishes */
-    pipeline_set *lane_set;
-    bool prepare_pending;
-} pipeline_call;
-
-typedef struct pipeline_figures {
-    atomic_int connections;  /* established now */
-    atomic_int in_flight;    /* statements sent, result not yet in */
-    atomic_int waiting;      /* calls waiting for room on a connection */
-    atomic_ulong sent_total;
-    atomic_ulong timeouts_total;
-    atomic_ulong reconnects_total;
-    atomic_ulong coalesced_statements_total; /* shared statements that answered their calls */
-    atomic_ulong coalesced_calls_total;      /* calls answered by one */
-    atomic_ulong coalesced_retries_total;    /* calls run alone after their shared statement failed */
-    atomic_ulong deadline_cuts_total;        /* connections cut: a sent statement passed its deadline */
-    atomic_ulong recycled_total;             /* idle connections replaced after a result past 1 MiB */
-    /* Not figures: what the sets of one engine share, because they share
-     * this struct. The engine-wide lanes, and the sets a finished lane
-     * statement hands the turn to (guarded by sets_lock). */
-    pipeline_lane lanes[PIPELINE_LANES];
-    atomic_flag sets_lock;
-    pipeline_set *sets[PIPELINE_MAX_SETS];
-} pipeline_figures;
-
-/* Connects nconns connections (conninfo and statement timeout as the pool's,
- * the timeout lowered by queen_deadline_statement_timeout) and registers them with
- * epfd. Fails when the first cannot be made; the others are retried in the
- * background. deadline_ms: every call's default deadline (above). figures
- * may be shared by several sets (one per loop); it must outlive the set. */
-pipeline_set *pipeline_open(const char *conninfo, const char *settings, int nconns, int depth,
-                            int statement_timeout_ms, int acquire_timeout_ms, int group_wait_ms, int deadline_ms,
-                            int epfd, pipeline_figures *figures, char *err, size_t errlen);
-
-
-/* Sends the call now or queues it (a coalescable call: holds it for the
- * next pipeline_tick); done() runs later, never inside.
- *
- * A held call whose coalescing waits_for_group stays held while a statement
- * of its kind sent less than group_wait_ms ago is in flight, even when a
- * connection is free: it then goes with everything of its kind that waited
- * meanwhile, as one statement. On two cores a group's fixed cost (its
- * transaction, commit and flush, PL/pgSQL's per-transaction set-up) is most
- * of a one-op write's, so fewer, larger groups do more writes per second;
- * the wait bounds what a slow group (a row lock) costs the writes behind.
- *
- * A kind that is one_per_engine waits for a statement of its kind in flight
- * on ANY set sharing the figures, and the sets take turns: when one
- * finishes, the turn goes to the next set (round robin) whose calls wait
- * for it, which is woken through its own eventfd. Measured 2026-12-04
- * (bench/RESULTS.md): one-message pushes at c=32 over two loops formed
- * groups of 8 per loop whose partition locks made them wait for each
- * other's commit; one lane forms groups of ~16 that never contend. */
-void pipeline_submit(pipeline_set *s, pipeline_call *call);
-
-/* Sends the held coalescable calls (the loop calls it once a turn, after
- * the turn's requests have made their calls), then handles the timeouts and
- * reconnects due at now_ms; the next time it wants to run (ms, monotonic),
- * or -1 when nothing is pending. */
-long long pipeline_tick(pipeline_set *s, long long now_ms);
-
-/* Fails every waiting and in-flight call (in flight: lost), then closes. */
-void pipeline_close(pipeline_set *s);
+/* The declarations (pipeline_call, pipeline_open, pipeline_submit, ...)
+ * are the HTTP edge's too: queen_runtime.h. */
+#include "queen_runtime.h"
 
 #endif

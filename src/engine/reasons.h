@@ -12,7 +12,7 @@
 
 /* Categories: one past the last queen_error_category. */
 #define QUEEN_ERROR_CATEGORIES (QUEEN_ERR_OUTCOME_UNKNOWN + 1)
-/* A reason only the HTTP edge gives (404, 405, 408, 414, 415, 431, 505):
+/* A reason only the HTTP edge gives (no_such_route, request_timeout, ...):
  * no engine category. */
 #define QUEEN_REASON_EDGE_ONLY ((queen_error_category)-1)
 
@@ -20,7 +20,6 @@ typedef struct queen_reason_row {
     const char *id;
     const char *sqlstate; /* the one our SQL raises it with; NULL: not raised by SQL */
     queen_error_category category;
-    unsigned http_status;
     bool retryable;
     const char *wire_reason; /* the transaction failure body's reason; NULL: the category's */
 } queen_reason_row;

@@ -13,46 +13,9 @@
 
 #include "queen.h"
 
-typedef enum stats_unit {
-    STATS_NUMBER, /* JSON integer, Prometheus integer */
-    STATS_FLAG,   /* JSON true/false, Prometheus 1/0 */
-    STATS_MS,     /* JSON milliseconds, Prometheus seconds (its base unit) */
-} stats_unit;
-
-/* One label of a family: its Prometheus name and its values, which are also
- * the JSON keys of the cells. */
-typedef struct stats_dim {
-    const char *label; /* NULL: unused */
-    const char *const *values;
-    int n;
-} stats_dim;
-
-typedef struct stats_family {
-    /* JSON path: without labels, the last element is the figure's key;
-     * with labels, the object whose keys are the label values. NULL ends a
-     * shorter path. */
-    const char *json[2];
-    const char *name; /* Prometheus family */
-    const char *type; /* "counter" or "gauge" */
-    const char *help;
-    stats_unit unit;
-    size_t offset;    /* of the first cell in queen_stats; cells follow row-major over dim */
-    stats_dim dim[2]; /* dim[1] only with dim[0] */
-    bool sparse;      /* cells at 0 are left out of both renderings */
-} stats_family;
-
-extern const stats_family stats_families[];
-extern const size_t stats_family_count;
-
-/* Cells a family covers (product of its dims, 1 without labels). */
-size_t stats_cells(const stats_family *f);
-
-/* Cell k (row-major over dim) of family f in s. */
-long long stats_cell(const queen_stats *s, const stats_family *f, size_t k);
-
-/* The label value indices of cell k: *i0 over dim[0], *i1 over dim[1]
- * (0 when the dim is unused). */
-void stats_cell_labels(const stats_family *f, size_t k, int *i0, int *i1);
+/* The table (stats_family, stats_families, stats_cell, ...) is the HTTP
+ * edge's too (its Prometheus rendering): queen_runtime.h. */
+#include "queen_runtime.h"
 
 /* queen_stats_json's text for s (malloc'd, caller frees; NULL when memory
  * is short). Pure: for queen_stats_json and tests. */

@@ -11,11 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calls.h"
 #include "engine.h"
 #include "rawjson.h"
 
-#define SQL_STREAMS_REGISTER "SELECT queen.streams_register_v1($1::uuid, $2::jsonb)::text"
-#define SQL_STREAMS_STATE_GET "SELECT queen.streams_state_get_v1($1::uuid, $2::jsonb)::text"
 /* The settings run before the cycle (a materialized CTE): its pushes'
  * NOTIFY deferred (engine.h), no producer stamped. */
 #define SQL_STREAMS_CYCLE                                                                                              \
@@ -24,15 +23,12 @@
 
 int queen_streams_register(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err)
 {
-    const char *params[] = {NULL, body_json};
-    return engine_call_body(q, tenant, "queen_streams_register", SQL_STREAMS_REGISTER, 2, params, result_json, err);
+    return engine_call(q, CALL_STREAMS_REGISTER, tenant, ENGINE_ARGS(ENGINE_S(body_json)), result_json, err);
 }
 
 int queen_streams_state_get(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err)
 {
-    const char *params[] = {NULL, body_json};
-    return engine_call_body(q, tenant, "queen_streams_state_get", SQL_STREAMS_STATE_GET, 2, params, result_json,
-                            err);
+    return engine_call(q, CALL_STREAMS_STATE_GET, tenant, ENGINE_ARGS(ENGINE_S(body_json)), result_json, err);
 }
 
 /* The body's push_items when it is a non-empty array, as a malloc'd copy of

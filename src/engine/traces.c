@@ -1,14 +1,8 @@
 /* traces: the trace calls of libqueen (queen.h, "Traces"): record an event
- * against a message, look them up by message or by name. One prepared
- * statement each, calling sql/log_traces.sql; SQL judges every argument. */
-#include <stdio.h>
-
+ * against a message, look them up by message or by name. One row each of
+ * the call table (calls.c), calling sql/log_traces.sql; SQL judges every argument. */
+#include "calls.h"
 #include "engine.h"
-
-#define SQL_TRACE_ADD "SELECT queen.log_trace_add_v1($1::uuid, $2::uuid, $3, $4, $5::jsonb)::text"
-#define SQL_TRACES_MSG "SELECT queen.log_traces_by_message_v1($1::uuid, $2::uuid, $3)::text"
-#define SQL_TRACES_NAME "SELECT queen.log_traces_by_name_v1($1::uuid, $2, $3::integer, $4::bigint)::text"
-#define SQL_TRACE_NAMES "SELECT queen.log_trace_names_v1($1::uuid, $2::integer)::text"
 
 /* A partition id that is not a uuid would be PostgreSQL's own cast error
  * (a generic 400 with its prose): refused here by the same name SQL uses. */
@@ -28,8 +22,10 @@ int queen_trace_add(queen *q, const char *tenant, const char *partition_id, cons
     *result_json = NULL;
     if (!uuid_ok(partition_id, err))
         return -1;
-    const char *params[] = {NULL, partition_id, transaction_id, name, data_json};
-    return engine_call_body(q, tenant, "queen_trace_add", SQL_TRACE_ADD, 5, params, result_json, err);
+    return engine_call(q, CALL_TRACE_ADD, tenant,
+                       ENGINE_ARGS(ENGINE_S(partition_id), ENGINE_S(transaction_id), ENGINE_S(name),
+                                   ENGINE_S(data_json)),
+                       result_json, err);
 }
 
 int queen_traces_by_message(queen *q, const char *tenant, const char *partition_id, const char *transaction_id,
@@ -38,23 +34,18 @@ int queen_traces_by_message(queen *q, const char *tenant, const char *partition_
     *result_json = NULL;
     if (!uuid_ok(partition_id, err))
         return -1;
-    const char *params[] = {NULL, partition_id, transaction_id};
-    return engine_call_body(q, tenant, "queen_traces_by_message", SQL_TRACES_MSG, 3, params, result_json, err);
+    return engine_call(q, CALL_TRACES_BY_MESSAGE, tenant,
+                       ENGINE_ARGS(ENGINE_S(partition_id), ENGINE_S(transaction_id)), result_json, err);
 }
 
 int queen_traces_by_name(queen *q, const char *tenant, const char *name, int limit, long long after,
                          char **result_json, queen_error *err)
 {
-    char lim[24], aft[24];
-    const char *params[] = {NULL, name, engine_int_or_null(lim, sizeof lim, limit),
-                            engine_int_or_null(aft, sizeof aft, after)};
-    return engine_call_body(q, tenant, "queen_traces_by_name", SQL_TRACES_NAME, 4, params, result_json, err);
+    return engine_call(q, CALL_TRACES_BY_NAME, tenant, ENGINE_ARGS(ENGINE_S(name), ENGINE_N(limit), ENGINE_N(after)),
+                       result_json, err);
 }
 
 int queen_trace_names(queen *q, const char *tenant, int limit, char **result_json, queen_error *err)
 {
-    char lim[24];
-    snprintf(lim, sizeof lim, "%d", limit);
-    const char *params[] = {NULL, limit != 0 ? lim : NULL};
-    return engine_call_body(q, tenant, "queen_trace_names", SQL_TRACE_NAMES, 2, params, result_json, err);
+    return engine_call(q, CALL_TRACE_NAMES, tenant, ENGINE_ARGS(ENGINE_N(limit)), result_json, err);
 }

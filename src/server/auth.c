@@ -11,7 +11,7 @@
 #include "body.h"
 #include "errors.h"
 #include "jwt.h"
-#include "logging.h"
+#include "queen_runtime.h"
 
 /* ---- failures, by reason ------------------------------------------------------- */
 

@@ -9,7 +9,7 @@
 #include <jansson.h>
 
 #include "http.h"
-#include "rawjson.h"
+#include "queen_runtime.h"
 
 /* Duplicate keys are refused (PostgreSQL's jsonb would keep the last one
  * silently). Integers decode as reals so a legal 2^64 in a payload does not

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "errors.h"
-#include "logging.h"
+#include "queen_runtime.h"
 #include "loop.h"
 #include "tls.h"
 

@@ -30,7 +30,7 @@
 
 #include "h1.h"
 #include "http.h"
-#include "pipeline.h"
+#include "queen_runtime.h"
 
 typedef struct conn conn;
 struct tls_ctx;

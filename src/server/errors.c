@@ -1,5 +1,5 @@
 /* errors: every error body goes out through http_error(); every category ->
- * status decision is the engine's error registry (queen_error_class_of). */
+ * status decision is http_error_classes (generated from the error registry). */
 #include "errors.h"
 
 #include <stdio.h>
@@ -58,12 +58,19 @@ void http_error(http_response *res, unsigned status, const char *code, const cha
     res->content_type = NULL;
 }
 
+const http_error_class *http_error_class_of(queen_error_category cat)
+{
+    if ((int)cat < 0 || (size_t)cat >= http_error_class_count || http_error_classes[cat].code == NULL)
+        cat = QUEEN_ERR_INTERNAL;
+    return &http_error_classes[cat];
+}
+
 void http_refuse(http_response *res, http_family fam, queen_error_category cat, const char *reason,
                  const char *detail)
 {
-    const queen_error_class *c = queen_error_class_of(cat);
-    http_error(res, c->http_status, fam == FAMILY_KV ? c->kv_code : c->code, reason, detail);
-    res->retry_after = c->retry_after_s;
+    const http_error_class *h = http_error_class_of(cat);
+    http_error(res, h->status, fam == FAMILY_KV ? h->kv_code : h->code, reason, detail);
+    res->retry_after = queen_error_class_of(cat)->retry_after_s;
 }
 
 /* The KV verdict body: a lost required op is an answer, not a fault. */

@@ -1,7 +1,8 @@
 /* errors: the one door every HTTP error body goes out through
  * ({"error","code","reason","detail"}), the one table mapping an error category to
- * a status and code per route family (derived from the engine's error
- * registry), and the small renderers routes share
+ * a status and code per route family (generated from the error registry,
+ * src/engine/reasons.txt: libqueen knows categories, never HTTP), and the
+ * small renderers routes share
  * (JSON values, raw JSON text passed through from PostgreSQL). */
 #ifndef QUEEN_ERRORS_H
 #define QUEEN_ERRORS_H
@@ -10,13 +11,27 @@
 
 #include "http.h"
 
+/* How HTTP presents an engine category (build/gen/http_errors.c, from
+ * reasons.txt by scripts/reasons.py). */
+typedef struct http_error_class {
+    unsigned status;
+    const char *code;    /* the "code" member of the envelope */
+    const char *kv_code; /* the same on the KV routes */
+} http_error_class;
+extern const http_error_class http_error_classes[];
+extern const size_t http_error_class_count;
+
+/* cat's row; an unknown category is presented as QUEEN_ERR_INTERNAL. */
+const http_error_class *http_error_class_of(queen_error_category cat);
+
 /* Renders {"error": detail, or reason when detail is empty (the sentence a
  * person reads), "code": code (the category), "reason": reason (the stable
  * machine id), "detail": detail} with status. */
 void http_error(http_response *res, unsigned status, const char *code, const char *reason, const char *detail);
 
 /* Renders an error of category cat for a route of family fam: status, code
- * and Retry-After from the engine's error registry (queen_error_class_of);
+ * from http_error_class_of, Retry-After from the engine's registry
+ * (queen_error_class_of);
  * reason and detail as given. Used for the edge's own refusals. */
 void http_refuse(http_response *res, http_family fam, queen_error_category cat, const char *reason,
                  const char *detail);

@@ -24,13 +24,11 @@
 #include "conn.h"
 #include "h1.h"
 #include "errors.h"
-#include "fiber.h"
-#include "logging.h"
+#include "queen_runtime.h"
 #include "longpoll.h"
 #include "loop.h"
 #include "metrics.h"
 #include "origin.h"
-#include "rawjson.h"
 #include "tls.h"
 
 /* How long a stop waits for in-flight requests before closing them anyway:

@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "pipeline.h"
 #include "queen.h"
+#include "queen_runtime.h"
 
 #define HTTP_MAX_PARAMS 4
 /* With QUEEN_TENANCY_HEADER the tenant of a request (queen_tenant_canonical
@@ -71,6 +71,9 @@ typedef struct http_response {
     const char *const *headers;  /* static text: more name, value pairs to send, NULL-terminated, or NULL */
 } http_response;
 
+/* Runs on a fiber of its loop: each queen_* call that reaches the database
+ * yields there until its answer is in (queen_runtime.h, "Yields"), so a
+ * handler holds no lock across one. */
 typedef void (*route_handler)(server *srv, const http_request *req, http_response *res);
 
 /* operator: the broker-wide routes (maintenance, /metrics), above every

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "logging.h"
+#include "queen_runtime.h"
 
 /* A JWKS document larger than this is refused: a key set is a few KB. */
 #define JWKS_MAX_BYTES (1u << 20)

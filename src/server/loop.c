@@ -13,12 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "conn.h"
-#include "fiber.h"
-#include "logging.h"
-#include "pipeline.h"
-#include "sqlcall.h"
+#include "queen_runtime.h"
 
 /* Listen backlog of each loop's socket (the kernel caps it at somaxconn):
  * bursts of connects wait here, not in SYN retries. */
@@ -163,6 +159,9 @@ static void *loop_main(void *arg)
 {
     edge_loop *L = arg;
     server *srv = L->srv;
+    /* From here every queen_* call a request's fiber makes on this thread
+     * yields to this loop while its statement is in flight (loop_exec;
+     * queen_runtime.h, "Yields"). */
     sql_executor_set(&L->exec);
     this_loop = L;
     struct epoll_event evs[LOOP_EVENTS];

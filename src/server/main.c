@@ -16,11 +16,9 @@
 #include <unistd.h>
 
 #include "auth.h"
-#include "config.h"
 #include "http.h"
-#include "logging.h"
 #include "queen.h"
-#include "schema.h"
+#include "queen_runtime.h"
 
 /* The engine pool's size under `serve`: the sweeper and the quota refresh
  * each hold one connection at a time. */
@@ -204,7 +202,7 @@ int main(int argc, char **argv)
 
     queen_config cfg;
     if (load_config(&cfg, argc - skip, argv + skip) != 0) {
-        queen_config_free(&cfg);
+        queen_config_clear(&cfg);
         return 2;
     }
     int rc;
@@ -218,6 +216,6 @@ int main(int argc, char **argv)
     } else {
         rc = serve(&cfg);
     }
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
     return rc;
 }

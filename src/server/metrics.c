@@ -13,8 +13,7 @@
 #include <string.h>
 
 #include "conn.h"
-#include "logging.h"
-#include "stats.h"
+#include "queen_runtime.h"
 
 /* The route table is static and small; after its slots, one per method for
  * requests no route took (unknown path, or a known path with another

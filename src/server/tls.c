@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "logging.h"
+#include "queen_runtime.h"
 
 struct tls_ctx {
     SSL_CTX *ssl;

@@ -19,7 +19,7 @@ trap 'rm -rf "$prefix" "$work"' EXIT
 # The make that runs this script may pass SAN=1 down through MAKEFLAGS.
 check "make install PREFIX=$prefix" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install PREFIX="$prefix" SAN= BUILD=build
 
-for f in include/queen.h include/queen_client.h include/queen_client.hpp lib/libqueen.a lib/libqueen.so \
+for f in include/queen.h include/queen_runtime.h include/queen_client.h include/queen_client.hpp lib/libqueen.a lib/libqueen.so \
          lib/libqueenclient.a lib/libqueenclient.so lib/libqueenclient++.a bin/queen bin/queenctl \
          share/man/man1/queenctl.1 share/man/man1/queen.1 lib/pkgconfig/libqueen.pc lib/pkgconfig/libqueenclient.pc \
          lib/pkgconfig/libqueenclient++.pc lib/cmake/Queen/QueenConfig.cmake lib/cmake/Queen/QueenConfigVersion.cmake; do
@@ -55,6 +55,17 @@ int main(void) {
     return 0;
 }
 C
+# The runtime header (an event loop embedding the engine) stands on its own:
+# no libpq or engine header needed to include it.
+cat > "$work/runtime.c" <<'C'
+#include <queen_runtime.h>
+#include <stdio.h>
+int main(void) {
+    const char text[] = "[1, {\"a\": 2}, \"x\"]";
+    printf("%ld\n", rawjson_array_count((rawjson_span){text, sizeof text - 1}));
+    return 0;
+}
+C
 check "pkg-config knows libqueenclient" pkg-config --exists libqueenclient
 check "pkg-config knows libqueen" pkg-config --exists libqueen
 # shellcheck disable=SC2046
@@ -84,6 +95,11 @@ if grep -q "$prefix/lib/libqueenclient.so" "$work/ldd"; then
 else
   not_ok "the client program does not load the installed libqueenclient.so"
 fi
+# shellcheck disable=SC2046
+check "a program on queen_runtime.h compiles with pkg-config --cflags --libs libqueen" \
+  cc -std=c11 -Wall -Werror -o "$work/runtime" "$work/runtime.c" $(pkg-config --cflags --libs libqueen)
+out=$(LD_LIBRARY_PATH=$prefix/lib "$work/runtime" 2>>"$log")
+if [ "$out" = "3" ]; then ok "the runtime program runs on the installed libqueen"; else not_ok "the runtime program printed '$out'"; fi
 out=$(LD_LIBRARY_PATH=$prefix/lib "$work/embedded" 2>>"$log")
 if [ "$out" = "$(sed -n 's/^#define QUEEN_VERSION "\(.*\)"/\1/p' include/queen.h) 00000000-0000-0000-0000-000000000001" ]; then
   ok "the embedded program runs on the installed libqueen"

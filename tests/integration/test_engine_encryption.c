@@ -33,7 +33,7 @@ static void sealed(void **state)
     assert_null(queen_open(&cfg, &e));
     assert_string_equal(e.reason, "bad_config");
     assert_null(strstr(e.detail, "abc")); /* never quotes key material */
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 
     engine_config(&cfg, pgtest_url(), 2);
     assert_int_equal(queen_config_set(&cfg, "QUEEN_ENCRYPTION_KEY",

@@ -253,7 +253,7 @@ static void open_and_close_from_many_threads(void **state)
     queen_error e = {0};
     assert_null(queen_open(&cfg, &e));
     assert_int_equal(e.category, QUEEN_ERR_UNAVAILABLE);
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
     queen_close(NULL);
 }
 

@@ -24,7 +24,7 @@ queen *engine_open_config(queen_config *cfg)
 {
     queen_error e = {0};
     queen *q = queen_open(cfg, &e);
-    queen_config_free(cfg);
+    queen_config_clear(cfg);
     if (q == NULL)
         fail_msg("queen_open: %s %s", e.reason, e.detail);
     return q;

@@ -7,6 +7,7 @@
 #define QUEEN_ENGINE_FIXTURE_H
 
 #include "queen.h"
+#include "queen_runtime.h"
 
 /* Library defaults, QUEEN_PG_URL = pg_url, a pool of pg_pool connections and
  * no sweeper (its cycles would move the counters tests read); the caller

@@ -27,7 +27,7 @@ static void defaults_are_documented_values(void **state)
     assert_int_equal(cfg.request_read_timeout_ms, 30000);
     assert_int_equal(cfg.idle_timeout_ms, 65000);
     assert_int_equal(cfg.max_inflight_body_bytes, 256 * 1024 * 1024);
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 }
 
 /* Table-driven: each bad value is refused with a message naming the setting. */
@@ -50,7 +50,7 @@ static void bad_values_name_the_setting(void **state)
         assert_int_equal(queen_config_set(&cfg, cases[i].name, cases[i].value, err, sizeof err), -1);
         assert_non_null(strstr(err, cases[i].mentions));
         assert_int_equal(cfg.port, 6632); /* nothing half-applied */
-        queen_config_free(&cfg);
+        queen_config_clear(&cfg);
     }
 }
 
@@ -67,7 +67,7 @@ static void good_values_parse(void **state)
     assert_int_equal(cfg.port, 7000);
     assert_int_equal(cfg.log_level, QUEEN_LOG_DEBUG);
     assert_string_equal(cfg.pg_url, "host=127.0.0.1 port=2");
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 }
 
 static void environment_then_flags(void **state)
@@ -87,7 +87,7 @@ static void environment_then_flags(void **state)
     assert_int_equal(cfg.log_level, QUEEN_LOG_WARN);
     unsetenv("QUEEN_PORT");
     unsetenv("QUEEN_BIND");
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 }
 
 static void bad_flags_are_errors(void **state)
@@ -105,7 +105,7 @@ static void bad_flags_are_errors(void **state)
     assert_int_equal(queen_config_from_args(&cfg, 1, positional, err, sizeof err), -1);
     char *env_name[] = {"--QUEEN_PORT=1"}; /* flags use flag names only */
     assert_int_equal(queen_config_from_args(&cfg, 1, env_name, err, sizeof err), -1);
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 }
 
 static void tenancy_needs_trusted_proxy(void **state)
@@ -121,7 +121,7 @@ static void tenancy_needs_trusted_proxy(void **state)
     assert_int_equal(queen_config_set(&cfg, "QUEEN_TRUSTED_PROXY", "true", err, sizeof err), 0);
     assert_int_equal(queen_config_validate(&cfg, err, sizeof err), 0);
     assert_int_equal(queen_config_set(&cfg, "QUEEN_TRUSTED_PROXY", "maybe", err, sizeof err), -1);
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 }
 
 /* A body the budget could never admit would be refused with a 503 forever;
@@ -143,7 +143,7 @@ static void edge_limits_must_fit_each_other(void **state)
     assert_int_equal(queen_config_set(&cfg, "QUEEN_MAX_CONNECTIONS", "3", err, sizeof err), 0);
     assert_int_equal(queen_config_validate(&cfg, err, sizeof err), -1);
     assert_non_null(strstr(err, "QUEEN_MAX_CONNECTIONS"));
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 }
 
 /* The repository's docs/settings.md, found from this binary's own location
@@ -212,7 +212,7 @@ static void resolve_derives_pool_and_threads(void **state)
     assert_int_equal(cfg.http_threads, cores);
     queen_config_resolve(&cfg); /* idempotent */
     assert_int_equal(cfg.http_threads, cores);
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 
     /* Explicit values stay as set. */
     char err[256];
@@ -221,12 +221,12 @@ static void resolve_derives_pool_and_threads(void **state)
     queen_config_resolve(&cfg);
     assert_int_equal(cfg.pg_pool, 3);
     assert_int_equal(cfg.http_threads, cores);
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
     queen_config_defaults(&cfg);
     assert_int_equal(queen_config_set(&cfg, "QUEEN_HTTP_THREADS", "5", err, sizeof err), 0);
     queen_config_resolve(&cfg);
     assert_int_equal(cfg.http_threads, 5);
-    queen_config_free(&cfg);
+    queen_config_clear(&cfg);
 }
 
 /* An embedder who zeroes the struct by hand gets the table's defaults for
@@ -271,8 +271,46 @@ static void hand_zeroed_resolves_to_table_defaults(void **state)
     /* The table's own values, not a second copy of them. */
     assert_int_equal(got.stmt_timeout_ms, 30000);
     assert_int_equal(got.port, 6632);
-    queen_config_free(&got);
-    queen_config_free(&want);
+    queen_config_clear(&got);
+    queen_config_clear(&want);
+}
+
+/* The opaque handle of queen.h: a new one holds the defaults, a set is
+ * read back by either name and its type, a wrong type or an unknown name
+ * is -1 with *out untouched, and a log level reads as its int. */
+static void opaque_config_reads_back_what_was_set(void **state)
+{
+    (void)state;
+    queen_config *cfg = queen_config_new();
+    assert_non_null(cfg);
+    char err[256];
+    int n = -7;
+    bool b = false;
+    const char *str = NULL;
+    assert_int_equal(queen_config_get_int(cfg, "QUEEN_PORT", &n), 0);
+    assert_int_equal(n, 6632);
+    assert_int_equal(queen_config_set(cfg, "pg-pool", "3", err, sizeof err), 0);
+    assert_int_equal(queen_config_get_int(cfg, "QUEEN_PG_POOL", &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(queen_config_get_bool(cfg, "sweeper", &b), 0);
+    assert_true(b);
+    assert_int_equal(queen_config_set(cfg, "QUEEN_SWEEPER", "off", err, sizeof err), 0);
+    assert_int_equal(queen_config_get_bool(cfg, "QUEEN_SWEEPER", &b), 0);
+    assert_false(b);
+    assert_int_equal(queen_config_set(cfg, "QUEEN_PG_URL", "postgresql:///x", err, sizeof err), 0);
+    assert_int_equal(queen_config_get_string(cfg, "pg-url", &str), 0);
+    assert_string_equal(str, "postgresql:///x");
+    assert_int_equal(queen_config_set(cfg, "QUEEN_LOG_LEVEL", "debug", err, sizeof err), 0);
+    assert_int_equal(queen_config_get_int(cfg, "QUEEN_LOG_LEVEL", &n), 0);
+    assert_int_equal(n, QUEEN_LOG_DEBUG);
+    n = -7;
+    assert_int_equal(queen_config_get_int(cfg, "QUEEN_PG_URL", &n), -1);
+    assert_int_equal(queen_config_get_int(cfg, "QUEEN_NO_SUCH", &n), -1);
+    assert_int_equal(queen_config_get_bool(cfg, "QUEEN_PORT", &b), -1);
+    assert_int_equal(queen_config_get_string(cfg, "QUEEN_PORT", &str), -1);
+    assert_int_equal(n, -7);
+    queen_config_free(cfg);
+    queen_config_free(NULL);
 }
 
 int main(void)
@@ -283,6 +321,7 @@ int main(void)
         cmocka_unit_test(bad_flags_are_errors),            cmocka_unit_test(settings_page_table_matches),
         cmocka_unit_test(tenancy_needs_trusted_proxy),     cmocka_unit_test(resolve_derives_pool_and_threads),
         cmocka_unit_test(hand_zeroed_resolves_to_table_defaults), cmocka_unit_test(edge_limits_must_fit_each_other),
+        cmocka_unit_test(opaque_config_reads_back_what_was_set),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

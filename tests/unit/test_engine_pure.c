@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calls.h"
 #include "engine.h"
 #include "rawjson.h"
 #include "reasons.h"
@@ -89,8 +90,6 @@ static void registered_reasons_decide_their_category(void **state)
         if (i > 0 && strcmp(queen_reasons[i - 1].id, r->id) >= 0)
             fail_msg("%s is out of order", r->id);
         assert_ptr_equal(queen_reason_find(r->id), r);
-        if (r->category != QUEEN_REASON_EDGE_ONLY)
-            assert_int_equal(r->http_status, queen_error_class_of(r->category)->http_status);
         if (r->sqlstate == NULL)
             continue;
         if (error_category_of(r->sqlstate, r->id) != r->category)
@@ -130,28 +129,18 @@ static void retry_advice_is_one_rule(void **state)
             fail_msg("%s: retry_after_s %d", states[i], err.retry_after_s);
         free(body);
     }
-    /* Every category has a row: status, both codes, a wire reason. */
+    /* Every category has a row: a wire reason and a generic reason (its
+     * HTTP presentation is the server's table: test_http_guards.c). */
     for (int c = QUEEN_OK; c <= QUEEN_ERR_OUTCOME_UNKNOWN; c++) {
         const queen_error_class *k = queen_error_class_of((queen_error_category)c);
-        assert_true(k->http_status >= 200 && k->http_status < 600);
-        assert_non_null(k->code);
-        assert_non_null(k->kv_code);
         assert_non_null(k->wire_reason);
         assert_non_null(k->reason);
     }
-    assert_int_equal(queen_error_class_of(QUEEN_ERR_UNAVAILABLE)->http_status, 503);
-    assert_int_equal(queen_error_class_of(QUEEN_ERR_RATE_LIMITED)->http_status, 429);
-    assert_int_equal(queen_error_class_of(QUEEN_ERR_QUOTA_EXCEEDED)->http_status, 403);
-    assert_int_equal(queen_error_class_of(QUEEN_ERR_UNAUTHORIZED)->http_status, 401);
-    assert_int_equal(queen_error_class_of(QUEEN_ERR_FORBIDDEN)->http_status, 403);
-    /* The per-tenant limits are 403 limit_exceeded, not a size (54000 otherwise). */
-    assert_int_equal(queen_error_class_of(QUEEN_ERR_LIMIT_EXCEEDED)->http_status, 403);
+    /* The per-tenant limits are limit_exceeded, not a size (54000 otherwise). */
     assert_int_equal(error_category_of("54000", "tenant_queue_limit"), QUEEN_ERR_LIMIT_EXCEEDED);
     assert_int_equal(error_category_of("54000", "tenant_partition_limit"), QUEEN_ERR_LIMIT_EXCEEDED);
     assert_int_equal(error_category_of("54000", "tenant_trace_limit"), QUEEN_ERR_LIMIT_EXCEEDED);
     assert_int_equal(error_category_of("54000", NULL), QUEEN_ERR_TOO_LARGE);
-    /* A call that may have committed is not a 503: clients retry those. */
-    assert_int_equal(queen_error_class_of(QUEEN_ERR_OUTCOME_UNKNOWN)->http_status, 504);
     assert_string_equal(queen_error_class_of(QUEEN_ERR_OUTCOME_UNKNOWN)->reason, "db_outcome_unknown");
     assert_false(queen_error_class_of(QUEEN_ERR_OUTCOME_UNKNOWN)->retryable);
 }
@@ -496,6 +485,53 @@ static void sweeper_rotates_over_all_shards(void **state)
             assert_int_not_equal(first_group_start[i], first_group_start[j]);
 }
 
+/* The call table (calls.c): every row names a statement and carries as
+ * many argument kinds as its SQL text has parameters after the tenant
+ * (each $1..$N used), a tenant row's $1 is the uuid, and arguments that do
+ * not match a row are refused before anything is entered or sent. */
+static void call_table_rows_match_their_sql(void **state)
+{
+    (void)state;
+    for (int id = 0; id < ENGINE_CALL_COUNT; id++) {
+        const engine_call_row *r = &engine_calls[id];
+        if (r->name == NULL || r->sql == NULL || r->args == NULL)
+            fail_msg("call %d has no row", id);
+        if (strspn(r->args, "sjzpnib") != strlen(r->args))
+            fail_msg("%s: unknown argument kind in '%s'", r->name, r->args);
+        bool tenanted = (r->flags & ENGINE_CALL_TENANT) != 0;
+        int want = (int)strlen(r->args) + (tenanted ? 1 : 0), highest = 0;
+        for (const char *p = strchr(r->sql, '$'); p != NULL; p = strchr(p + 1, '$')) {
+            int n = atoi(p + 1);
+            if (n > highest)
+                highest = n;
+        }
+        for (int n = 1; n <= want; n++) {
+            char ref[16];
+            snprintf(ref, sizeof ref, "$%d", n);
+            if (strstr(r->sql, ref) == NULL)
+                fail_msg("%s: %s unused", r->name, ref);
+        }
+        if (highest != want)
+            fail_msg("%s: SQL uses $%d, the row gives %d parameters", r->name, highest, want);
+        if (tenanted && strstr(r->sql, "($1::uuid") == NULL && strstr(r->sql, "[$1::uuid]") == NULL)
+            fail_msg("%s: a tenant row's $1 is not the tenant uuid", r->name);
+        for (int other = 0; other < id; other++)
+            if (strcmp(engine_calls[other].name, r->name) == 0)
+                fail_msg("%s: two rows share a statement name", r->name);
+    }
+    char *out = (char *)"untouched";
+    queen_error err;
+    /* One argument short, then a number where text belongs. */
+    assert_int_equal(engine_call(NULL, CALL_LABELS, NULL, ENGINE_NO_ARGS, &out, &err), -1);
+    assert_null(out);
+    assert_int_equal(err.category, QUEEN_ERR_INTERNAL);
+    assert_string_equal(err.reason, "call_mismatch");
+    assert_int_equal(engine_call(NULL, CALL_LABELS, NULL, ENGINE_ARGS(ENGINE_N(3)), &out, &err), -1);
+    assert_string_equal(err.reason, "call_mismatch");
+    assert_int_equal(engine_call(NULL, CALL_TRACE_NAMES, NULL, ENGINE_ARGS(ENGINE_S("3")), &out, &err), -1);
+    assert_string_equal(err.reason, "call_mismatch");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +548,7 @@ int main(void)
         cmocka_unit_test(uuids_are_v4_and_distinct),
         cmocka_unit_test(notify_payload_split),
         cmocka_unit_test(sweeper_rotates_over_all_shards),
+        cmocka_unit_test(call_table_rows_match_their_sql),
     };
     return cmocka_run_group_tests_name("engine_pure", tests, NULL, NULL);
 }

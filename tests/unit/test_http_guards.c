@@ -354,6 +354,32 @@ static void error_table(void **state)
     }
 }
 
+/* The HTTP presentation of every engine category (the server's generated
+ * table): a status and both codes for each, the statuses clients branch
+ * on, and an unknown category presented as internal. */
+static void http_error_classes_cover_every_category(void **state)
+{
+    (void)state;
+    for (int c = QUEEN_OK; c <= QUEEN_ERR_OUTCOME_UNKNOWN; c++) {
+        const http_error_class *h = http_error_class_of((queen_error_category)c);
+        if (h == http_error_class_of(QUEEN_ERR_INTERNAL) && c != QUEEN_ERR_INTERNAL)
+            fail_msg("category %d has no HTTP row", c);
+        assert_true(h->status >= 200 && h->status < 600);
+        assert_non_null(h->code);
+        assert_non_null(h->kv_code);
+    }
+    assert_int_equal(http_error_class_of(QUEEN_ERR_UNAVAILABLE)->status, 503);
+    assert_int_equal(http_error_class_of(QUEEN_ERR_RATE_LIMITED)->status, 429);
+    assert_int_equal(http_error_class_of(QUEEN_ERR_QUOTA_EXCEEDED)->status, 403);
+    assert_int_equal(http_error_class_of(QUEEN_ERR_UNAUTHORIZED)->status, 401);
+    assert_int_equal(http_error_class_of(QUEEN_ERR_FORBIDDEN)->status, 403);
+    /* The per-tenant limits are 403: a standing budget, not a rate. */
+    assert_int_equal(http_error_class_of(QUEEN_ERR_LIMIT_EXCEEDED)->status, 403);
+    /* A call that may have committed is not a 503: clients retry those. */
+    assert_int_equal(http_error_class_of(QUEEN_ERR_OUTCOME_UNKNOWN)->status, 504);
+    assert_int_equal(http_error_class_of((queen_error_category)999)->status, 500);
+}
+
 /* A lost required op on a KV route is a 200 verdict carrying the live value
  * byte for byte; a cut value becomes null, never a broken body. */
 static void precondition_verdict(void **state)
@@ -410,7 +436,7 @@ int main(void)
         cmocka_unit_test(kv_limits_in_wire),    cmocka_unit_test(bodies_refused),
         cmocka_unit_test(body_members),         cmocka_unit_test(error_table),
         cmocka_unit_test(precondition_verdict), cmocka_unit_test(error_detail_not_utf8),
-        cmocka_unit_test(bodies_checked_without_a_tree),
+        cmocka_unit_test(bodies_checked_without_a_tree), cmocka_unit_test(http_error_classes_cover_every_category),
     };
     return cmocka_run_group_tests_name("http_guards", tests, NULL, NULL);
 }
