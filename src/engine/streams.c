@@ -115,3 +115,44 @@ int queen_streams_cycle(queen *q, const char *tenant, const char *body_json, cha
     engine_leave(q);
     return rc;
 }
+
+/* ---- Stream windows (sql/041): one SQL call each, the rules all there. */
+
+#define SQL_STREAM_WINDOW(fn) "SELECT queen." fn "($1::uuid, $2::jsonb)::text"
+
+int queen_stream_window_define(queen *q, const char *tenant, const char *body_json, char **result_json,
+                               queen_error *err)
+{
+    const char *params[] = {NULL, body_json};
+    return engine_call_body(q, tenant, "queen_stream_window_define", SQL_STREAM_WINDOW("stream_window_define_v1"), 2,
+                            params, result_json, err);
+}
+
+int queen_stream_window_poll(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL, body_json};
+    return engine_call_body(q, tenant, "queen_stream_window_poll", SQL_STREAM_WINDOW("stream_window_poll_v1"), 2,
+                            params, result_json, err);
+}
+
+int queen_stream_window_ack(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL, body_json};
+    return engine_call_body(q, tenant, "queen_stream_window_ack", SQL_STREAM_WINDOW("stream_window_ack_v1"), 2,
+                            params, result_json, err);
+}
+
+int queen_stream_window_renew(queen *q, const char *tenant, const char *body_json, char **result_json,
+                              queen_error *err)
+{
+    const char *params[] = {NULL, body_json};
+    return engine_call_body(q, tenant, "queen_stream_window_renew", SQL_STREAM_WINDOW("stream_window_renew_v1"), 2,
+                            params, result_json, err);
+}
+
+int queen_stream_window_seek(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL, body_json};
+    return engine_call_body(q, tenant, "queen_stream_window_seek", SQL_STREAM_WINDOW("stream_window_seek_v1"), 2,
+                            params, result_json, err);
+}

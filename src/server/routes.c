@@ -63,6 +63,11 @@ const route http_routes[] = {
     {"POST", "/streams/v1/queries", route_streams_register, FAMILY_LOG, ROLE_READ, RES_STREAM_QUERY, ACCESS_READ},
     {"POST", "/streams/v1/state/get", route_streams_state_get, FAMILY_LOG, ROLE_READ, RES_STREAM_STATE, ACCESS_READ},
     {"POST", "/streams/v1/cycle", route_streams_cycle, FAMILY_LOG, ROLE_READ, RES_STREAM_CYCLE, ACCESS_READ},
+    {"POST", "/api/v1/stream/define", route_stream_window_define, FAMILY_LOG, ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"POST", "/api/v1/stream/poll", route_stream_window_poll, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"POST", "/api/v1/stream/ack", route_stream_window_ack, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"POST", "/api/v1/stream/renew-lease", route_stream_window_renew, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"POST", "/api/v1/stream/seek", route_stream_window_seek, FAMILY_LOG, ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
 
     {"GET", "/api/v1/dlq", route_dlq_list, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"DELETE", "/api/v1/dlq", route_dlq_delete_queue, FAMILY_LOG, ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
