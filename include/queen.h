@@ -451,6 +451,15 @@ int queen_stream_window_ack(queen *q, const char *tenant, const char *body_json,
 int queen_stream_window_renew(queen *q, const char *tenant, const char *body_json, char **result_json,
                               queen_error *err);
 int queen_stream_window_seek(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
+/* The resource reads and the delete (GET, DELETE /api/v1/resources/streams...);
+ * get, consumers and delete answer the JSON text null for a name the tenant
+ * has no stream of (the route's 404). */
+int queen_stream_window_list(queen *q, const char *tenant, char **result_json, queen_error *err);
+int queen_stream_window_stats(queen *q, const char *tenant, char **result_json, queen_error *err);
+int queen_stream_window_get(queen *q, const char *tenant, const char *name, char **result_json, queen_error *err);
+int queen_stream_window_consumers(queen *q, const char *tenant, const char *name, char **result_json,
+                                  queen_error *err);
+int queen_stream_window_delete(queen *q, const char *tenant, const char *name, char **result_json, queen_error *err);
 
 /* ---- Consumer groups (sql/030_log_groups.sql) -----------------------------
  * queen_groups: {"consumerGroups":[{name, lagMessages, lagSeconds, queues:

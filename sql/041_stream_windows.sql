@@ -11,7 +11,10 @@
 --       queen._stream_window_lease_v1,
 --       queen.stream_window_define_v1, queen.stream_window_poll_v1,
 --       queen.stream_window_ack_v1, queen.stream_window_renew_v1,
---       queen.stream_window_seek_v1.
+--       queen.stream_window_seek_v1, queen._stream_window_json_v1,
+--       queen.stream_window_list_v1, queen.stream_window_stats_v1,
+--       queen.stream_window_get_v1, queen.stream_window_consumers_v1,
+--       queen.stream_window_delete_v1.
 -- May call: 001 (helpers; reads queen.queues, queen.log_partitions,
 -- queen.log_messages, never writes them).
 --
@@ -487,5 +490,113 @@ BEGIN
     SELECT count(*) INTO v_n FROM up;
     RETURN jsonb_build_object('success', true, 'streamName', v_s.name, 'consumerGroup', p ->> 'consumerGroup',
                               'timestamp', queen.log_iso_v1(v_ts), 'keys', v_n);
+END
+$$;
+
+-- ---- Reads and delete (the /api/v1/resources/streams routes) -------------
+
+-- _stream_window_json_v1(stream) -> the stream as the resource routes show
+-- it, without the counts.
+CREATE OR REPLACE FUNCTION queen._stream_window_json_v1(s queen.stream_windows)
+RETURNS JSONB
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT jsonb_build_object('id', s.id, 'name', s.name, 'namespace', s.namespace, 'partitioned', s.partitioned,
+                              'windowType', s.window_type, 'windowDurationMs', s.duration_ms,
+                              'windowGracePeriodMs', s.grace_ms, 'windowLeaseTimeoutMs', s.lease_ms,
+                              'sourceQueues', to_jsonb(s.source_queues),
+                              'createdAt', queen.log_iso_v1(s.created_at), 'updatedAt', queen.log_iso_v1(s.updated_at))
+$$;
+
+-- stream_window_list_v1(tenant) -> {streams: [stream + {activeLeases,
+-- consumerGroups}]} by name. Reads only. Raises 22023 log_bad_tenant.
+CREATE OR REPLACE FUNCTION queen.stream_window_list_v1(p_tenant UUID)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    RETURN jsonb_build_object('streams', COALESCE((
+        SELECT jsonb_agg(queen._stream_window_json_v1(s) || jsonb_build_object(
+                   'activeLeases', (SELECT count(*) FROM queen.stream_window_cursors c
+                                    WHERE c.stream_id = s.id AND c.lease_expires_at > clock_timestamp()),
+                   'consumerGroups', (SELECT count(DISTINCT c.consumer_group) FROM queen.stream_window_cursors c
+                                      WHERE c.stream_id = s.id)) ORDER BY s.name)
+        FROM queen.stream_windows s WHERE s.tenant_id = p_tenant), '[]'));
+END
+$$;
+
+-- stream_window_stats_v1(tenant) -> {totalStreams, activeLeases}. Reads
+-- only. Raises 22023 log_bad_tenant.
+CREATE OR REPLACE FUNCTION queen.stream_window_stats_v1(p_tenant UUID)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    RETURN jsonb_build_object(
+        'totalStreams', (SELECT count(*) FROM queen.stream_windows WHERE tenant_id = p_tenant),
+        'activeLeases', (SELECT count(*) FROM queen.stream_window_cursors c JOIN queen.stream_windows s
+                         ON s.id = c.stream_id
+                         WHERE s.tenant_id = p_tenant AND c.lease_expires_at > clock_timestamp()));
+END
+$$;
+
+-- stream_window_get_v1(tenant, name) -> the stream, or JSON null when the
+-- tenant has none of that name (the route answers 404). Reads only.
+-- Raises 22023 log_bad_tenant.
+CREATE OR REPLACE FUNCTION queen.stream_window_get_v1(p_tenant UUID, p_name TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    RETURN COALESCE((SELECT queen._stream_window_json_v1(s) FROM queen.stream_windows s
+                     WHERE s.tenant_id = p_tenant AND s.name = p_name), 'null');
+END
+$$;
+
+-- stream_window_consumers_v1(tenant, name) -> {consumers: [{consumerGroup,
+-- streamKey, lastAckedWindowEnd, totalWindowsConsumed, lastConsumedAt,
+-- leaseExpiresAt}]} by group and key, or JSON null (no such stream).
+-- Reads only. Raises 22023 log_bad_tenant.
+CREATE OR REPLACE FUNCTION queen.stream_window_consumers_v1(p_tenant UUID, p_name TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
+AS $$
+DECLARE
+    v_id UUID;
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    SELECT id INTO v_id FROM queen.stream_windows WHERE tenant_id = p_tenant AND name = p_name;
+    IF NOT FOUND THEN
+        RETURN 'null';
+    END IF;
+    RETURN jsonb_build_object('consumers', COALESCE((
+        SELECT jsonb_agg(jsonb_build_object(
+                   'consumerGroup', c.consumer_group, 'streamKey', c.key,
+                   'lastAckedWindowEnd', queen.log_iso_v1(c.last_end), 'totalWindowsConsumed', c.windows_consumed,
+                   'lastConsumedAt', queen.log_iso_v1(c.last_consumed_at),
+                   'leaseExpiresAt', CASE WHEN c.lease_expires_at > clock_timestamp()
+                                          THEN queen.log_iso_v1(c.lease_expires_at) END)
+               ORDER BY c.consumer_group, c.key)
+        FROM queen.stream_window_cursors c WHERE c.stream_id = v_id), '[]'));
+END
+$$;
+
+-- stream_window_delete_v1(tenant, name) -> {success: true, name}, or JSON
+-- null (no such stream). The groups' places and leases go with it.
+-- Raises 22023 log_bad_tenant.
+CREATE OR REPLACE FUNCTION queen.stream_window_delete_v1(p_tenant UUID, p_name TEXT)
+RETURNS JSONB
+LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+AS $$
+BEGIN
+    PERFORM queen._log_require_tenant_v1(p_tenant);
+    DELETE FROM queen.stream_windows WHERE tenant_id = p_tenant AND name = p_name;
+    IF NOT FOUND THEN
+        RETURN 'null';
+    END IF;
+    RETURN jsonb_build_object('success', true, 'name', p_name);
 END
 $$;

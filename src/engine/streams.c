@@ -156,3 +156,42 @@ int queen_stream_window_seek(queen *q, const char *tenant, const char *body_json
     return engine_call_body(q, tenant, "queen_stream_window_seek", SQL_STREAM_WINDOW("stream_window_seek_v1"), 2,
                             params, result_json, err);
 }
+
+#define SQL_STREAM_WINDOW_TENANT(fn) "SELECT queen." fn "($1::uuid)::text"
+#define SQL_STREAM_WINDOW_NAME(fn) "SELECT queen." fn "($1::uuid, $2::text)::text"
+
+int queen_stream_window_list(queen *q, const char *tenant, char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL};
+    return engine_call_body(q, tenant, "queen_stream_window_list", SQL_STREAM_WINDOW_TENANT("stream_window_list_v1"),
+                            1, params, result_json, err);
+}
+
+int queen_stream_window_stats(queen *q, const char *tenant, char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL};
+    return engine_call_body(q, tenant, "queen_stream_window_stats",
+                            SQL_STREAM_WINDOW_TENANT("stream_window_stats_v1"), 1, params, result_json, err);
+}
+
+int queen_stream_window_get(queen *q, const char *tenant, const char *name, char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL, name};
+    return engine_call_body(q, tenant, "queen_stream_window_get", SQL_STREAM_WINDOW_NAME("stream_window_get_v1"), 2,
+                            params, result_json, err);
+}
+
+int queen_stream_window_consumers(queen *q, const char *tenant, const char *name, char **result_json,
+                                  queen_error *err)
+{
+    const char *params[] = {NULL, name};
+    return engine_call_body(q, tenant, "queen_stream_window_consumers",
+                            SQL_STREAM_WINDOW_NAME("stream_window_consumers_v1"), 2, params, result_json, err);
+}
+
+int queen_stream_window_delete(queen *q, const char *tenant, const char *name, char **result_json, queen_error *err)
+{
+    const char *params[] = {NULL, name};
+    return engine_call_body(q, tenant, "queen_stream_window_delete",
+                            SQL_STREAM_WINDOW_NAME("stream_window_delete_v1"), 2, params, result_json, err);
+}

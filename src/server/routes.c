@@ -68,6 +68,11 @@ const route http_routes[] = {
     {"POST", "/api/v1/stream/ack", route_stream_window_ack, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"POST", "/api/v1/stream/renew-lease", route_stream_window_renew, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"POST", "/api/v1/stream/seek", route_stream_window_seek, FAMILY_LOG, ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
+    {"GET", "/api/v1/resources/streams", route_stream_window_list, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/resources/streams/stats", route_stream_window_stats, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/resources/streams/:name", route_stream_window_get, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"GET", "/api/v1/resources/streams/:name/consumers", route_stream_window_consumers, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
+    {"DELETE", "/api/v1/resources/streams/:name", route_stream_window_delete, FAMILY_LOG, ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},
 
     {"GET", "/api/v1/dlq", route_dlq_list, FAMILY_LOG, ROLE_READ, RES_QUEUE_ALL, ACCESS_READ},
     {"DELETE", "/api/v1/dlq", route_dlq_delete_queue, FAMILY_LOG, ROLE_ADMIN, RES_QUEUE_ALL, ACCESS_WRITE},

@@ -95,6 +95,11 @@ void route_stream_window_poll(server *srv, const http_request *req, http_respons
 void route_stream_window_ack(server *srv, const http_request *req, http_response *res);
 void route_stream_window_renew(server *srv, const http_request *req, http_response *res);
 void route_stream_window_seek(server *srv, const http_request *req, http_response *res);
+void route_stream_window_list(server *srv, const http_request *req, http_response *res);
+void route_stream_window_stats(server *srv, const http_request *req, http_response *res);
+void route_stream_window_get(server *srv, const http_request *req, http_response *res);
+void route_stream_window_consumers(server *srv, const http_request *req, http_response *res);
+void route_stream_window_delete(server *srv, const http_request *req, http_response *res);
 
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);

@@ -155,3 +155,67 @@ void route_stream_window_poll(server *srv, const http_request *req, http_respons
         return; /* cannot wait: nothing now */
     }
 }
+
+/* ---- The stream resources (GET, DELETE /api/v1/resources/streams...) ---- */
+
+/* The answer of a read by name: 404 when the tenant has no such stream (the
+ * engine's null), as the reference answers. */
+static void by_name(http_response *res, int rc, char *result, const queen_error *err)
+{
+    if (rc != 0)
+        http_engine_error(res, FAMILY_LOG, err);
+    else if (strcmp(result, "null") == 0) {
+        free(result);
+        http_error(res, 404, "not_found", "streams_window_not_found", "the tenant has no stream of that name");
+    } else
+        http_text(res, 200, result);
+}
+
+/* GET /api/v1/resources/streams: 200 {streams: [...]}. */
+void route_stream_window_list(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    if (queen_stream_window_list(srv->engine, req->tenant, &result, &err) == 0)
+        http_text(res, 200, result);
+    else
+        http_engine_error(res, FAMILY_LOG, &err);
+}
+
+/* GET /api/v1/resources/streams/stats: 200 {totalStreams, activeLeases}. */
+void route_stream_window_stats(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    if (queen_stream_window_stats(srv->engine, req->tenant, &result, &err) == 0)
+        http_text(res, 200, result);
+    else
+        http_engine_error(res, FAMILY_LOG, &err);
+}
+
+/* GET /api/v1/resources/streams/:name */
+void route_stream_window_get(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_stream_window_get(srv->engine, req->tenant, req->params[0], &result, &err);
+    by_name(res, rc, result, &err);
+}
+
+/* GET /api/v1/resources/streams/:name/consumers */
+void route_stream_window_consumers(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_stream_window_consumers(srv->engine, req->tenant, req->params[0], &result, &err);
+    by_name(res, rc, result, &err);
+}
+
+/* DELETE /api/v1/resources/streams/:name: 200 {success, name}. */
+void route_stream_window_delete(server *srv, const http_request *req, http_response *res)
+{
+    char *result = NULL;
+    queen_error err;
+    int rc = queen_stream_window_delete(srv->engine, req->tenant, req->params[0], &result, &err);
+    by_name(res, rc, result, &err);
+}

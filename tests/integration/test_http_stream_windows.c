@@ -4,7 +4,8 @@
  * order with their messages (their times set in the database); a second
  * consumer of the group not getting the leased window; a nack and an
  * expired lease handing it out again; ack advancing; renew; seek rewinding;
- * and 400s {error, reason, detail} for bad bodies. */
+ * the resource reads and the delete; and 400s {error, reason, detail} for
+ * bad bodies. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -195,6 +196,77 @@ static void windows(void **state)
     free(q);
 }
 
+static void resources(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("swr"), *name = pgtest_unique("swr");
+    http_refused_fmt("GET", fmt("/api/v1/resources/streams/%s", name), NULL, 404, "not_found", "streams_window_not_found");
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/stream/define"),
+                            fmt("{\"name\":\"%s\",\"source_queue_names\":[\"%s\"],\"partitioned\":true,"
+                                "\"window_duration_ms\":1000,\"window_grace_period_ms\":0}",
+                                name, q),
+                            200));
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/push"),
+                            fmt("{\"items\":[{\"queue\":\"%s\",\"partition\":\"p\",\"payload\":{\"n\":1}}]}", q), 201));
+    PGconn *c = pgtest_connect();
+    const char *p[] = {q};
+    assert_int_equal(pgtest_int(c,
+                                "WITH u AS (UPDATE queen.log_messages m SET created_at = now() - interval '10 s' "
+                                "FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id "
+                                "WHERE lp.id = m.partition_id AND q.name = $1 RETURNING 1) SELECT count(*) FROM u",
+                                1, p),
+                     1);
+    PQfinish(c);
+    char *poll = fmt("{\"streamName\":\"%s\",\"consumerGroup\":\"g\",\"timeout\":0}", name);
+    json_t *w = poll_window(poll);
+    assert_string_equal(jstr(w, "key"), "p");
+
+    json_t *r = http_ok_fmt("GET", fmt("/api/v1/resources/streams/%s", name), NULL, 200);
+    assert_string_equal(jstr(r, "name"), name);
+    assert_true(jtrue(r, "partitioned"));
+    assert_int_equal(jint(r, "windowDurationMs"), 1000);
+    json_decref(r);
+    r = http_ok_fmt("GET", fmt("/api/v1/resources/streams/%s/consumers", name), NULL, 200);
+    json_t *c0 = json_array_get(json_object_get(r, "consumers"), 0);
+    assert_string_equal(jstr(c0, "consumerGroup"), "g");
+    assert_string_equal(jstr(c0, "streamKey"), "p");
+    assert_non_null(jstr(c0, "leaseExpiresAt"));
+    json_decref(r);
+    r = http_ok_fmt("GET", strdup("/api/v1/resources/streams"), NULL, 200);
+    bool listed = false;
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(r, "streams"), i, s) {
+        if (strcmp(jstr(s, "name"), name) == 0) {
+            listed = true;
+            assert_int_equal(jint(s, "activeLeases"), 1);
+            assert_int_equal(jint(s, "consumerGroups"), 1);
+        }
+    }
+    assert_true(listed);
+    json_decref(r);
+    r = http_ok_fmt("GET", strdup("/api/v1/resources/streams/stats"), NULL, 200);
+    assert_true(jint(r, "totalStreams") >= 1);
+    assert_true(jint(r, "activeLeases") >= 1);
+    json_decref(r);
+
+    r = http_ok_fmt("DELETE", fmt("/api/v1/resources/streams/%s", name), NULL, 200);
+    assert_true(jtrue(r, "success"));
+    json_decref(r);
+    http_refused_fmt("DELETE", fmt("/api/v1/resources/streams/%s", name), NULL, 404, "not_found",
+                     "streams_window_not_found");
+    http_refused_fmt("GET", fmt("/api/v1/resources/streams/%s/consumers", name), NULL, 404, "not_found",
+                     "streams_window_not_found");
+    /* Its lease went with it. */
+    char *ackb = fmt("{\"leaseId\":\"%s\"}", jstr(w, "leaseId"));
+    http_refused(&http_broker, "POST", "/api/v1/stream/ack", ackb, 409, "conflict", "streams_window_lease_lost");
+    free(ackb);
+    json_decref(w);
+    free(poll);
+    free(name);
+    free(q);
+}
+
 static void bad_bodies(void **state)
 {
     (void)state;
@@ -220,6 +292,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(windows),
+        cmocka_unit_test(resources),
         cmocka_unit_test(bad_bodies),
     };
     return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);

@@ -5,7 +5,7 @@
 -- the refusals of bad input. Message times are set by UPDATE (a push stamps
 -- now()). Own tenant; rolled back.
 BEGIN;
-SELECT plan(44);
+SELECT plan(53);
 SELECT gen_random_uuid() AS t \gset
 SELECT gen_random_uuid() AS other \gset
 
@@ -135,6 +135,22 @@ SELECT throws_ok($$SELECT queen.stream_window_ack_v1('$$ || :'t' || $$', '{"leas
                  '22023', 'streams_window_bad_success', 'success is a boolean');
 SELECT throws_ok($$SELECT queen.stream_window_renew_v1('$$ || :'t' || $$', '{"leaseId":"$$ || gen_random_uuid() || $$","extend_ms":-1}')$$,
                  '22023', 'streams_window_bad_config', 'extend_ms is positive');
+
+-- The resource reads and the delete.
+SELECT is(jsonb_path_query_array(queen.stream_window_list_v1(:'t'), '$.streams[*].name'), '["sp","sw"]'::jsonb,
+          'the list names the tenant''s streams by name');
+SELECT is(jsonb_path_query_first(queen.stream_window_list_v1(:'t'), '$.streams[*] ? (@.name == "sw").consumerGroups'),
+          '2'::jsonb, 'with their consumer groups');
+SELECT is(queen.stream_window_stats_v1(:'t'), '{"totalStreams":2,"activeLeases":4}'::jsonb,
+          'stats count streams and live leases (sw: g and h; sp: a and b)');
+SELECT is(queen.stream_window_get_v1(:'t', 'sw') -> 'sourceQueues', '["q041"]'::jsonb, 'a stream by name');
+SELECT is(queen.stream_window_get_v1(:'other', 'sw'), 'null'::jsonb, 'not another tenant''s');
+SELECT is(jsonb_path_query_array(queen.stream_window_consumers_v1(:'t', 'sp'), '$.consumers[*].streamKey'),
+          '["a","b"]'::jsonb, 'its consumers per group and key');
+SELECT is(queen.stream_window_delete_v1(:'other', 'sw'), 'null'::jsonb, 'another tenant cannot delete it');
+SELECT is(queen.stream_window_delete_v1(:'t', 'sw') -> 'success', 'true'::jsonb, 'a delete');
+SELECT is((SELECT count(*) FROM queen.stream_window_cursors WHERE stream_id = :'sid'), 0::bigint,
+          'takes the groups'' places with it');
 
 SELECT * FROM finish();
 ROLLBACK;
