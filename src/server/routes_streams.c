@@ -116,6 +116,10 @@ void route_stream_window_poll(server *srv, const http_request *req, http_respons
                     "timeout must be a whole number of milliseconds, 0 or more");
         return;
     }
+    if (req->waits > 0 && req->no_wait) { /* resumed by a stop: answered before any database work */
+        res->status = 204;
+        return;
+    }
     if (srv->cfg->max_poll_timeout_ms > 0 && timeout > srv->cfg->max_poll_timeout_ms)
         timeout = srv->cfg->max_poll_timeout_ms;
     char *text = span_dup(rawjson_trim(body_span(req))), *result = NULL;
