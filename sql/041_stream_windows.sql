@@ -28,8 +28,9 @@
 --   queue (its partitions' last_push_at), the oldest of those over the
 --   source queues that have a partition: a late queue holds the stream back.
 --   One live lease per (stream, group, key) at a time, on its next window:
---   the cursor row's lock (FOR UPDATE SKIP LOCKED) makes the claim, so two
---   polls never hold one window; a lease past its expiry is free again.
+--   the cursor row's lock (FOR UPDATE SKIP LOCKED, the lease re-checked
+--   under it) makes the claim, so two polls never hold one window; a lease
+--   past its expiry is free again.
 --   An ack with success moves the cursor past the window; without, or an
 --   expired lease, hands the same window out again.
 --
@@ -281,14 +282,14 @@ BEGIN
     ORDER BY 3
     ON CONFLICT DO NOTHING;
 
-    -- A cursor another poll holds is skipped, not waited for: it is leasing
-    -- that key's window right now.
+    -- The free keys are read without a lock, and only the one whose window
+    -- is ready is claimed (below): concurrent polls of a group then take
+    -- different keys instead of skipping every key another poll looked at.
     FOR v_c IN
         SELECT c.key, c.last_end FROM queen.stream_window_cursors c
         WHERE c.stream_id = v_s.id AND c.consumer_group = v_grp
           AND (c.lease_id IS NULL OR c.lease_expires_at <= clock_timestamp())
         ORDER BY c.last_end NULLS FIRST, c.key
-        FOR UPDATE SKIP LOCKED
     LOOP
         SELECT array_agg(lp.id) INTO v_parts
         FROM queen.queues q JOIN queen.log_partitions lp ON lp.queue_id = q.id
@@ -301,6 +302,15 @@ BEGIN
         v_start := queen._stream_window_align_v1(v_first, v_s.duration_ms);
         v_end := v_start + make_interval(secs => v_s.duration_ms / 1000.0);
         CONTINUE WHEN v_end + make_interval(secs => v_s.grace_ms / 1000.0) > v_wm;
+        -- The claim: still free and where it was read (a poll or an ack that
+        -- committed since is seen here, on the row's newest version); one
+        -- another poll is claiming now is skipped, not waited for.
+        PERFORM 1 FROM queen.stream_window_cursors c
+        WHERE c.stream_id = v_s.id AND c.consumer_group = v_grp AND c.key = v_c.key
+          AND (c.lease_id IS NULL OR c.lease_expires_at <= clock_timestamp())
+          AND c.last_end IS NOT DISTINCT FROM v_c.last_end
+        FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
 
         v_lease := gen_random_uuid();
         v_exp := clock_timestamp() + make_interval(secs => v_s.lease_ms / 1000.0);

@@ -4,8 +4,8 @@
  * order with their messages (their times set in the database); a second
  * consumer of the group not getting the leased window; a nack and an
  * expired lease handing it out again; ack advancing; renew; seek rewinding;
- * the resource reads and the delete; and 400s {error, reason, detail} for
- * bad bodies. */
+ * a key being claimed passed over, not waited for; the resource reads and
+ * the delete; and 400s {error, reason, detail} for bad bodies. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -267,6 +267,58 @@ static void resources(void **state)
     free(q);
 }
 
+/* A key another poll is claiming (its cursor row locked) is passed over,
+ * not waited for: the poll serves the next key at once. */
+static void claim_skips_locked(void **state)
+{
+    (void)state;
+    char *q = pgtest_unique("swl"), *name = pgtest_unique("swl");
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/stream/define"),
+                            fmt("{\"name\":\"%s\",\"source_queue_names\":[\"%s\"],\"partitioned\":true,"
+                                "\"window_duration_ms\":1000,\"window_grace_period_ms\":0}",
+                                name, q),
+                            200));
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/push"),
+                            fmt("{\"items\":[{\"queue\":\"%1$s\",\"partition\":\"a\",\"payload\":{\"n\":1}},"
+                                "{\"queue\":\"%1$s\",\"partition\":\"b\",\"payload\":{\"n\":2}}]}",
+                                q),
+                            201));
+    PGconn *c = pgtest_connect();
+    const char *p[] = {q};
+    assert_int_equal(pgtest_int(c,
+                                "WITH u AS (UPDATE queen.log_messages m SET created_at = now() - interval '10 s' "
+                                "FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id "
+                                "WHERE lp.id = m.partition_id AND q.name = $1 RETURNING 1) SELECT count(*) FROM u",
+                                1, p),
+                     2);
+    /* The group's cursors, made by a seek to before the messages. */
+    json_decref(http_ok_fmt("POST", strdup("/api/v1/stream/seek"),
+                            fmt("{\"streamName\":\"%s\",\"consumerGroup\":\"g\",\"timestamp\":\"2000-01-01T00:00:00Z\"}",
+                                name),
+                            200));
+    const char *n[] = {name};
+    PQclear(PQexec(c, "BEGIN"));
+    assert_int_equal(pgtest_int(c,
+                                "WITH l AS (SELECT 1 FROM queen.stream_window_cursors c JOIN queen.stream_windows s "
+                                "ON s.id = c.stream_id WHERE s.name = $1 AND c.key = 'a' FOR UPDATE OF c) "
+                                "SELECT count(*) FROM l",
+                                1, n),
+                     1);
+    char *poll = fmt("{\"streamName\":\"%s\",\"consumerGroup\":\"g\",\"timeout\":0}", name);
+    json_t *wb = poll_window(poll);
+    assert_string_equal(jstr(wb, "key"), "b");
+    json_decref(http_ok(&http_broker, "POST", "/api/v1/stream/poll", poll, 204));
+    PQclear(PQexec(c, "ROLLBACK"));
+    json_t *wa = poll_window(poll);
+    assert_string_equal(jstr(wa, "key"), "a");
+    PQfinish(c);
+    json_decref(wa);
+    json_decref(wb);
+    free(poll);
+    free(name);
+    free(q);
+}
+
 static void bad_bodies(void **state)
 {
     (void)state;
@@ -293,6 +345,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(windows),
         cmocka_unit_test(resources),
+        cmocka_unit_test(claim_skips_locked),
         cmocka_unit_test(bad_bodies),
     };
     return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
