@@ -5,13 +5,15 @@
  * consumer of the group not getting the leased window; a nack and an
  * expired lease handing it out again; ack advancing; renew; seek rewinding;
  * a key being claimed passed over, not waited for; the resource reads and
- * the delete; and 400s {error, reason, detail} for bad bodies. */
+ * the delete; a waiting poll ended by its client's hang-up and answered
+ * 204 by a stop; and 400s {error, reason, detail} for bad bodies. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -31,6 +33,7 @@ static long long polls_waiting(void)
 
 /* A stream poll on a thread of its own: its status and body when in. */
 typedef struct timed_poll {
+    const test_broker *b; /* NULL: http_broker */
     const char *body;
     long status;
     char *reply;
@@ -41,7 +44,7 @@ static void *timed_poll_run(void *arg)
 {
     timed_poll *p = arg;
     long long t0 = now_ms();
-    http_reply r = broker_http(&http_broker, "POST", "/api/v1/stream/poll", p->body, NULL);
+    http_reply r = broker_http(p->b != NULL ? p->b : &http_broker, "POST", "/api/v1/stream/poll", p->body, NULL);
     p->took_ms = now_ms() - t0;
     p->status = r.status;
     p->reply = r.body != NULL ? strdup(r.body) : NULL;
@@ -319,6 +322,55 @@ static void claim_skips_locked(void **state)
     free(q);
 }
 
+/* On a broker of its own: a client that hangs up while its poll waits ends
+ * the wait at once (499, no waiter left), and a stop answers a waiting poll
+ * 204 at once; the broker then exits cleanly (under the sanitizers: nothing
+ * of the waits leaked). */
+static void hang_up_and_stop(void **state)
+{
+    (void)state;
+    test_broker b;
+    if (!broker_start(&b, NULL))
+        fail_msg("broker did not become healthy (log: %s)", b.log);
+    char *q = pgtest_unique("sws"), *name = pgtest_unique("sws");
+    char *def = fmt("{\"name\":\"%s\",\"source_queue_names\":[\"%s\"]}", name, q);
+    http_reply r = broker_http(&b, "POST", "/api/v1/stream/define", def, NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    char *body = fmt("{\"streamName\":\"%s\",\"consumerGroup\":\"g\",\"timeout\":20000}", name);
+
+    char *url = fmt("%s/api/v1/stream/poll", b.base);
+    CURL *curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 500L); /* hangs up while the poll waits */
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    assert_int_equal(curl_easy_perform(curl), CURLE_OPERATION_TIMEDOUT);
+    curl_easy_cleanup(curl);
+    curl_slist_free_all(h);
+    WAIT_UNTIL(http_requests_counted(&b, "POST", "/api/v1/stream/poll", 499) == 1, 5000,
+               "the orphaned stream poll was not answered 499 when its client hung up");
+    WAIT_UNTIL(http_metric(&b, "http", NULL, "longPollsWaiting") == 0, 5000, "the orphaned stream poll still waits");
+
+    timed_poll waiter = {.b = &b, .body = body};
+    pthread_t t;
+    pthread_create(&t, NULL, timed_poll_run, &waiter);
+    WAIT_UNTIL(http_metric(&b, "http", NULL, "longPollsWaiting") == 1, 5000, "the stream poll was never suspended");
+    int rc = broker_stop(&b);
+    pthread_join(t, NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(waiter.status, 204);
+    assert_true(waiter.took_ms < 10000);
+    free(waiter.reply);
+    free(url);
+    free(body);
+    free(def);
+    free(name);
+    free(q);
+}
+
 static void bad_bodies(void **state)
 {
     (void)state;
@@ -346,6 +398,7 @@ int main(void)
         cmocka_unit_test(windows),
         cmocka_unit_test(resources),
         cmocka_unit_test(claim_skips_locked),
+        cmocka_unit_test(hang_up_and_stop),
         cmocka_unit_test(bad_bodies),
     };
     return cmocka_run_group_tests(tests, http_broker_setup, http_broker_teardown);
