@@ -364,6 +364,31 @@ int queen_streams_register(queen *q, const char *tenant, const char *body_json, 
 int queen_streams_state_get(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
 int queen_streams_cycle(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
 
+/* ---- Stream windows (sql/stream_windows.sql) ---------------------------------
+ * The older window API (docs/streams-windows.md): tumbling time windows over
+ * source queues, handed out per (stream, consumer group, key) under a
+ * lease. Each takes the body of its HTTP route (docs/openapi.yaml, the
+ * /api/v1/stream paths) as JSON text; on 0 *result_json is the 200 body.
+ * queen_stream_window_poll never waits: {"window": null} when none is ready
+ * (the route's long poll re-polls). QUEEN_ERR_BAD_REQUEST: streams_window_*,
+ * log_bad_group; QUEEN_ERR_CONFLICT: streams_window_lease_lost (ack, renew). */
+int queen_stream_window_define(queen *q, const char *tenant, const char *body_json, char **result_json,
+                               queen_error *err);
+int queen_stream_window_poll(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
+int queen_stream_window_ack(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
+int queen_stream_window_renew(queen *q, const char *tenant, const char *body_json, char **result_json,
+                              queen_error *err);
+int queen_stream_window_seek(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err);
+/* The resource reads and the delete (GET, DELETE /api/v1/resources/streams...);
+ * get, consumers and delete answer the JSON text null for a name the tenant
+ * has no stream of (the route's 404). */
+int queen_stream_window_list(queen *q, const char *tenant, char **result_json, queen_error *err);
+int queen_stream_window_stats(queen *q, const char *tenant, char **result_json, queen_error *err);
+int queen_stream_window_get(queen *q, const char *tenant, const char *name, char **result_json, queen_error *err);
+int queen_stream_window_consumers(queen *q, const char *tenant, const char *name, char **result_json,
+                                  queen_error *err);
+int queen_stream_window_delete(queen *q, const char *tenant, const char *name, char **result_json, queen_error *err);
+
 /* ---- Consumer groups (sql/log_groups.sql) -----------------------------
  * queen_groups: {"consumerGroups":[{name, lagMessages, lagSeconds, queues:
  *   [{queue, lagMessages, lagSeconds, partitions: [{partition, partitionId,

@@ -64,6 +64,17 @@ typedef enum engine_call_id {
     /* streams (sql/streams.sql) */
     CALL_STREAMS_REGISTER,
     CALL_STREAMS_STATE_GET,
+    /* stream windows, the older window API (sql/stream_windows.sql) */
+    CALL_STREAM_WINDOW_DEFINE,
+    CALL_STREAM_WINDOW_POLL,
+    CALL_STREAM_WINDOW_ACK,
+    CALL_STREAM_WINDOW_RENEW,
+    CALL_STREAM_WINDOW_SEEK,
+    CALL_STREAM_WINDOW_LIST,
+    CALL_STREAM_WINDOW_STATS,
+    CALL_STREAM_WINDOW_GET,
+    CALL_STREAM_WINDOW_CONSUMERS,
+    CALL_STREAM_WINDOW_DELETE,
     /* the log's plain calls (sql/log_*.sql) */
     CALL_ACK,
     CALL_LEASE_EXTEND,

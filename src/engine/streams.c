@@ -111,3 +111,58 @@ int queen_streams_cycle(queen *q, const char *tenant, const char *body_json, cha
     engine_leave(q);
     return rc;
 }
+
+/* ---- Stream windows (sql/stream_windows.sql): one SQL call each, the rules all there. */
+
+int queen_stream_window_define(queen *q, const char *tenant, const char *body_json, char **result_json,
+                               queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_DEFINE, tenant, ENGINE_ARGS(ENGINE_S(body_json)), result_json, err);
+}
+
+int queen_stream_window_poll(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_POLL, tenant, ENGINE_ARGS(ENGINE_S(body_json)), result_json, err);
+}
+
+int queen_stream_window_ack(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_ACK, tenant, ENGINE_ARGS(ENGINE_S(body_json)), result_json, err);
+}
+
+int queen_stream_window_renew(queen *q, const char *tenant, const char *body_json, char **result_json,
+                              queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_RENEW, tenant, ENGINE_ARGS(ENGINE_S(body_json)), result_json, err);
+}
+
+int queen_stream_window_seek(queen *q, const char *tenant, const char *body_json, char **result_json, queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_SEEK, tenant, ENGINE_ARGS(ENGINE_S(body_json)), result_json, err);
+}
+
+int queen_stream_window_list(queen *q, const char *tenant, char **result_json, queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_LIST, tenant, ENGINE_NO_ARGS, result_json, err);
+}
+
+int queen_stream_window_stats(queen *q, const char *tenant, char **result_json, queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_STATS, tenant, ENGINE_NO_ARGS, result_json, err);
+}
+
+int queen_stream_window_get(queen *q, const char *tenant, const char *name, char **result_json, queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_GET, tenant, ENGINE_ARGS(ENGINE_S(name)), result_json, err);
+}
+
+int queen_stream_window_consumers(queen *q, const char *tenant, const char *name, char **result_json,
+                                  queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_CONSUMERS, tenant, ENGINE_ARGS(ENGINE_S(name)), result_json, err);
+}
+
+int queen_stream_window_delete(queen *q, const char *tenant, const char *name, char **result_json, queen_error *err)
+{
+    return engine_call(q, CALL_STREAM_WINDOW_DELETE, tenant, ENGINE_ARGS(ENGINE_S(name)), result_json, err);
+}

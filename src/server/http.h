@@ -187,6 +187,15 @@ typedef enum http_poll_verdict {
  * takes them, timeout_ms the time it has left), then steps it. */
 http_poll_verdict http_poll_step(server *srv, const http_request *req, const queen_pop_options *opts,
                                  char **body, queen_error *err, http_response *res);
+/* A long poll that is not a pop (the stream window poll): the handler
+ * attempts; finding nothing, it arms one wait for a push to queue (NULL:
+ * any queue of the tenant), a second's re-check, or timeout_ms, whichever
+ * comes first (queen_wait_for_push). SUSPENDED: return without answering;
+ * the handler runs again (req->waits + 1, req->no_wait at a stop) and
+ * attempts again, judging its own deadline. OVER_LIMIT and CANNOT as
+ * http_poll_step's (CANNOT: answer "nothing"). */
+http_poll_verdict http_wait_push(server *srv, const http_request *req, const char *queue, int timeout_ms,
+                                 http_response *res);
 /* The open-wait cap per tenant in force (the setting, or a quarter of the
  * connection cap in force). */
 int http_poll_tenant_cap(const server *srv);

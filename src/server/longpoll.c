@@ -184,8 +184,14 @@ static void tenant_poll_give_locked(server *srv, http_poll *p)
  * progress, which takes it. */
 static void poll_close(server *srv, http_poll *p)
 {
-    if (p == NULL || p->lp == NULL)
+    if (p == NULL)
         return;
+    if (p->lp == NULL) { /* a push wait's (or closed already): only its tenant place */
+        pthread_mutex_lock(&srv->poll_lock);
+        tenant_poll_give_locked(srv, p);
+        pthread_mutex_unlock(&srv->poll_lock);
+        return;
+    }
     queen_poll_close(p->lp);
     p->lp = NULL;
     pthread_mutex_lock(&srv->poll_lock);
@@ -282,6 +288,80 @@ http_poll_verdict http_poll_step(server *srv, const http_request *req, const que
         res->suspended = true;
         return HTTP_POLL_SUSPENDED;
     }
+}
+
+/* ---- Push waits (http_wait_push) ----------------------------------------
+ * The same request link, without an engine poll: each arm registers one
+ * queen_wait_for_push, whose callback holds a reference until it ran (it
+ * cannot be cancelled; it runs within a second of its arm, the engine's
+ * re-check), so a request that ended meanwhile is freed by the callback. */
+
+static void push_wake(void *ctx, bool woken)
+{
+    (void)woken; /* a timeout and a push both mean: attempt again; the handler judges its deadline */
+    http_poll *p = ctx;
+    server *srv = p->srv;
+    pthread_mutex_lock(&srv->poll_lock);
+    p->called = true;
+    if (p->suspended)
+        poll_resume_locked(srv, p);
+    bool last = --p->refs == 0;
+    pthread_mutex_unlock(&srv->poll_lock);
+    if (last)
+        free(p);
+}
+
+http_poll_verdict http_wait_push(server *srv, const http_request *req, const char *queue, int timeout_ms,
+                                 http_response *res)
+{
+    http_poll **slot = http_request_poll(req);
+    http_poll *p = *slot;
+    if ((p != NULL && p->lp != NULL) || atomic_load(&srv->stopping) || timeout_ms <= 0)
+        return HTTP_POLL_CANNOT;
+    if (p == NULL) {
+        p = calloc(1, sizeof *p);
+        if (p == NULL)
+            return HTTP_POLL_CANNOT;
+        p->srv = srv;
+        p->loop = loop_current();
+        p->conn = req->conn;
+        p->refs = 1; /* the request's */
+        *slot = p;
+        pthread_mutex_lock(&srv->poll_lock);
+        bool took = tenant_poll_take_locked(srv, p, req->tenant);
+        pthread_mutex_unlock(&srv->poll_lock);
+        if (!took)
+            return HTTP_POLL_OVER_LIMIT;
+    } else if (!p->counted) {
+        return HTTP_POLL_CANNOT; /* over the limit at its first arm: never waits */
+    }
+    pthread_mutex_lock(&srv->poll_lock);
+    p->called = false;
+    p->refs++; /* the callback's, taken before it can run */
+    pthread_mutex_unlock(&srv->poll_lock);
+    /* Never call the engine holding poll_lock: the callback takes it. */
+    if (queen_wait_for_push(srv->engine, req->tenant, queue, timeout_ms, push_wake, p) == NULL) {
+        pthread_mutex_lock(&srv->poll_lock);
+        p->refs--; /* the request still holds one */
+        pthread_mutex_unlock(&srv->poll_lock);
+        return HTTP_POLL_CANNOT;
+    }
+    pthread_mutex_lock(&srv->poll_lock);
+    p->suspended = true;
+    p->prev = NULL;
+    p->next = srv->suspended;
+    if (p->next != NULL)
+        p->next->prev = p;
+    srv->suspended = p;
+    atomic_fetch_add(&srv->nsuspended, 1);
+    /* A wake (or a stop) that came before the suspension: handed back to
+     * the loop at once, which runs the handler after this one returned. */
+    if (p->called || atomic_load(&srv->stopping))
+        poll_resume_locked(srv, p);
+    pthread_mutex_unlock(&srv->poll_lock);
+    http_request_waited(req);
+    res->suspended = true;
+    return HTTP_POLL_SUSPENDED;
 }
 
 bool longpoll_answer_now(server *srv, http_poll *p)

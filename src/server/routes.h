@@ -90,6 +90,16 @@ void route_console_asset(server *srv, const http_request *req, http_response *re
 void route_streams_register(server *srv, const http_request *req, http_response *res);
 void route_streams_state_get(server *srv, const http_request *req, http_response *res);
 void route_streams_cycle(server *srv, const http_request *req, http_response *res);
+void route_stream_window_define(server *srv, const http_request *req, http_response *res);
+void route_stream_window_poll(server *srv, const http_request *req, http_response *res);
+void route_stream_window_ack(server *srv, const http_request *req, http_response *res);
+void route_stream_window_renew(server *srv, const http_request *req, http_response *res);
+void route_stream_window_seek(server *srv, const http_request *req, http_response *res);
+void route_stream_window_list(server *srv, const http_request *req, http_response *res);
+void route_stream_window_stats(server *srv, const http_request *req, http_response *res);
+void route_stream_window_get(server *srv, const http_request *req, http_response *res);
+void route_stream_window_consumers(server *srv, const http_request *req, http_response *res);
+void route_stream_window_delete(server *srv, const http_request *req, http_response *res);
 
 /* routes_txn.c */
 void route_transaction(server *srv, const http_request *req, http_response *res);

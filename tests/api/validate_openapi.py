@@ -369,6 +369,48 @@ def run(s):
     s.check("/streams/v1/cycle (bad state op)", "POST", "/streams/v1/cycle",
             body=dict(cycle, state_ops=[{"type": "merge", "key": "k"}]), expect=400)
 
+    # ---- stream windows (the older window API)
+    wq = q + "-win"
+    wname = wq + "-stream"
+    s.check("/api/v1/stream/define", "POST", "/api/v1/stream/define", body={
+        "name": wname, "namespace": "api", "source_queue_names": [wq], "partitioned": True,
+        "window_type": "tumbling", "window_duration_ms": 1000, "window_grace_period_ms": 0,
+        "window_lease_timeout_ms": 30000}, expect=200)
+    s.check("/api/v1/stream/define (no sources)", "POST", "/api/v1/stream/define",
+            body={"name": wname, "source_queue_names": []}, expect=400)
+    wpoll = {"streamName": wname, "consumerGroup": "g", "timeout": 0}
+    s.check("/api/v1/stream/poll (nothing ready)", "POST", "/api/v1/stream/poll", body=wpoll, expect=204)
+    s.check("/api/v1/push (window source)", "POST", "/api/v1/push",
+            body={"items": [{"queue": wq, "partition": "p", "payload": {"n": 1}}]}, expect=201)
+    psql("UPDATE queen.log_messages m SET created_at = now() - interval '100 s' FROM queen.log_partitions lp "
+         "JOIN queen.queues q ON q.id = lp.queue_id WHERE lp.id = m.partition_id AND q.name = '%s'" % wq)
+    win = s.check("/api/v1/stream/poll", "POST", "/api/v1/stream/poll", body=wpoll, expect=200)
+    window = win["window"] if win else {"id": "x", "leaseId": str(uuid.uuid4())}
+    s.check("/api/v1/stream/poll (bad timeout)", "POST", "/api/v1/stream/poll", body=dict(wpoll, timeout=-1),
+            expect=400)
+    s.check("/api/v1/stream/renew-lease", "POST", "/api/v1/stream/renew-lease",
+            body={"leaseId": window["leaseId"], "extend_ms": 60000}, expect=200)
+    s.check("/api/v1/resources/streams", "GET", "/api/v1/resources/streams", expect=200)
+    s.check("/api/v1/resources/streams/stats", "GET", "/api/v1/resources/streams/stats", expect=200)
+    s.check("/api/v1/resources/streams/{name}", "GET", "/api/v1/resources/streams/%s" % wname, expect=200)
+    s.check("/api/v1/resources/streams/{name} (none)", "GET", "/api/v1/resources/streams/none-%s" % wname,
+            expect=404)
+    s.check("/api/v1/resources/streams/{name}/consumers", "GET",
+            "/api/v1/resources/streams/%s/consumers" % wname, expect=200)
+    s.check("/api/v1/stream/ack", "POST", "/api/v1/stream/ack",
+            body={"windowId": window["id"], "leaseId": window["leaseId"], "success": True}, expect=200)
+    s.check("/api/v1/stream/ack (lease gone)", "POST", "/api/v1/stream/ack",
+            body={"windowId": window["id"], "leaseId": window["leaseId"], "success": True}, expect=409)
+    s.check("/api/v1/stream/renew-lease (lease gone)", "POST", "/api/v1/stream/renew-lease",
+            body={"leaseId": window["leaseId"]}, expect=409)
+    s.check("/api/v1/stream/seek", "POST", "/api/v1/stream/seek",
+            body={"streamName": wname, "consumerGroup": "g", "timestamp": "2000-01-01T00:00:00Z"}, expect=200)
+    s.check("/api/v1/stream/seek (bad timestamp)", "POST", "/api/v1/stream/seek",
+            body={"streamName": wname, "consumerGroup": "g", "timestamp": "soon"}, expect=400)
+    s.check("/api/v1/resources/streams/{name}", "DELETE", "/api/v1/resources/streams/%s" % wname, expect=200)
+    s.check("/api/v1/resources/streams/{name} (gone)", "DELETE", "/api/v1/resources/streams/%s" % wname,
+            expect=404)
+
     s.check("/api/v1/resources/queues/{queue}", "DELETE", "/api/v1/resources/queues/%s" % q, expect=200)
     s.check("/api/v1/resources/queues/{queue} (no such queue)", "DELETE", "/api/v1/resources/queues/%s" % q,
             expect=200)

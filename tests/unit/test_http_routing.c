@@ -141,6 +141,16 @@ static void route_table_covers_the_api(void **state)
         {"POST", "/streams/v1/queries"},
         {"POST", "/streams/v1/state/get"},
         {"POST", "/streams/v1/cycle"},
+        {"POST", "/api/v1/stream/define"},
+        {"POST", "/api/v1/stream/poll"},
+        {"POST", "/api/v1/stream/ack"},
+        {"POST", "/api/v1/stream/renew-lease"},
+        {"POST", "/api/v1/stream/seek"},
+        {"GET", "/api/v1/resources/streams"},
+        {"GET", "/api/v1/resources/streams/stats"},
+        {"GET", "/api/v1/resources/streams/:name"},
+        {"GET", "/api/v1/resources/streams/:name/consumers"},
+        {"DELETE", "/api/v1/resources/streams/:name"},
         {"GET", "/api/v1/dlq"},
         {"DELETE", "/api/v1/dlq"},
         {"POST", "/api/v1/dlq/requeue"},
@@ -305,6 +315,24 @@ static void route_find_is_the_walk(void **state)
     assert_true(compared > 1000);
 }
 
+/* A literal row before a capture of the same prefix wins: the stream
+ * stats are not a stream named "stats". */
+static void literal_before_capture(void **state)
+{
+    (void)state;
+    char *pa[HTTP_MAX_PARAMS];
+    size_t la[HTTP_MAX_PARAMS], na;
+    bool ma, ba;
+    const route *a = route_find("GET", "/api/v1/resources/streams/stats", pa, la, &na, &ma, &ba);
+    assert_non_null(a);
+    assert_string_equal(a->pattern, "/api/v1/resources/streams/stats");
+    http_free_params(pa, na);
+    a = route_find("GET", "/api/v1/resources/streams/orders", pa, la, &na, &ma, &ba);
+    assert_non_null(a);
+    assert_string_equal(a->pattern, "/api/v1/resources/streams/:name");
+    http_free_params(pa, na);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +341,7 @@ int main(void)
         cmocka_unit_test(route_table_covers_the_api),
         cmocka_unit_test(tenant_header),
         cmocka_unit_test(route_find_is_the_walk),
+        cmocka_unit_test(literal_before_capture),
     };
     return cmocka_run_group_tests_name("http_routing", tests, NULL, NULL);
 }
