@@ -6,8 +6,12 @@
 -- side tables queen.kv_quota (operator configuration) and queen.kv_usage
 -- (sweeper measurement), the pure helpers (kv_live_v1, kv_ver_v1, kv_num_v1,
 -- kv_prefix_end_v1, kv_check_names_v1, kv_ts_v1, kv_op_fields_v1), the one write/read entry
--- point kv_apply_v1, the shared page reader kv_page_v1 and the console reads
--- kv_list_v1 and kv_namespaces_v1.
+-- point kv_apply_v1 and its internal parts (the op rule predicates
+-- _kv_*_ok_v1, the checked op type _kv_op_v1, the checker _kv_check_v1 and
+-- one function per op kind: _kv_get_v1, _kv_get_many_v1, _kv_get_prefix_v1,
+-- _kv_put_v1, _kv_delete_v1, _kv_incr_v1, with _kv_verdict_v1), the shared
+-- page reader kv_page_v1 and the console reads kv_list_v1 and
+-- kv_namespaces_v1.
 --
 -- May call: only what it defines, plus 000's schema helpers and pg_catalog.
 -- It is called by 005 (the transaction wire, plpgsql, resolved at run time),
@@ -1264,6 +1268,14 @@ $$;
 --     errors come from kv_check_names_v1, so their DETAIL carries the name
 --     but not the op index; every other DETAIL starts with "op <index>".
 --
+-- How it is built: _kv_check_v1 validates the whole call and returns its
+-- ops typed (_kv_op_v1) in apply order; the apply loop calls one function
+-- per op kind, which does the op's statement and, for a write that did not
+-- apply, its verdict. A one-op get, put, putIfAbsent or incr first takes a
+-- fast path that tests its kind's rules (the checker's own predicates) and
+-- calls the same op function, skipping the checker's statements. So each
+-- write statement and each rule is written once.
+--
 -- Why it is written the way it is:
 --   - Validate everything first, then apply. No savepoints and no EXCEPTION
 --     blocks: tens of subtransactions per bundle overflow the subxid cache
@@ -1416,6 +1428,12 @@ BEGIN
     RETURN to_jsonb(v_res);
 END
 $$;
+
+-- The fast path's former checks, replaced by the rule predicates above
+-- (_kv_get_ok_v1, _kv_put_ok_v1, _kv_incr_ok_v1). Dropped after the
+-- kv_apply_v1 that no longer calls them is in place. A no-op once dropped.
+DROP FUNCTION IF EXISTS queen._kv_fast_get_ok_v1(JSONB);
+DROP FUNCTION IF EXISTS queen._kv_fast_write_ok_v1(JSONB, TEXT[]);
 
 -- ---------------------------------------------------------------------------
 -- Console reads
