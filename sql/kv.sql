@@ -250,7 +250,7 @@ AS $$ SELECT to_char($1 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 -- true when kv_check_names_v1 would not raise, false (never NULL) otherwise.
 -- The rules are written here once; kv_check_names_v1 raises on false and
 -- sorts out which rule failed, and kv_apply_v1's one-op fast path
--- (_kv_fast_kind_v1) tests it inline, so the common case runs no plpgsql.
+-- (_kv_key_names_ok_v1) tests it inline, so the common case runs no plpgsql.
 -- Written as ^[a-z0-9][a-z0-9._-]*$ plus octet_length <= 64, which is the
 -- same set as ^[a-z0-9][a-z0-9._-]{0,63}$ (every allowed character is one
 -- byte): the bounded repetition costs the regex engine several microseconds
@@ -332,7 +332,11 @@ $$;
 -- cost that grows with the expression's size (about 0.2 us per function or
 -- operator in a transaction of one call), so a get must not pay for the
 -- write rules. No `? 'ns'` tests: an absent field makes jsonb_typeof NULL.
--- Every cast is behind the jsonb_typeof that allows it: none raises.
+-- Every cast is behind the jsonb_typeof that allows it, so none raises,
+-- except _kv_incr_range_ok_v1's, which both callers test after
+-- _kv_incr_numbers_ok_v1 (AND evaluates left to right in an expression).
+-- A rule that is a sql function over a STABLE body is declared STABLE: the
+-- planner does not inline an IMMUTABLE one (tests/sql/024_kv.sql X8).
 -- ---------------------------------------------------------------------------
 
 -- _kv_str_v1(j) -> text: j's text when j is a JSON string, else NULL (which
@@ -427,7 +431,9 @@ AS $$ SELECT queen._kv_forever_ok_v1($1) AND queen._kv_expiry_given_v1($1) AND q
 -- _kv_get_ok_v1(op) / _kv_put_ok_v1(op) / _kv_incr_ok_v1(op) -> boolean
 -- Would _kv_check_v1 accept op, alone in a call, as the kind its "op" field
 -- names (the caller has read it)? The conjunction of that kind's rules; the
--- one-op fast path's test.
+-- one-op fast path's test. _kv_put_ok_v1 serves putIfAbsent too, with put's
+-- field list, which is putIfAbsent's (X3 pins it). Both fail on no op the
+-- checker accepts (X1 pins it).
 CREATE OR REPLACE FUNCTION queen._kv_get_ok_v1(JSONB)
 RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
 AS $$ SELECT queen._kv_fields_ok_v1($1, 'get') AND queen._kv_key_names_ok_v1($1) $$;
