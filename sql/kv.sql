@@ -6,8 +6,12 @@
 -- side tables queen.kv_quota (operator configuration) and queen.kv_usage
 -- (sweeper measurement), the pure helpers (kv_live_v1, kv_ver_v1, kv_num_v1,
 -- kv_prefix_end_v1, kv_check_names_v1, kv_ts_v1, kv_op_fields_v1), the one write/read entry
--- point kv_apply_v1, the shared page reader kv_page_v1 and the console reads
--- kv_list_v1 and kv_namespaces_v1.
+-- point kv_apply_v1 and its internal parts (the op rule predicates
+-- _kv_*_ok_v1, the checked op type _kv_op_v1, the checker _kv_check_v1 and
+-- one function per op kind: _kv_get_v1, _kv_get_many_v1, _kv_get_prefix_v1,
+-- _kv_put_v1, _kv_delete_v1, _kv_incr_v1, with _kv_verdict_v1), the shared
+-- page reader kv_page_v1 and the console reads kv_list_v1 and
+-- kv_namespaces_v1.
 --
 -- May call: only what it defines, plus 000's schema helpers and pg_catalog.
 -- It is called by 005 (the transaction wire, plpgsql, resolved at run time),
@@ -246,7 +250,7 @@ AS $$ SELECT to_char($1 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 -- true when kv_check_names_v1 would not raise, false (never NULL) otherwise.
 -- The rules are written here once; kv_check_names_v1 raises on false and
 -- sorts out which rule failed, and kv_apply_v1's one-op fast path
--- (_kv_fast_kind_v1) tests it inline, so the common case runs no plpgsql.
+-- (_kv_key_names_ok_v1) tests it inline, so the common case runs no plpgsql.
 -- Written as ^[a-z0-9][a-z0-9._-]*$ plus octet_length <= 64, which is the
 -- same set as ^[a-z0-9][a-z0-9._-]{0,63}$ (every allowed character is one
 -- byte): the bounded repetition costs the regex engine several microseconds
@@ -311,47 +315,179 @@ AS $$
     END
 $$;
 
--- _kv_fast_get_ok_v1(op) / _kv_fast_write_ok_v1(op, fields) -> boolean
--- Internal: may kv_apply_v1's one-op fast path carry op? true only for ops
--- the general path would accept without a refusal, and narrower than that on
--- purpose (no expect on put or putIfAbsent, no min/max on incr, no
--- ttlSeconds beside forever): anything refused here takes the general path,
--- where every refusal is written once, so these can only ever say false too
--- often, never let a bad op through.
---   get:   fields op, ns, key; the names pass kv_names_ok_v1.
---   write: fields within p_fields (the caller names its op's list minus
---          expect, min, max); the names pass; required absent or boolean;
---          exactly one of ttlSeconds (an integer 1..2147483647, as in
---          kv_apply_v1) and forever:true.
--- Split per op, small, LANGUAGE sql: inlined into one plpgsql expression
--- each, and plpgsql sets up (ExecInitExpr) every expression it evaluates once
--- per transaction, at a cost that grows with the expression's size (about
--- 0.2 us per function or operator, set-up and evaluation in a transaction of
--- one call); a get must not pay for the write checks. No `? 'ns'` test:
--- an absent field makes jsonb_typeof NULL, which COALESCE turns to false.
--- Raise nothing (every cast is behind the jsonb_typeof that allows it);
--- false for NULL.
-CREATE OR REPLACE FUNCTION queen._kv_fast_get_ok_v1(JSONB)
+-- ---------------------------------------------------------------------------
+-- Op rules (internal)
+--
+-- Each rule of an op's shape is written once, here, as an inlinable
+-- LANGUAGE sql predicate that is true when the op keeps the rule and never
+-- NULL. Two callers compose them: _kv_check_v1 (the checker of every call)
+-- tests them one by one, in the order the refusals take precedence, and
+-- raises the refusal of the first that fails; kv_apply_v1's one-op fast path
+-- tests their conjunction for its op's kind (_kv_get_ok_v1, _kv_put_ok_v1,
+-- _kv_incr_ok_v1) and, when it is false, leaves the op to the checker,
+-- which then raises. So the fast path can never take an op the checker
+-- refuses, and a rule changed here changes both.
+-- Split per rule and per kind, not one CASE over all kinds: plpgsql sets up
+-- (ExecInitExpr) every expression it evaluates once per transaction, at a
+-- cost that grows with the expression's size (about 0.2 us per function or
+-- operator in a transaction of one call), so a get must not pay for the
+-- write rules. No `? 'ns'` tests: an absent field makes jsonb_typeof NULL.
+-- Every cast is behind the jsonb_typeof that allows it, so none raises,
+-- except _kv_incr_range_ok_v1's, which the checker tests after
+-- _kv_limits_ok_v1.
+-- A rule that is a sql function over a STABLE body is declared STABLE: the
+-- planner does not inline an IMMUTABLE one (tests/sql/024_kv.sql X8).
+-- ---------------------------------------------------------------------------
+
+-- _kv_str_v1(j) -> text: j's text when j is a JSON string, else NULL (which
+-- the name rules refuse).
+CREATE OR REPLACE FUNCTION queen._kv_str_v1(JSONB)
+RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT CASE WHEN jsonb_typeof($1) = 'string' THEN $1 #>> '{}' END $$;
+
+-- _kv_fields_ok_v1(op, kind): op carries no field kv_op_fields_v1 does not
+-- list for kind (false for an unknown kind).
+CREATE OR REPLACE FUNCTION queen._kv_fields_ok_v1(JSONB, TEXT)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(($1 - queen.kv_op_fields_v1($2)) = '{}'::jsonb, false) $$;
+
+-- _kv_key_names_ok_v1(op): ns and key are strings that pass kv_names_ok_v1.
+-- (Not kv_names_ok_v1(_kv_str_v1(..), ..): inlining copies an argument into
+-- every use of its parameter, and kv_names_ok_v1 uses each three times.)
+CREATE OR REPLACE FUNCTION queen._kv_key_names_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(jsonb_typeof($1 -> 'ns') = 'string' AND jsonb_typeof($1 -> 'key') = 'string'
+                      AND queen.kv_names_ok_v1($1 ->> 'ns', $1 ->> 'key'), false) $$;
+
+-- _kv_value_fits_v1(op): value is at most 65536 bytes of JSON text.
+CREATE OR REPLACE FUNCTION queen._kv_value_fits_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(octet_length(($1 -> 'value')::text) <= 65536, true) $$;
+
+-- _kv_required_ok_v1(op): required is absent or a boolean.
+CREATE OR REPLACE FUNCTION queen._kv_required_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(jsonb_typeof($1 -> 'required'), 'boolean') = 'boolean' $$;
+
+-- _kv_expect_ok_v1(op): expect is absent or an integer 0..2^63-1, and 0 on
+-- a putIfAbsent (put with expect 0; any other expect contradicts it).
+CREATE OR REPLACE FUNCTION queen._kv_expect_ok_v1(JSONB)
 RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
 AS $$
-    SELECT COALESCE(($1 - ARRAY['ns', 'key']) = '{"op": "get"}'::jsonb   -- op is get, no other field
-                    AND jsonb_typeof($1 -> 'ns') = 'string' AND jsonb_typeof($1 -> 'key') = 'string'
-                    AND queen.kv_names_ok_v1($1 ->> 'ns', $1 ->> 'key'), false)
+    SELECT COALESCE(NOT ($1 ? 'expect')
+                    OR CASE WHEN jsonb_typeof($1 -> 'expect') = 'number'
+                            THEN ($1 -> 'expect')::numeric BETWEEN 0 AND 9223372036854775807
+                                 AND ($1 -> 'expect')::numeric = trunc(($1 -> 'expect')::numeric)
+                                 AND ($1 ->> 'op' IS DISTINCT FROM 'putIfAbsent' OR ($1 -> 'expect')::numeric = 0)
+                       END, false)
 $$;
 
-CREATE OR REPLACE FUNCTION queen._kv_fast_write_ok_v1(JSONB, TEXT[])
+-- _kv_forever_ok_v1(op): forever is absent or a boolean.
+CREATE OR REPLACE FUNCTION queen._kv_forever_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(jsonb_typeof($1 -> 'forever'), 'boolean') = 'boolean' $$;
+
+-- _kv_expiry_given_v1(op): exactly one of ttlSeconds and forever:true.
+-- Expiry is mandatory: a default would make "I forgot" mean "keep forever".
+CREATE OR REPLACE FUNCTION queen._kv_expiry_given_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(($1 ? 'ttlSeconds') <> ($1 @> '{"forever": true}'), false) $$;
+
+-- _kv_ttl_ok_v1(op): ttlSeconds is absent or an integer 1..2^31-1 (about
+-- 68 years; longer is forever), which also keeps now + ttl inside
+-- timestamptz.
+CREATE OR REPLACE FUNCTION queen._kv_ttl_ok_v1(JSONB)
 RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
 AS $$
-    SELECT COALESCE(($1 - $2) = '{}'::jsonb
-                    AND jsonb_typeof($1 -> 'ns') = 'string' AND jsonb_typeof($1 -> 'key') = 'string'
-                    AND queen.kv_names_ok_v1($1 ->> 'ns', $1 ->> 'key')
-                    AND (NOT ($1 ? 'required') OR jsonb_typeof($1 -> 'required') = 'boolean')
-                    AND CASE WHEN $1 ? 'ttlSeconds'
-                             THEN NOT ($1 ? 'forever') AND jsonb_typeof($1 -> 'ttlSeconds') = 'number'
-                                  AND ($1 -> 'ttlSeconds')::numeric BETWEEN 1 AND 2147483647
-                                  AND ($1 -> 'ttlSeconds')::numeric = trunc(($1 -> 'ttlSeconds')::numeric)
-                             ELSE $1 -> 'forever' = 'true'::jsonb END, false)
+    SELECT COALESCE(NOT ($1 ? 'ttlSeconds')
+                    OR CASE WHEN jsonb_typeof($1 -> 'ttlSeconds') = 'number'
+                            THEN ($1 -> 'ttlSeconds')::numeric BETWEEN 1 AND 2147483647
+                                 AND ($1 -> 'ttlSeconds')::numeric = trunc(($1 -> 'ttlSeconds')::numeric)
+                       END, false)
 $$;
+
+-- _kv_delta_ok_v1(op): incr's delta is a number.
+CREATE OR REPLACE FUNCTION queen._kv_delta_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(jsonb_typeof($1 -> 'delta') = 'number', false) $$;
+
+-- _kv_limits_ok_v1(op): incr's min and max are absent or numbers.
+CREATE OR REPLACE FUNCTION queen._kv_limits_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE(jsonb_typeof($1 -> 'min'), 'number') = 'number'
+             AND COALESCE(jsonb_typeof($1 -> 'max'), 'number') = 'number' $$;
+
+-- _kv_incr_range_ok_v1(op): not min > max (nothing could ever apply). Only
+-- after _kv_limits_ok_v1 (it casts min and max).
+CREATE OR REPLACE FUNCTION queen._kv_incr_range_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT (($1 -> 'min')::numeric <= ($1 -> 'max')::numeric) IS NOT FALSE $$;
+
+-- _kv_expiry_ok_v1(op): the expiry rules of put, putIfAbsent and incr:
+-- forever, exactly one of the two, ttlSeconds.
+CREATE OR REPLACE FUNCTION queen._kv_expiry_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT queen._kv_forever_ok_v1($1) AND queen._kv_expiry_given_v1($1) AND queen._kv_ttl_ok_v1($1) $$;
+
+-- _kv_get_ok_v1(op) / _kv_put_ok_v1(op) / _kv_incr_ok_v1(op) -> boolean
+-- The one-op fast path's test: true only when _kv_check_v1 would accept op,
+-- alone in a call, as the kind its "op" field names (the caller has read
+-- it). The conjunction of that kind's rules, narrowed on purpose: no expect
+-- on put or putIfAbsent and no min or max on incr, whose rules would cost
+-- every fast op their expression set-up (expect's alone measured 3 us of a
+-- put); such an op takes the checker, like an op these refuse, which the
+-- checker then refuses itself. So they can only send an op to the checker
+-- too often, never let a bad one through (tests/sql/kv.sql X1).
+-- _kv_put_ok_v1 serves putIfAbsent too, with put's field list, which is
+-- putIfAbsent's (X3 pins it).
+CREATE OR REPLACE FUNCTION queen._kv_get_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT queen._kv_fields_ok_v1($1, 'get') AND queen._kv_key_names_ok_v1($1) $$;
+
+CREATE OR REPLACE FUNCTION queen._kv_put_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    SELECT queen._kv_fields_ok_v1($1, 'put') AND queen._kv_key_names_ok_v1($1)
+           AND $1 ? 'value' AND queen._kv_value_fits_v1($1)
+           AND queen._kv_required_ok_v1($1) AND NOT ($1 ? 'expect') AND queen._kv_expiry_ok_v1($1)
+$$;
+
+CREATE OR REPLACE FUNCTION queen._kv_incr_ok_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    SELECT queen._kv_fields_ok_v1($1, 'incr') AND queen._kv_key_names_ok_v1($1)
+           AND queen._kv_delta_ok_v1($1) AND NOT ($1 ?| ARRAY['min', 'max'])
+           AND queen._kv_required_ok_v1($1) AND queen._kv_expiry_ok_v1($1)   -- incr's fields exclude expect
+$$;
+
+-- Typed fields of an op the rules above accepted (the checker's op rows
+-- and the fast path's arguments read them through these, so each is
+-- written once):
+--   _kv_expires_v1(op, now): now + ttlSeconds, NULL = forever.
+--   _kv_expect_v1(op): 0 for putIfAbsent, else expect, NULL = unconditional.
+--   _kv_required_v1(op): required:true.
+-- _kv_expires_v1 is STABLE, not IMMUTABLE, because timestamptz + interval
+-- is: the planner does not inline a sql function declared IMMUTABLE over a
+-- STABLE body, and a sql function that is not inlined is parsed and planned
+-- again in every transaction (measured: +40 us on a one-op put).
+CREATE OR REPLACE FUNCTION queen._kv_expires_v1(JSONB, TIMESTAMPTZ)
+RETURNS TIMESTAMPTZ LANGUAGE sql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT $2 + (($1 -> 'ttlSeconds')::numeric::bigint * interval '1 second') $$;
+
+CREATE OR REPLACE FUNCTION queen._kv_expect_v1(JSONB)
+RETURNS BIGINT LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT CASE WHEN $1 ->> 'op' = 'putIfAbsent' THEN 0::bigint ELSE ($1 -> 'expect')::numeric::bigint END $$;
+
+CREATE OR REPLACE FUNCTION queen._kv_required_v1(JSONB)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT COALESCE($1 -> 'required' = 'true'::jsonb, false) $$;
+
+-- _kv_limit_v1(op): getPrefix's limit clamped to 1..1000; NULL when absent
+-- or JSON null (kv_page_v1's default, 100).
+CREATE OR REPLACE FUNCTION queen._kv_limit_v1(JSONB)
+RETURNS INTEGER LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT CASE WHEN jsonb_typeof($1 -> 'limit') = 'number'
+                  THEN LEAST(GREATEST(trunc(($1 -> 'limit')::numeric), 1), 1000)::integer END $$;
 
 -- ---------------------------------------------------------------------------
 -- kv_page_v1: the one prefix page reader (internal)
@@ -441,6 +577,650 @@ END
 $$;
 
 -- ---------------------------------------------------------------------------
+-- The checked op, the checker and the one function per op kind (internal)
+-- ---------------------------------------------------------------------------
+
+-- queen._kv_op_v1: one op as the checker accepted it, typed. idx is its
+-- position in the call (its result's slot); kind is the op as given
+-- (putIfAbsent stays putIfAbsent; its expect is 0). Fields an op's kind does
+-- not carry are NULL. expires_at is the call's now + ttlSeconds, NULL =
+-- forever; expect NULL = unconditional; lim NULL = kv_page_v1's default.
+-- A composite, not a JSON object: the apply reads it field by field with no
+-- keys to look up or cast.
+SELECT queen._schema_create_type_v1('_kv_op_v1',
+    'CREATE TYPE queen._kv_op_v1 AS (idx INTEGER, kind TEXT, ns TEXT, key TEXT, value JSONB,
+                                     expires_at TIMESTAMPTZ, expect BIGINT, required BOOLEAN,
+                                     delta NUMERIC, min NUMERIC, max NUMERIC, keys JSONB,
+                                     prefix TEXT, after TEXT, lim INTEGER, keys_only BOOLEAN)');
+
+-- _kv_op_of_v1(op, idx, now) -> _kv_op_v1: the typed row of an op the rules
+-- accepted (casts would raise on one they refuse).
+CREATE OR REPLACE FUNCTION queen._kv_op_of_v1(JSONB, INTEGER, TIMESTAMPTZ)
+RETURNS queen._kv_op_v1 LANGUAGE sql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    SELECT ROW($2, $1 ->> 'op', $1 ->> 'ns', $1 ->> 'key', $1 -> 'value',
+               queen._kv_expires_v1($1, $3), queen._kv_expect_v1($1), queen._kv_required_v1($1),
+               ($1 -> 'delta')::numeric, ($1 -> 'min')::numeric, ($1 -> 'max')::numeric, $1 -> 'keys',
+               $1 ->> 'prefix', $1 ->> 'after', queen._kv_limit_v1($1),
+               COALESCE(($1 ->> 'keysOnly')::boolean, false))::queen._kv_op_v1
+$$;
+
+-- _kv_check_v1(ops, tenant, in_wire, now) -> _kv_op_v1[]
+-- The checker: validates the whole call (kv_apply_v1's shape rules, header
+-- below) and returns its ops typed, in apply order: ascending (phase, ns,
+-- key COLLATE "C", idx), phase 1 being getMany/getPrefix so multi-key reads
+-- see the call's writes. An empty array for []. Raises every refusal
+-- kv_apply_v1 documents except kv_precondition_failed and
+-- kv_result_misaligned; reads and writes nothing.
+-- The rules are the _kv_*_ok_v1 predicates above; the tests here only pick
+-- the refusal, in the order the refusals take precedence. Statements are few
+-- and op-specific: plpgsql sets up each expression it runs once per
+-- transaction.
+CREATE OR REPLACE FUNCTION queen._kv_check_v1(p_ops JSONB, p_tenant UUID, p_in_wire BOOLEAN, p_now TIMESTAMPTZ)
+RETURNS queen._kv_op_v1[] LANGUAGE plpgsql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+DECLARE
+    -- Budgets are literals, each named where it is used: 65536 value bytes
+    -- (_kv_value_fits_v1), 256/64 ops and 4096/256 keys (HTTP/wire). The
+    -- wire's are tighter because a wire bundle also holds queue and
+    -- partition locks for its whole duration.
+    v_n      integer;
+    v_i      integer;
+    v_op     jsonb;
+    v_kind   text;
+    v_keys   integer := 0;     -- keys charged to the call's key budget
+    v_writes integer := 0;     -- write ops (for the duplicate check)
+    v_t      text;
+    v_elem   jsonb;
+    v_detail text;
+    v_out    queen._kv_op_v1[];
+BEGIN
+    IF p_tenant IS NULL OR p_in_wire IS NULL OR jsonb_typeof(p_ops) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+            DETAIL = CASE WHEN p_tenant IS NULL THEN 'the tenant argument is required'
+                          WHEN p_in_wire IS NULL THEN 'p_in_wire must be true or false'
+                          ELSE 'ops must be a JSON array' END;
+    END IF;
+    v_n := jsonb_array_length(p_ops);
+    IF v_n = 0 THEN
+        RETURN '{}';
+    ELSIF v_n > (CASE WHEN p_in_wire THEN 64 ELSE 256 END) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_ops',
+            DETAIL = format('%s ops in one call, the limit is %s', v_n, CASE WHEN p_in_wire THEN 64 ELSE 256 END);
+    END IF;
+
+    FOR v_i IN 0 .. v_n - 1 LOOP
+        v_op := p_ops -> v_i;
+        v_kind := v_op ->> 'op';
+        -- The cheap combined test first (an unknown op fails the field
+        -- rule); the error path sorts out which rule failed.
+        IF jsonb_typeof(v_op) IS DISTINCT FROM 'object'
+           OR v_op ?| ARRAY['tenant', 'tenantId', '_tenant']
+           OR NOT queen._kv_fields_ok_v1(v_op, v_kind) THEN
+            IF jsonb_typeof(v_op) IS DISTINCT FROM 'object' THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                    DETAIL = format('op %s is not a JSON object', v_i);
+            ELSIF v_op ?| ARRAY['tenant', 'tenantId', '_tenant'] THEN
+                -- The tenant is an argument, never an input: refuse it
+                -- loudly rather than ignore it, so a client that thinks it
+                -- can choose learns early.
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_tenant_not_an_input',
+                    DETAIL = format('op %s carries a tenant field; the tenant comes from the request', v_i);
+            ELSIF jsonb_typeof(v_op -> 'op') IS DISTINCT FROM 'string' THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                    DETAIL = format('op %s has no "op" string', v_i);
+            ELSIF queen.kv_op_fields_v1(v_kind) IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_unknown_op',
+                    DETAIL = format('op %s: unknown op %s', v_i, quote_literal(v_kind));
+            ELSIF v_kind = 'incr' AND v_op ? 'expect' THEN
+                -- incr is the way out of compare-and-set loops
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_expect',
+                    DETAIL = format('op %s: incr takes no expect', v_i);
+            ELSE
+                -- Fields not listed for the op are refused: a typo such as
+                -- "ttl" must not silently mean something else.
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                    DETAIL = format('op %s (%s): unknown field(s) %s', v_i, v_kind,
+                                    (SELECT string_agg(quote_ident(k), ', ')
+                                     FROM jsonb_object_keys(v_op - queen.kv_op_fields_v1(v_kind)) AS k));
+            END IF;
+        END IF;
+
+        -- Names: kv_check_names_v1 raises (a ns or key that is not a JSON
+        -- string arrives as NULL, refused as kv_bad_namespace / kv_bad_key).
+        -- An assignment, not PERFORM: an expression is cheaper than a query.
+        -- getMany's keys are checked one by one below ('x' stands for "any
+        -- legal key" so that its namespace is checked here).
+        v_t := queen.kv_check_names_v1(
+                   queen._kv_str_v1(v_op -> 'ns'),
+                   CASE v_kind WHEN 'getMany' THEN 'x'
+                               WHEN 'getPrefix' THEN COALESCE(NULLIF(v_op ->> 'prefix', ''), 'x')
+                               ELSE queen._kv_str_v1(v_op -> 'key') END)::text;
+
+        CASE v_kind
+            WHEN 'get' THEN
+                v_keys := v_keys + 1;
+            WHEN 'put', 'putIfAbsent' THEN
+                -- null is a legal value; an absent value is not
+                IF NOT (v_op ? 'value') THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: value is required (null is a legal value, absent is not)', v_i);
+                END IF;
+                IF NOT queen._kv_value_fits_v1(v_op) THEN
+                    RAISE EXCEPTION USING ERRCODE = '22001', MESSAGE = 'kv_value_too_large',
+                        DETAIL = format('op %s: value is %s bytes of JSON text, the limit is 65536',
+                                        v_i, octet_length((v_op -> 'value')::text));
+                END IF;
+                v_keys := v_keys + 1; v_writes := v_writes + 1;
+            WHEN 'delete' THEN
+                v_keys := v_keys + 1; v_writes := v_writes + 1;
+            WHEN 'incr' THEN
+                IF NOT (queen._kv_delta_ok_v1(v_op) AND queen._kv_limits_ok_v1(v_op)) THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: incr needs a numeric delta; min and max must be numbers', v_i);
+                END IF;
+                IF NOT queen._kv_incr_range_ok_v1(v_op) THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: min %s is above max %s', v_i, v_op -> 'min', v_op -> 'max');
+                END IF;
+                v_keys := v_keys + 1; v_writes := v_writes + 1;
+            WHEN 'getMany' THEN
+                IF jsonb_typeof(v_op -> 'keys') IS DISTINCT FROM 'array' THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: getMany needs a keys array', v_i);
+                END IF;
+                v_keys := v_keys + jsonb_array_length(v_op -> 'keys');
+                IF v_keys > (CASE WHEN p_in_wire THEN 256 ELSE 4096 END) THEN   -- before checking thousands of names
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_keys',
+                        DETAIL = format('more than %s keys in one call (at op %s)', CASE WHEN p_in_wire THEN 256 ELSE 4096 END, v_i);
+                END IF;
+                FOR v_elem IN SELECT e FROM jsonb_array_elements(v_op -> 'keys') AS e LOOP
+                    IF jsonb_typeof(v_elem) IS DISTINCT FROM 'string' THEN
+                        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_key',
+                            DETAIL = format('op %s: every key of getMany must be a string', v_i);
+                    END IF;
+                    v_t := queen.kv_check_names_v1(v_op ->> 'ns', v_elem #>> '{}')::text;
+                END LOOP;
+            WHEN 'getPrefix' THEN
+                IF p_in_wire THEN
+                    -- an unbounded scan must not run while the wire holds
+                    -- queue and partition locks
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_get_prefix_not_allowed_in_transaction',
+                        DETAIL = format('op %s: getPrefix is not allowed in a transaction bundle', v_i);
+                END IF;
+                IF jsonb_typeof(v_op -> 'prefix') IS DISTINCT FROM 'string' OR v_op ->> 'prefix' = '' THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_prefix_required',
+                        DETAIL = format('op %s: getPrefix needs a non-empty prefix string', v_i);
+                END IF;
+                -- after, limit, keysOnly: JSON null means "not given"
+                IF jsonb_typeof(v_op -> 'after') NOT IN ('string', 'null')
+                   OR jsonb_typeof(v_op -> 'keysOnly') NOT IN ('boolean', 'null')
+                   OR jsonb_typeof(v_op -> 'limit') NOT IN ('number', 'null') THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: after must be a string, keysOnly a boolean, limit a number', v_i);
+                END IF;
+                -- the clamped limit (absent or null: the default 100)
+                v_keys := v_keys + COALESCE(queen._kv_limit_v1(v_op), 100);
+        END CASE;
+
+        -- Shared by the writes: required, expect, expiry.
+        IF v_kind IN ('put', 'putIfAbsent', 'delete', 'incr') THEN
+            IF NOT queen._kv_required_ok_v1(v_op) THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                    DETAIL = format('op %s: required must be a boolean', v_i);
+            END IF;
+            IF NOT queen._kv_expect_ok_v1(v_op) THEN
+                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_expect',
+                    DETAIL = format('op %s (%s): expect %s; it must be an integer >= 0 (0 for putIfAbsent)',
+                                    v_i, v_kind, v_op -> 'expect');
+            END IF;
+            IF v_kind <> 'delete' THEN
+                IF NOT queen._kv_forever_ok_v1(v_op) THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
+                        DETAIL = format('op %s: forever must be a boolean', v_i);
+                END IF;
+                IF NOT queen._kv_expiry_given_v1(v_op) THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_expiry_not_specified',
+                        DETAIL = format('op %s: give exactly one of ttlSeconds and forever:true', v_i);
+                END IF;
+                IF NOT queen._kv_ttl_ok_v1(v_op) THEN
+                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_ttl',
+                        DETAIL = format('op %s: ttlSeconds %s; it must be an integer 1..2147483647', v_i, v_op -> 'ttlSeconds');
+                END IF;
+            END IF;
+        END IF;
+
+        IF v_keys > (CASE WHEN p_in_wire THEN 256 ELSE 4096 END) THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_keys',
+                DETAIL = format('more than %s keys in one call (at op %s)', CASE WHEN p_in_wire THEN 256 ELSE 4096 END, v_i);
+        END IF;
+    END LOOP;
+
+    -- A key is written at most once per call: this is what makes the lock
+    -- order total (two writes of one key would have no defined order).
+    IF v_writes > 1 THEN
+        SELECT format('namespace %s, key %s (ops %s)', e->>'ns', quote_literal(e->>'key'),
+                      string_agg((o - 1)::text, ', ' ORDER BY o))
+        INTO v_detail
+        FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS t(e, o)
+        WHERE e->>'op' IN ('put', 'putIfAbsent', 'delete', 'incr')
+        GROUP BY e->>'ns', e->>'key'
+        HAVING count(*) > 1
+        LIMIT 1;
+        IF v_detail IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_duplicate_key_in_call',
+                DETAIL = v_detail;
+        END IF;
+    END IF;
+
+    -- The apply order, decided here and nowhere else (the broker never
+    -- pre-sorts). COLLATE "C" is spelled out because an extraction from
+    -- jsonb does not inherit a column's collation.
+    SELECT array_agg(queen._kv_op_of_v1(t.e, (t.o - 1)::integer, p_now)
+                     ORDER BY CASE WHEN t.e->>'op' IN ('getMany', 'getPrefix') THEN 1 ELSE 0 END,
+                              (t.e->>'ns') COLLATE "C",
+                              (t.e->>'key') COLLATE "C",
+                              t.o)
+    INTO v_out
+    FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS t(e, o);
+    RETURN v_out;
+END
+$$;
+
+-- _kv_verdict_v1(tenant, now, idx, op, ns, key, reason, cur_value, cur_version, required) -> jsonb
+-- The result of a write that did not apply: {index, op, applied:false,
+-- reason, key, value, version} with the current live row's value and
+-- version (null/0 when there is none), or, with required, the 23514
+-- kv_precondition_failed whose DETAIL is that verdict as JSON. cur_version
+-- NULL means "not read yet": the row is read here, and that read is never
+-- stale (see kv_apply_v1's header). reason 'version' on no live row becomes
+-- 'absent'; an incr over a live non-number becomes 'type'. op is the
+-- reported op (putIfAbsent reports "put"). Only a write's refusal path calls
+-- it, so one plpgsql call there costs nothing on the applied path.
+CREATE OR REPLACE FUNCTION queen._kv_verdict_v1(
+    p_tenant UUID, p_now TIMESTAMPTZ, p_idx INTEGER, p_op TEXT, p_ns TEXT, p_key TEXT,
+    p_reason TEXT, p_cur_val JSONB, p_cur_ver BIGINT, p_required BOOLEAN)
+RETURNS JSONB LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT
+AS $$
+DECLARE
+    v_detail text;
+BEGIN
+    IF p_cur_ver IS NULL THEN
+        SELECT k.value, k.version INTO p_cur_val, p_cur_ver
+        FROM queen.kv AS k
+        WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+          AND queen.kv_live_v1(k.expires_at, p_now);
+    END IF;
+    IF p_cur_ver IS NULL OR p_cur_ver = 0 THEN
+        p_cur_ver := 0; p_cur_val := NULL;
+        IF p_reason = 'version' THEN p_reason := 'absent'; END IF;
+    ELSIF p_op = 'incr' AND jsonb_typeof(p_cur_val) <> 'number' THEN
+        p_reason := 'type';
+    END IF;
+    IF p_required THEN
+        -- Escalate: the caller reads the DETAIL, never the message. DETAIL
+        -- is capped at 4096 bytes and must stay valid JSON: ns (<= 64 bytes)
+        -- and key (<= 512 bytes, <= 3072 once every byte is JSON-escaped)
+        -- always fit, so when the whole object is too big only the value is
+        -- dropped: it becomes null, "valueOmitted": true says so and
+        -- "valueBytes" how big it is (version still identifies it).
+        v_detail := jsonb_build_object('index', p_idx, 'op', p_op, 'ns', p_ns, 'key', p_key,
+                                       'reason', p_reason, 'version', p_cur_ver, 'value', p_cur_val)::text;
+        IF octet_length(v_detail) > 4096 THEN
+            v_detail := jsonb_build_object('index', p_idx, 'op', p_op, 'ns', p_ns, 'key', p_key,
+                                           'reason', p_reason, 'version', p_cur_ver, 'value', NULL::jsonb,
+                                           'valueOmitted', true,
+                                           'valueBytes', octet_length(p_cur_val::text))::text;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '23514', MESSAGE = 'kv_precondition_failed', DETAIL = v_detail;
+    END IF;
+    RETURN jsonb_build_object('index', p_idx, 'op', p_op, 'applied', false, 'reason', p_reason,
+                              'key', p_key, 'value', p_cur_val, 'version', p_cur_ver);
+END
+$$;
+
+-- _kv_get_v1(tenant, ns, key, now, idx) -> TABLE(elem, bytes)
+-- get: the live row's result {index, op:"get", found:true, key, value,
+-- version, expiresAt, updatedAt} and its value bytes (the read budget's
+-- charge); no row when there is none (_kv_get_miss_v1 is that result).
+-- LANGUAGE sql, STABLE, one SELECT: the planner inlines it into the
+-- caller's statement, so a get pays no function call. _kv_get_miss_v1 is
+-- STABLE because jsonb_build_object is (an IMMUTABLE one would not inline).
+CREATE OR REPLACE FUNCTION queen._kv_get_v1(p_tenant UUID, p_ns TEXT, p_key TEXT, p_now TIMESTAMPTZ, p_idx INTEGER)
+RETURNS TABLE (elem JSONB, bytes BIGINT) LANGUAGE sql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    SELECT jsonb_build_object('index', p_idx, 'op', 'get', 'found', true, 'key', k.key,
+                              'value', k.value, 'version', k.version,
+                              'expiresAt', queen.kv_ts_v1(k.expires_at),
+                              'updatedAt', queen.kv_ts_v1(k.updated_at)),
+           octet_length(k.value::text)::bigint
+    FROM queen.kv k
+    WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+      AND queen.kv_live_v1(k.expires_at, p_now)
+$$;
+
+CREATE OR REPLACE FUNCTION queen._kv_get_miss_v1(p_idx INTEGER, p_key TEXT)
+RETURNS JSONB LANGUAGE sql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$ SELECT jsonb_build_object('index', p_idx, 'op', 'get', 'found', false, 'key', p_key) $$;
+
+-- _kv_get_many_v1(tenant, ns, keys, now, idx, budget) -> TABLE(elem, bytes)
+-- getMany: rows in key order, missing in input order (each key once). A
+-- key is served while the value bytes before it (key order) are below
+-- budget (what is left of the call's read budget): the straddling row is
+-- included; keys after it are neither rows nor missing (truncated).
+-- Exactly one row. Inlined like _kv_get_v1.
+CREATE OR REPLACE FUNCTION queen._kv_get_many_v1(p_tenant UUID, p_ns TEXT, p_keys JSONB, p_now TIMESTAMPTZ,
+                                                 p_idx INTEGER, p_budget BIGINT)
+RETURNS TABLE (elem JSONB, bytes BIGINT) LANGUAGE sql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    WITH req AS (
+        SELECT t.k COLLATE "C" AS k, min(t.o) AS o
+        FROM jsonb_array_elements_text(p_keys) WITH ORDINALITY AS t(k, o)
+        GROUP BY 1
+    ), hit AS (
+        SELECT r.k, r.o, kv.value, kv.version, kv.expires_at, kv.updated_at,
+               kv.version IS NOT NULL AS found,
+               COALESCE(octet_length(kv.value::text), 0) AS b
+        FROM req r
+        LEFT JOIN queen.kv kv
+               ON kv.tenant_id = p_tenant AND kv.namespace = p_ns AND kv.key = r.k
+              AND queen.kv_live_v1(kv.expires_at, p_now)
+    ), acc AS (
+        SELECT h.*, COALESCE(sum(h.b) OVER (ORDER BY h.k COLLATE "C"
+                                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+        FROM hit h
+    )
+    SELECT jsonb_build_object(
+               'index', p_idx, 'op', 'getMany',
+               'rows', COALESCE(jsonb_agg(jsonb_build_object(
+                           'key', a.k, 'value', a.value, 'version', a.version,
+                           'expiresAt', queen.kv_ts_v1(a.expires_at),
+                           'updatedAt', queen.kv_ts_v1(a.updated_at))
+                           ORDER BY a.k COLLATE "C")
+                         FILTER (WHERE a.found AND a.before < p_budget), '[]'::jsonb),
+               'missing', COALESCE(jsonb_agg(to_jsonb(a.k) ORDER BY a.o)
+                         FILTER (WHERE NOT a.found AND a.before < p_budget), '[]'::jsonb),
+               'truncated', COALESCE(bool_or(a.before >= p_budget), false)),
+           COALESCE(sum(a.b) FILTER (WHERE a.before < p_budget), 0)::bigint
+    FROM acc a
+$$;
+
+-- _kv_get_prefix_v1(tenant, ns, prefix, after, limit, keys_only, now, idx, budget) -> TABLE(elem, bytes)
+-- getPrefix: kv_page_v1's page as {index, op:"getPrefix", rows, truncated,
+-- nextAfter} and the value bytes it charges. Exactly one row.
+CREATE OR REPLACE FUNCTION queen._kv_get_prefix_v1(p_tenant UUID, p_ns TEXT, p_prefix TEXT, p_after TEXT,
+                                                   p_limit INTEGER, p_keys_only BOOLEAN, p_now TIMESTAMPTZ,
+                                                   p_idx INTEGER, p_budget BIGINT)
+RETURNS TABLE (elem JSONB, bytes BIGINT) LANGUAGE sql STABLE PARALLEL SAFE CALLED ON NULL INPUT
+AS $$
+    SELECT jsonb_build_object('index', p_idx, 'op', 'getPrefix') || (p.page - 'bytes'), (p.page ->> 'bytes')::bigint
+    FROM (SELECT queen.kv_page_v1(p_tenant, p_ns, p_prefix, p_after, p_limit, p_keys_only, false, false,
+                                  p_now, p_budget) AS page) AS p
+$$;
+
+-- _kv_put_v1(tenant, idx, ns, key, value, expires_at, expect, required, now) -> jsonb
+-- put and putIfAbsent (expect 0): the write and its verdict, the op's whole
+-- result ({index, op:"put", applied, ...}; _kv_verdict_v1 when it did not
+-- apply, which raises with required). expires_at NULL = forever; expect
+-- NULL = unconditional. Each write is ONE statement with its precondition
+-- in its WHERE (kv_apply_v1's header says why). plpgsql, not sql: PL/pgSQL
+-- keeps the statement's plan across transactions, a sql function in
+-- PostgreSQL 15 plans its body again in each.
+CREATE OR REPLACE FUNCTION queen._kv_put_v1(p_tenant UUID, p_idx INTEGER, p_ns TEXT, p_key TEXT, p_value JSONB,
+                                            p_exp TIMESTAMPTZ, p_expect BIGINT, p_required BOOLEAN, p_now TIMESTAMPTZ)
+RETURNS JSONB LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT
+AS $$
+DECLARE
+    v_elem    jsonb;
+    v_cur_val jsonb;
+    v_cur_ver bigint;
+BEGIN
+    IF p_expect IS NULL THEN
+        -- Unconditional upsert. A put never inherits the previous expiry;
+        -- created_at survives only a live row (writing over an expired,
+        -- unpruned row starts a new lineage).
+        INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+        VALUES (p_tenant, p_ns, p_key, p_value, nextval('queen.kv_version_seq'), p_exp, p_now, p_now)
+        ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+           SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
+               created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                 THEN k.created_at ELSE EXCLUDED.created_at END,
+               updated_at = EXCLUDED.updated_at
+        RETURNING jsonb_build_object('index', p_idx, 'op', 'put', 'applied', true,
+                                     'key', p_key, 'value', p_value, 'version', k.version)
+        INTO v_elem;
+        RETURN v_elem;
+    ELSIF p_expect = 0 THEN
+        -- Must not exist. Wins over an expired, unpruned row (new lineage:
+        -- created_at resets). The arm locks the row before its WHERE, so of
+        -- N concurrent callers exactly one applies.
+        INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+        VALUES (p_tenant, p_ns, p_key, p_value, nextval('queen.kv_version_seq'), p_exp, p_now, p_now)
+        ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+           SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
+               created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
+         WHERE NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+        RETURNING jsonb_build_object('index', p_idx, 'op', 'put', 'applied', true,
+                                     'key', p_key, 'value', p_value, 'version', k.version)
+        INTO v_elem;
+        IF v_elem IS NOT NULL THEN
+            RETURN v_elem;   -- the verdict's call is set up only when it is reached
+        END IF;
+        RETURN queen._kv_verdict_v1(p_tenant, p_now, p_idx, 'put', p_ns, p_key, 'exists',
+                                    NULL, NULL, p_required);
+    END IF;
+    -- expect N > 0: a pure update, never creates a row.
+    UPDATE queen.kv AS k
+       SET value = p_value, version = nextval('queen.kv_version_seq'), expires_at = p_exp, updated_at = p_now
+     WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+       AND queen.kv_ver_v1(k.version, k.expires_at, p_now) = p_expect
+    RETURNING jsonb_build_object('index', p_idx, 'op', 'put', 'applied', true,
+                                 'key', p_key, 'value', p_value, 'version', k.version)
+    INTO v_elem;
+    IF v_elem IS NULL THEN
+        -- Matched nothing: the row with version N may have been committed
+        -- after the statement began (a client may expect a version not
+        -- minted yet). Lock the live row; if it holds N now, the write
+        -- applies here, so "not applied" never comes with the very version
+        -- that was expected (found by tests/linearizability). No live row
+        -- now is the verdict's state: a newer read could show a row
+        -- committed since, with the very version expected.
+        SELECT k.value, k.version INTO v_cur_val, v_cur_ver
+        FROM queen.kv AS k
+        WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+          AND queen.kv_live_v1(k.expires_at, p_now)
+        FOR UPDATE;
+        IF v_cur_ver IS NULL THEN
+            v_cur_ver := 0;
+        ELSIF v_cur_ver = p_expect THEN
+            UPDATE queen.kv AS k
+               SET value = p_value, version = nextval('queen.kv_version_seq'), expires_at = p_exp, updated_at = p_now
+             WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+            RETURNING jsonb_build_object('index', p_idx, 'op', 'put', 'applied', true,
+                                         'key', p_key, 'value', p_value, 'version', k.version)
+            INTO v_elem;
+            v_cur_ver := NULL; v_cur_val := NULL;
+        END IF;
+        IF v_elem IS NULL THEN
+            RETURN queen._kv_verdict_v1(p_tenant, p_now, p_idx, 'put', p_ns, p_key, 'version',
+                                        v_cur_val, v_cur_ver, p_required);
+        END IF;
+    END IF;
+    RETURN v_elem;
+END
+$$;
+
+-- _kv_delete_v1(tenant, idx, ns, key, expect, required, now) -> jsonb
+-- delete: the write and its verdict, as _kv_put_v1. An applied delete
+-- reports the row it removed (null/0 for expect 0 on nothing).
+CREATE OR REPLACE FUNCTION queen._kv_delete_v1(p_tenant UUID, p_idx INTEGER, p_ns TEXT, p_key TEXT,
+                                               p_expect BIGINT, p_required BOOLEAN, p_now TIMESTAMPTZ)
+RETURNS JSONB LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT
+AS $$
+DECLARE
+    v_elem    jsonb;
+    v_cur_val jsonb;
+    v_cur_ver bigint;
+BEGIN
+    IF p_expect IS NULL THEN
+        -- Only a live row can be deleted; an expired one is already absent
+        -- (the sweeper reclaims its space). Not applied means absent at
+        -- this statement: no second read, the verdict "absent, null, 0" is
+        -- exact as of the delete.
+        DELETE FROM queen.kv AS k
+         WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+           AND queen.kv_live_v1(k.expires_at, p_now)
+        RETURNING jsonb_build_object('index', p_idx, 'op', 'delete', 'applied', true,
+                                     'key', p_key, 'value', k.value, 'version', k.version)
+        INTO v_elem;
+        IF v_elem IS NOT NULL THEN
+            RETURN v_elem;   -- the verdict's call is set up only when it is reached
+        END IF;
+        RETURN queen._kv_verdict_v1(p_tenant, p_now, p_idx, 'delete', p_ns, p_key, 'absent',
+                                    NULL, 0, p_required);
+    ELSIF p_expect = 0 THEN
+        -- "Must not exist": succeeds on nothing. FOR UPDATE takes the live
+        -- row's lock (in key order, like any write) so the verdict holds for
+        -- the rest of the caller's transaction.
+        SELECT k.version, k.value INTO v_cur_ver, v_cur_val
+        FROM queen.kv AS k
+        WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+          AND queen.kv_live_v1(k.expires_at, p_now)
+        FOR UPDATE;
+        IF v_cur_ver IS NULL THEN
+            RETURN jsonb_build_object('index', p_idx, 'op', 'delete', 'applied', true,
+                                      'key', p_key, 'value', NULL::jsonb, 'version', 0);
+        END IF;
+        RETURN queen._kv_verdict_v1(p_tenant, p_now, p_idx, 'delete', p_ns, p_key, 'exists',
+                                    v_cur_val, v_cur_ver, p_required);
+    END IF;
+    DELETE FROM queen.kv AS k
+     WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+       AND queen.kv_ver_v1(k.version, k.expires_at, p_now) = p_expect
+    RETURNING jsonb_build_object('index', p_idx, 'op', 'delete', 'applied', true,
+                                 'key', p_key, 'value', k.value, 'version', k.version)
+    INTO v_elem;
+    IF v_elem IS NULL THEN
+        -- As _kv_put_v1's expect N: decide under the live row's lock.
+        SELECT k.value, k.version INTO v_cur_val, v_cur_ver
+        FROM queen.kv AS k
+        WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+          AND queen.kv_live_v1(k.expires_at, p_now)
+        FOR UPDATE;
+        IF v_cur_ver IS NULL THEN
+            v_cur_ver := 0;
+        ELSIF v_cur_ver = p_expect THEN
+            DELETE FROM queen.kv AS k
+             WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+            RETURNING jsonb_build_object('index', p_idx, 'op', 'delete', 'applied', true,
+                                         'key', p_key, 'value', k.value, 'version', k.version)
+            INTO v_elem;
+            v_cur_ver := NULL; v_cur_val := NULL;
+        END IF;
+        IF v_elem IS NULL THEN
+            RETURN queen._kv_verdict_v1(p_tenant, p_now, p_idx, 'delete', p_ns, p_key, 'version',
+                                        v_cur_val, v_cur_ver, p_required);
+        END IF;
+    END IF;
+    RETURN v_elem;
+END
+$$;
+
+-- _kv_incr_v1(tenant, idx, ns, key, delta, min, max, expires_at, required, now) -> jsonb
+-- incr: the write and its verdict, as _kv_put_v1 (reason limit, or type on
+-- a live non-number). The new value is computed inside the statement
+-- (kv_num_v1(old) + delta), never in a variable read earlier. min/max NULL
+-- = no limit; expires_at applies only when the row is created.
+CREATE OR REPLACE FUNCTION queen._kv_incr_v1(p_tenant UUID, p_idx INTEGER, p_ns TEXT, p_key TEXT,
+                                             p_delta NUMERIC, p_min NUMERIC, p_max NUMERIC,
+                                             p_exp TIMESTAMPTZ, p_required BOOLEAN, p_now TIMESTAMPTZ)
+RETURNS JSONB LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT
+AS $$
+DECLARE
+    v_elem    jsonb;
+    v_cur_val jsonb;
+    v_cur_ver bigint;
+BEGIN
+    IF p_delta BETWEEN COALESCE(p_min, '-Infinity') AND COALESCE(p_max, 'Infinity') THEN   -- no limit: an infinite one
+        -- The create branch is allowed (delta itself is within the limits):
+        -- upsert. On a live number the arm adds delta inside the statement;
+        -- a live non-number refuses (type); an expired row counts as 0 and
+        -- takes the new window (TTL applies only when the row is created; a
+        -- live counter keeps its window).
+        INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
+        VALUES (p_tenant, p_ns, p_key, to_jsonb(p_delta), nextval('queen.kv_version_seq'), p_exp, p_now, p_now)
+        ON CONFLICT (tenant_id, namespace, key) DO UPDATE
+           SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at) + p_delta),
+               version = EXCLUDED.version,
+               expires_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                 THEN k.expires_at ELSE EXCLUDED.expires_at END,
+               created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
+                                 THEN k.created_at ELSE EXCLUDED.created_at END,
+               updated_at = EXCLUDED.updated_at
+         -- The new value (an expired row counts as 0; a live non-number is
+         -- NULL, which refuses: type) within the limits, no limit being an
+         -- infinite one (a JSON number is finite). One expression: this WHERE
+         -- is set up at every execution, and each node costs (measured: the
+         -- type test and the limits as separate ORs, 5 us of an incr).
+         WHERE CASE WHEN NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at) THEN p_delta
+                    WHEN jsonb_typeof(k.value) = 'number' THEN (k.value)::numeric + p_delta END
+               BETWEEN COALESCE(p_min, '-Infinity') AND COALESCE(p_max, 'Infinity')
+        RETURNING jsonb_build_object('index', p_idx, 'op', 'incr', 'applied', true,
+                                     'key', p_key, 'value', k.value, 'version', k.version)
+        INTO v_elem;
+        IF v_elem IS NOT NULL THEN
+            RETURN v_elem;   -- the verdict's call is set up only when it is reached
+        END IF;
+        RETURN queen._kv_verdict_v1(p_tenant, p_now, p_idx, 'incr', p_ns, p_key, 'limit',
+                                    NULL, NULL, p_required);
+    END IF;
+    -- delta alone crosses a limit, so the row may not be created: only a
+    -- live number can move. Never saturates.
+    UPDATE queen.kv AS k
+       SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, p_now) + p_delta),
+           version = nextval('queen.kv_version_seq'), updated_at = p_now
+     WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+       AND queen.kv_live_v1(k.expires_at, p_now) AND jsonb_typeof(k.value) = 'number'
+       AND (p_min IS NULL OR queen.kv_num_v1(k.value, k.expires_at, p_now) + p_delta >= p_min)
+       AND (p_max IS NULL OR queen.kv_num_v1(k.value, k.expires_at, p_now) + p_delta <= p_max)
+    RETURNING jsonb_build_object('index', p_idx, 'op', 'incr', 'applied', true,
+                                 'key', p_key, 'value', k.value, 'version', k.version)
+    INTO v_elem;
+    IF v_elem IS NULL THEN
+        -- The UPDATE found no row to move, but a concurrent create may
+        -- commit before the verdict read: reporting that row with "limit"
+        -- would contradict the limit (a linearizability violation
+        -- tests/linearizability found). Lock what is live now and decide on
+        -- it, so verdict and row are one instant.
+        SELECT k.value, k.version INTO v_cur_val, v_cur_ver
+        FROM queen.kv AS k
+        WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+          AND queen.kv_live_v1(k.expires_at, p_now)
+        FOR UPDATE;
+        IF v_cur_ver IS NOT NULL AND jsonb_typeof(v_cur_val) = 'number'
+           AND (p_min IS NULL OR (v_cur_val)::numeric + p_delta >= p_min)
+           AND (p_max IS NULL OR (v_cur_val)::numeric + p_delta <= p_max) THEN
+            UPDATE queen.kv AS k
+               SET value = to_jsonb((v_cur_val)::numeric + p_delta),
+                   version = nextval('queen.kv_version_seq'), updated_at = p_now
+             WHERE k.tenant_id = p_tenant AND k.namespace = p_ns AND k.key = p_key
+            RETURNING jsonb_build_object('index', p_idx, 'op', 'incr', 'applied', true,
+                                         'key', p_key, 'value', k.value, 'version', k.version)
+            INTO v_elem;
+            v_cur_ver := NULL; v_cur_val := NULL;
+        ELSE
+            v_cur_ver := COALESCE(v_cur_ver, 0);   -- known: the verdict read is not repeated
+        END IF;
+        IF v_elem IS NULL THEN
+            RETURN queen._kv_verdict_v1(p_tenant, p_now, p_idx, 'incr', p_ns, p_key, 'limit',
+                                        v_cur_val, v_cur_ver, p_required);
+        END IF;
+    END IF;
+    RETURN v_elem;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
 -- kv_apply_v1: the one entry point for kv reads and writes
 -- ---------------------------------------------------------------------------
 
@@ -505,6 +1285,14 @@ $$;
 --     errors come from kv_check_names_v1, so their DETAIL carries the name
 --     but not the op index; every other DETAIL starts with "op <index>".
 --
+-- How it is built: _kv_check_v1 validates the whole call and returns its
+-- ops typed (_kv_op_v1) in apply order; the apply loop calls one function
+-- per op kind, which does the op's statement and, for a write that did not
+-- apply, its verdict. A one-op get, put, putIfAbsent or incr first takes a
+-- fast path that tests its kind's rules (the checker's own predicates) and
+-- calls the same op function, skipping the checker's statements. So each
+-- write statement and each rule is written once.
+--
 -- Why it is written the way it is:
 --   - Validate everything first, then apply. No savepoints and no EXCEPTION
 --     blocks: tens of subtransactions per bundle overflow the subxid cache
@@ -539,700 +1327,130 @@ CREATE OR REPLACE FUNCTION queen.kv_apply_v1(p_ops JSONB, p_tenant UUID, p_now T
 RETURNS JSONB LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT
 AS $$
 DECLARE
-    -- Budgets are literals in the code below, each
-    -- named where it is used: 65536 value bytes, 4194304 read bytes (4 MiB),
-    -- 256/64 ops and 4096/256 keys (HTTP/wire). The wire's are tighter
-    -- because a wire bundle also holds queue and partition locks for its
-    -- whole duration. (Literals rather than DECLAREd constants: each
-    -- initialised variable is one more expression set up per transaction.)
-    v_now    timestamptz;
-    v_n      integer;
-    v_i      integer;
-    v_op     jsonb;
-    v_kind   text;
-    v_ns     text;
-    v_key    text;
-    v_keys   integer;          -- keys charged to the call's key budget
-    v_writes integer;          -- write ops (for the duplicate check)
-    v_t      text;
-    v_order  integer[];
-    v_res    jsonb[];
-    v_elem   jsonb;
-
-    -- per-op apply state
-    v_val       jsonb;
-    v_exp       timestamptz;
-    v_expect    bigint;
-    v_delta     numeric;
-    v_min       numeric;
-    v_max       numeric;
-    v_cur_val   jsonb;
-    v_cur_ver   bigint;
-    v_reason    text;
-    v_read_used bigint;        -- value bytes returned so far (read budget)
+    v_kind      text;
+    v_op        jsonb;
+    v_now       timestamptz;
+    v_ops       queen._kv_op_v1[];
+    v_o         queen._kv_op_v1;
+    v_res       jsonb[];
+    v_elem      jsonb;
     v_b         bigint;
-    v_detail    text;
+    v_read_used bigint := 0;   -- value bytes returned so far (the 4 MiB read budget)
 BEGIN
     -- ---------------------------------------------------------------
     -- 0. The one-op fast path (the hot path: one HTTP op, the wire's
     --    marker). plpgsql sets up every expression it evaluates once per
-    --    transaction, so a one-op call that runs the general path below
-    --    pays for ~30 statements to do one row's work. Here: one
-    --    statement picks the op, one small check per kind
-    --    (_kv_fast_get_ok_v1, _kv_fast_write_ok_v1: they only accept what
-    --    the general path accepts) and one statement reads or writes the row
-    --    and builds the result. A write that did not apply (putIfAbsent on a
-    --    live row, incr of a live non-number) falls through to the general
-    --    path, which repeats the write under the row lock this statement
-    --    already took and gives the verdict, the required escalation and
-    --    all, written once there. (A refused attempt writes nothing; it
-    --    only spends a version number, which is a token with gaps.)
+    --    transaction, so a one-op call that ran the checker and the apply
+    --    loop would pay for ~30 statements to do one row's work. Here: one
+    --    statement picks the op, one test of its kind's rules
+    --    (_kv_get_ok_v1, _kv_put_ok_v1, _kv_incr_ok_v1: the checker's own
+    --    rules, narrowed) and one call of the op's function, the same the
+    --    apply loop calls. An op the test refuses takes the checker and the
+    --    loop (or the checker's refusal).
     -- ---------------------------------------------------------------
     -- v_kind is the first op's kind when p_ops is a one-element array (an
     -- array's element 1 is absent; `-> 0 ->> 'op'` is NULL unless element 0
     -- is an object) and the arguments are given, else NULL, which no branch
-    -- takes. Each kind's check is its own expression, nested under the test
+    -- takes. Each kind's test is its own expression, nested under the test
     -- of the kind: plpgsql sets up a whole condition the first time it
-    -- evaluates it in a transaction, short-circuit or not, so
-    -- `kind = 'get' AND <get check>` cost every putIfAbsent the set-up of
-    -- the get, incr and put checks (measured: 11-18 us of a wire marker).
-    -- The get reads p_ops -> 0 where it needs it: one assignment less.
+    -- evaluates it in a transaction, short-circuit or not.
     v_kind := CASE WHEN p_tenant IS NOT NULL AND p_in_wire IS NOT NULL AND p_ops -> 1 IS NULL
                    THEN p_ops -> 0 ->> 'op' END;
     IF v_kind = 'get' THEN
-        IF queen._kv_fast_get_ok_v1(p_ops -> 0) THEN
-            -- SELECT INTO, not RETURN (SELECT ...): the row's query runs as
-            -- one index scan with no Result node and InitPlan above it, and
-            -- the miss's object is built only on a miss (1.2 us of a get's
-            -- 21 us inside PostgreSQL).
-            SELECT jsonb_build_array(jsonb_build_object('index', 0, 'op', 'get', 'found', true, 'key', k.key,
-                                                        'value', k.value, 'version', k.version,
-                                                        'expiresAt', queen.kv_ts_v1(k.expires_at),
-                                                        'updatedAt', queen.kv_ts_v1(k.updated_at)))
-            INTO v_elem
-            FROM queen.kv k
-            WHERE k.tenant_id = p_tenant AND k.namespace = (p_ops -> 0 ->> 'ns') AND k.key = (p_ops -> 0 ->> 'key')
-              AND queen.kv_live_v1(k.expires_at, COALESCE(p_now, now()));
+        IF queen._kv_get_ok_v1(p_ops -> 0) THEN
+            -- SELECT INTO, not RETURN (SELECT ...): _kv_get_v1 is inlined,
+            -- the row's query runs as one index scan with no Result node and
+            -- InitPlan above it, and the miss's object is built only on a
+            -- miss.
+            SELECT jsonb_build_array(g.elem) INTO v_elem
+            FROM queen._kv_get_v1(p_tenant, p_ops -> 0 ->> 'ns', p_ops -> 0 ->> 'key', COALESCE(p_now, now()), 0) AS g;
             IF v_elem IS NOT NULL THEN
                 RETURN v_elem;
             END IF;
-            RETURN jsonb_build_array(jsonb_build_object('index', 0, 'op', 'get', 'found', false,
-                                                        'key', p_ops -> 0 ->> 'key'));
+            RETURN jsonb_build_array(queen._kv_get_miss_v1(0, p_ops -> 0 ->> 'key'));
         END IF;
     ELSIF v_kind = 'incr' THEN
         v_op := p_ops -> 0;
-        IF jsonb_typeof(v_op -> 'delta') = 'number'
-           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'delta', 'ttlSeconds', 'forever', 'required']) THEN
-            -- The general path's incr upsert with no min/max (see there).
-            INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-            VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', to_jsonb((v_op -> 'delta')::numeric), nextval('queen.kv_version_seq'),
-                    COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
-                    COALESCE(p_now, now()), COALESCE(p_now, now()))
-            ON CONFLICT (tenant_id, namespace, key) DO UPDATE
-               SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at)
-                                    + (EXCLUDED.value)::numeric),
-                   version = EXCLUDED.version,
-                   expires_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
-                                     THEN k.expires_at ELSE EXCLUDED.expires_at END,
-                   created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
-                                     THEN k.created_at ELSE EXCLUDED.created_at END,
-                   updated_at = EXCLUDED.updated_at
-             WHERE NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at) OR jsonb_typeof(k.value) = 'number'
-            RETURNING jsonb_build_array(jsonb_build_object('index', 0, 'op', 'incr', 'applied', true,
-                                                           'key', k.key, 'value', k.value, 'version', k.version))
-            INTO v_elem;
-            IF v_elem IS NOT NULL THEN
-                RETURN v_elem;
-            END IF;
+        IF queen._kv_incr_ok_v1(v_op) THEN
+            RETURN jsonb_build_array(queen._kv_incr_v1(
+                       p_tenant, 0, v_op ->> 'ns', v_op ->> 'key', (v_op -> 'delta')::numeric, NULL, NULL,
+                       queen._kv_expires_v1(v_op, COALESCE(p_now, now())), queen._kv_required_v1(v_op),
+                       COALESCE(p_now, now())));
         END IF;
     ELSIF v_kind = 'put' OR v_kind = 'putIfAbsent' THEN
         v_op := p_ops -> 0;
-        IF v_op ? 'value' AND octet_length((v_op -> 'value')::text) <= 65536
-           AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required']) THEN
-            -- The general path's unconditional upsert (put) or expect:0
-            -- insert (putIfAbsent: only over no live row), see there. One
-            -- statement for both: under putIfAbsent's WHERE the row it
-            -- replaces is dead, so put's created_at rule gives the new
-            -- instant, as the expect:0 insert does. Both report op "put".
-            INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-            VALUES (p_tenant, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value', nextval('queen.kv_version_seq'),
-                    COALESCE(p_now, now()) + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second'),
-                    COALESCE(p_now, now()), COALESCE(p_now, now()))
-            ON CONFLICT (tenant_id, namespace, key) DO UPDATE
-               SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
-                   created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
-                                     THEN k.created_at ELSE EXCLUDED.created_at END,
-                   updated_at = EXCLUDED.updated_at
-             WHERE v_kind = 'put' OR NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
-            RETURNING jsonb_build_array(jsonb_build_object('index', 0, 'op', 'put', 'applied', true,
-                                                           'key', k.key, 'value', k.value, 'version', k.version))
-            INTO v_elem;
-            IF v_elem IS NOT NULL THEN
-                RETURN v_elem;
-            END IF;
+        IF queen._kv_put_ok_v1(v_op) THEN
+            RETURN jsonb_build_array(queen._kv_put_v1(
+                       p_tenant, 0, v_op ->> 'ns', v_op ->> 'key', v_op -> 'value',
+                       queen._kv_expires_v1(v_op, COALESCE(p_now, now())), queen._kv_expect_v1(v_op),
+                       queen._kv_required_v1(v_op), COALESCE(p_now, now())));
         END IF;
     END IF;
+
+    -- ---------------------------------------------------------------
+    -- 1. Validate everything (nothing is read or written before the
+    --    checker has passed the whole call); its rows come in apply order.
+    -- ---------------------------------------------------------------
     v_now := COALESCE(p_now, now());
-    v_keys := 0; v_writes := 0; v_read_used := 0;
-
-    -- ---------------------------------------------------------------
-    -- 1. Validate everything (nothing is read or written before this
-    --    whole block has passed).
-    -- ---------------------------------------------------------------
-    IF p_tenant IS NULL OR p_in_wire IS NULL OR jsonb_typeof(p_ops) IS DISTINCT FROM 'array' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-            DETAIL = CASE WHEN p_tenant IS NULL THEN 'the tenant argument is required'
-                          WHEN p_in_wire IS NULL THEN 'p_in_wire must be true or false'
-                          ELSE 'ops must be a JSON array' END;
-    END IF;
-    v_n := jsonb_array_length(p_ops);
-    IF v_n = 0 THEN
+    v_ops := queen._kv_check_v1(p_ops, p_tenant, p_in_wire, v_now);
+    IF cardinality(v_ops) = 0 THEN
         RETURN '[]'::jsonb;
-    ELSIF v_n > (CASE WHEN p_in_wire THEN 64 ELSE 256 END) THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_ops',
-            DETAIL = format('%s ops in one call, the limit is %s', v_n, CASE WHEN p_in_wire THEN 64 ELSE 256 END);
     END IF;
-
-    FOR v_i IN 0 .. v_n - 1 LOOP
-        v_op := p_ops -> v_i;
-        v_kind := v_op ->> 'op';
-        -- Statements are few and op-specific on purpose: plpgsql sets up
-        -- every expression it runs once per transaction, so on the one-op
-        -- hot path each extra check costs more than its evaluation. The
-        -- cheap combined test comes first; the error path sorts out which
-        -- rule failed, in the order the errors take precedence.
-        IF jsonb_typeof(v_op) IS DISTINCT FROM 'object'
-           OR v_op ?| ARRAY['tenant', 'tenantId', '_tenant']
-           OR ((v_op - queen.kv_op_fields_v1(v_kind)) = '{}'::jsonb) IS NOT TRUE THEN   -- unknown field, or unknown op (NULL)
-            IF jsonb_typeof(v_op) IS DISTINCT FROM 'object' THEN
-                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                    DETAIL = format('op %s is not a JSON object', v_i);
-            ELSIF v_op ?| ARRAY['tenant', 'tenantId', '_tenant'] THEN
-                -- The tenant is an argument, never an input: refuse it
-                -- loudly rather than ignore it, so a client that thinks it
-                -- can choose learns early.
-                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_tenant_not_an_input',
-                    DETAIL = format('op %s carries a tenant field; the tenant comes from the request', v_i);
-            ELSIF jsonb_typeof(v_op -> 'op') IS DISTINCT FROM 'string' THEN
-                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                    DETAIL = format('op %s has no "op" string', v_i);
-            ELSIF queen.kv_op_fields_v1(v_kind) IS NULL THEN
-                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_unknown_op',
-                    DETAIL = format('op %s: unknown op %s', v_i, quote_literal(v_kind));
-            ELSIF v_kind = 'incr' AND v_op ? 'expect' THEN
-                -- incr is the way out of compare-and-set loops
-                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_expect',
-                    DETAIL = format('op %s: incr takes no expect', v_i);
-            ELSE
-                -- Fields not listed for the op are refused: a typo such as
-                -- "ttl" must not silently mean something else.
-                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                    DETAIL = format('op %s (%s): unknown field(s) %s', v_i, v_kind,
-                                    (SELECT string_agg(quote_ident(k), ', ')
-                                     FROM jsonb_object_keys(v_op - queen.kv_op_fields_v1(v_kind)) AS k));
-            END IF;
-        END IF;
-
-        -- Names: the rules live in kv_check_names_v1, which raises (a ns or
-        -- key that is not a JSON string is passed as NULL, which it refuses
-        -- with kv_bad_namespace / kv_bad_key). An assignment, not PERFORM:
-        -- an expression is cheaper than a query (void casts to text).
-        -- getMany's keys are checked one by one below ('x' stands for "any
-        -- legal key" so that its namespace is checked here).
-        v_t := queen.kv_check_names_v1(
-                   CASE WHEN jsonb_typeof(v_op -> 'ns') = 'string' THEN v_op ->> 'ns' END,
-                   CASE v_kind WHEN 'getMany' THEN 'x'
-                               WHEN 'getPrefix' THEN COALESCE(NULLIF(v_op ->> 'prefix', ''), 'x')
-                               ELSE CASE WHEN jsonb_typeof(v_op -> 'key') = 'string' THEN v_op ->> 'key' END END)::text;
-
-        CASE v_kind
-            WHEN 'get' THEN
-                v_keys := v_keys + 1;
-            WHEN 'put', 'putIfAbsent' THEN
-                -- null is a legal value; an absent value is not
-                IF NOT (v_op ? 'value') THEN
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                        DETAIL = format('op %s: value is required (null is a legal value, absent is not)', v_i);
-                END IF;
-                IF octet_length((v_op -> 'value')::text) > 65536 THEN
-                    RAISE EXCEPTION USING ERRCODE = '22001', MESSAGE = 'kv_value_too_large',
-                        DETAIL = format('op %s: value is %s bytes of JSON text, the limit is 65536',
-                                        v_i, octet_length((v_op -> 'value')::text));
-                END IF;
-                v_keys := v_keys + 1; v_writes := v_writes + 1;
-            WHEN 'delete' THEN
-                v_keys := v_keys + 1; v_writes := v_writes + 1;
-            WHEN 'incr' THEN
-                IF jsonb_typeof(v_op -> 'delta') IS DISTINCT FROM 'number'
-                   OR (v_op ? 'min' AND jsonb_typeof(v_op -> 'min') IS DISTINCT FROM 'number')
-                   OR (v_op ? 'max' AND jsonb_typeof(v_op -> 'max') IS DISTINCT FROM 'number') THEN
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                        DETAIL = format('op %s: incr needs a numeric delta; min and max must be numbers', v_i);
-                END IF;
-                IF (v_op -> 'min')::numeric > (v_op -> 'max')::numeric THEN
-                    -- nothing could ever apply
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                        DETAIL = format('op %s: min %s is above max %s', v_i, v_op -> 'min', v_op -> 'max');
-                END IF;
-                v_keys := v_keys + 1; v_writes := v_writes + 1;
-            WHEN 'getMany' THEN
-                IF jsonb_typeof(v_op -> 'keys') IS DISTINCT FROM 'array' THEN
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                        DETAIL = format('op %s: getMany needs a keys array', v_i);
-                END IF;
-                v_keys := v_keys + jsonb_array_length(v_op -> 'keys');
-                IF v_keys > (CASE WHEN p_in_wire THEN 256 ELSE 4096 END) THEN   -- before checking thousands of names
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_keys',
-                        DETAIL = format('more than %s keys in one call (at op %s)', CASE WHEN p_in_wire THEN 256 ELSE 4096 END, v_i);
-                END IF;
-                FOR v_elem IN SELECT e FROM jsonb_array_elements(v_op -> 'keys') AS e LOOP
-                    IF jsonb_typeof(v_elem) IS DISTINCT FROM 'string' THEN
-                        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_key',
-                            DETAIL = format('op %s: every key of getMany must be a string', v_i);
-                    END IF;
-                    v_t := queen.kv_check_names_v1(v_op ->> 'ns', v_elem #>> '{}')::text;
-                END LOOP;
-            WHEN 'getPrefix' THEN
-                IF p_in_wire THEN
-                    -- an unbounded scan must not run while the wire holds
-                    -- queue and partition locks
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_get_prefix_not_allowed_in_transaction',
-                        DETAIL = format('op %s: getPrefix is not allowed in a transaction bundle', v_i);
-                END IF;
-                IF jsonb_typeof(v_op -> 'prefix') IS DISTINCT FROM 'string' OR v_op ->> 'prefix' = '' THEN
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_prefix_required',
-                        DETAIL = format('op %s: getPrefix needs a non-empty prefix string', v_i);
-                END IF;
-                -- after, limit, keysOnly: JSON null means "not given"
-                IF jsonb_typeof(v_op -> 'after') NOT IN ('string', 'null')
-                   OR jsonb_typeof(v_op -> 'keysOnly') NOT IN ('boolean', 'null')
-                   OR jsonb_typeof(v_op -> 'limit') NOT IN ('number', 'null') THEN
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                        DETAIL = format('op %s: after must be a string, keysOnly a boolean, limit a number', v_i);
-                END IF;
-                -- the clamped limit (absent or null: the default 100)
-                v_keys := v_keys + CASE WHEN jsonb_typeof(v_op -> 'limit') = 'number'
-                                        THEN LEAST(GREATEST(trunc((v_op -> 'limit')::numeric), 1), 1000)::integer
-                                        ELSE 100 END;
-        END CASE;
-
-        -- Shared by the writes: required, expect, expiry.
-        IF v_kind IN ('put', 'putIfAbsent', 'delete', 'incr') THEN
-            IF v_op ? 'required' AND jsonb_typeof(v_op -> 'required') IS DISTINCT FROM 'boolean' THEN
-                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                    DETAIL = format('op %s: required must be a boolean', v_i);
-            END IF;
-            IF v_op ? 'expect'
-               AND (CASE WHEN jsonb_typeof(v_op -> 'expect') = 'number'
-                        THEN (v_op -> 'expect')::numeric < 0
-                             OR (v_op -> 'expect')::numeric > 9223372036854775807
-                             OR (v_op -> 'expect')::numeric <> trunc((v_op -> 'expect')::numeric)
-                             -- putIfAbsent is put with expect 0; any other expect contradicts it
-                             OR (v_kind = 'putIfAbsent' AND (v_op -> 'expect')::numeric <> 0)
-                        ELSE true END) THEN
-                RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_expect',
-                    DETAIL = format('op %s (%s): expect %s; it must be an integer >= 0 (0 for putIfAbsent)',
-                                    v_i, v_kind, v_op -> 'expect');
-            END IF;
-            IF v_kind <> 'delete' THEN
-                -- Expiry is mandatory: exactly one of ttlSeconds and
-                -- forever:true. A default would make "I forgot" mean "keep
-                -- forever".
-                IF v_op ? 'forever' AND jsonb_typeof(v_op -> 'forever') IS DISTINCT FROM 'boolean' THEN
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_request',
-                        DETAIL = format('op %s: forever must be a boolean', v_i);
-                END IF;
-                IF (v_op ? 'ttlSeconds') = (v_op @> '{"forever": true}') THEN
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_expiry_not_specified',
-                        DETAIL = format('op %s: give exactly one of ttlSeconds and forever:true', v_i);
-                END IF;
-                -- 1..2^31-1 (about 68 years; longer is forever), which also
-                -- keeps now + ttl inside timestamptz
-                IF v_op ? 'ttlSeconds'
-                   AND (CASE WHEN jsonb_typeof(v_op -> 'ttlSeconds') = 'number'
-                            THEN (v_op -> 'ttlSeconds')::numeric < 1
-                                 OR (v_op -> 'ttlSeconds')::numeric > 2147483647
-                                 OR (v_op -> 'ttlSeconds')::numeric <> trunc((v_op -> 'ttlSeconds')::numeric)
-                            ELSE true END) THEN
-                    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_ttl',
-                        DETAIL = format('op %s: ttlSeconds %s; it must be an integer 1..2147483647', v_i, v_op -> 'ttlSeconds');
-                END IF;
-            END IF;
-        END IF;
-
-        IF v_keys > (CASE WHEN p_in_wire THEN 256 ELSE 4096 END) THEN
-            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_keys',
-                DETAIL = format('more than %s keys in one call (at op %s)', CASE WHEN p_in_wire THEN 256 ELSE 4096 END, v_i);
-        END IF;
-    END LOOP;
-
-    -- A key is written at most once per call: this is what makes the lock
-    -- order total (two writes of one key would have no defined order).
-    IF v_writes > 1 THEN
-        SELECT format('namespace %s, key %s (ops %s)', e->>'ns', quote_literal(e->>'key'),
-                      string_agg((o - 1)::text, ', ' ORDER BY o))
-        INTO v_detail
-        FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS t(e, o)
-        WHERE e->>'op' IN ('put', 'putIfAbsent', 'delete', 'incr')
-        GROUP BY e->>'ns', e->>'key'
-        HAVING count(*) > 1
-        LIMIT 1;
-        IF v_detail IS NOT NULL THEN
-            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_duplicate_key_in_call',
-                DETAIL = v_detail;
-        END IF;
-    END IF;
+    v_res := array_fill(NULL::jsonb, ARRAY[cardinality(v_ops)]);
 
     -- ---------------------------------------------------------------
-    -- 2. Apply, in ascending (phase, ns, key COLLATE "C", ordinal).
+    -- 2. Apply: one op function per kind; each returns the op's result.
     -- ---------------------------------------------------------------
-    IF v_n = 1 THEN
-        v_order := '{0}';             -- the hot path: nothing to sort
-    ELSE
-        SELECT array_agg((t.o - 1)::integer
-                         ORDER BY CASE WHEN t.e->>'op' IN ('getMany', 'getPrefix') THEN 1 ELSE 0 END,
-                                  (t.e->>'ns') COLLATE "C",
-                                  (t.e->>'key') COLLATE "C",
-                                  t.o)
-        INTO v_order
-        FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS t(e, o);
-        v_res := array_fill(NULL::jsonb, ARRAY[v_n]);
-    END IF;
-
-    FOREACH v_i IN ARRAY v_order LOOP
-        IF v_n > 1 THEN               -- one op: still set by the validation loop
-            v_op   := p_ops -> v_i;
-            v_kind := v_op ->> 'op';
-        END IF;
-        v_ns  := v_op ->> 'ns';
-        v_key := v_op ->> 'key';
-
-        -- Every branch assigns v_elem: the result when the op is a read or
-        -- a write that applied, NULL for a write that did not (its verdict
-        -- is built after the CASE). Applied writes build their result in
-        -- RETURNING, from the row they wrote.
-        CASE v_kind
+    FOREACH v_o IN ARRAY v_ops LOOP
+        CASE v_o.kind
         WHEN 'get' THEN
             IF v_read_used >= 4194304 THEN   -- the call's 4 MiB read budget is spent
-                v_elem := jsonb_build_object('index', v_i, 'op', 'get', 'truncated', true, 'key', v_key);
+                v_elem := jsonb_build_object('index', v_o.idx, 'op', 'get', 'truncated', true, 'key', v_o.key);
             ELSE
-                SELECT jsonb_build_object('index', v_i, 'op', 'get', 'found', true, 'key', v_key,
-                                          'value', k.value, 'version', k.version,
-                                          'expiresAt', queen.kv_ts_v1(k.expires_at),
-                                          'updatedAt', queen.kv_ts_v1(k.updated_at)),
-                       CASE WHEN v_n > 1 THEN octet_length(k.value::text) ELSE 0 END
-                INTO v_elem, v_b
-                FROM queen.kv k
-                WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                  AND queen.kv_live_v1(k.expires_at, v_now);
+                SELECT g.elem, g.bytes INTO v_elem, v_b
+                FROM queen._kv_get_v1(p_tenant, v_o.ns, v_o.key, v_now, v_o.idx) AS g;
                 IF v_elem IS NULL THEN
-                    v_elem := jsonb_build_object('index', v_i, 'op', 'get', 'found', false, 'key', v_key);
+                    v_elem := queen._kv_get_miss_v1(v_o.idx, v_o.key);
                 ELSE
                     v_read_used := v_read_used + v_b;
                 END IF;
             END IF;
-
         WHEN 'put', 'putIfAbsent' THEN
-            v_val := v_op -> 'value';
-            v_exp := v_now + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second');   -- NULL = forever
-            v_expect := CASE WHEN v_kind = 'putIfAbsent' THEN 0 ELSE (v_op -> 'expect')::numeric::bigint END;
-            IF v_expect IS NULL THEN
-                -- Unconditional upsert. A put never inherits the previous
-                -- expiry; created_at survives only a live row (writing over
-                -- an expired, unpruned row starts a new lineage).
-                INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-                VALUES (p_tenant, v_ns, v_key, v_val, nextval('queen.kv_version_seq'), v_exp, v_now, v_now)
-                ON CONFLICT (tenant_id, namespace, key) DO UPDATE
-                   SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
-                       created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
-                                         THEN k.created_at ELSE EXCLUDED.created_at END,
-                       updated_at = EXCLUDED.updated_at
-                RETURNING jsonb_build_object('index', v_i, 'op', 'put', 'applied', true,
-                                             'key', v_key, 'value', v_val, 'version', k.version)
-                INTO v_elem;
-            ELSIF v_expect = 0 THEN
-                -- Must not exist. Wins over an expired, unpruned row (new
-                -- lineage: created_at resets). The arm locks the row before
-                -- its WHERE, so of N concurrent callers exactly one applies.
-                INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-                VALUES (p_tenant, v_ns, v_key, v_val, nextval('queen.kv_version_seq'), v_exp, v_now, v_now)
-                ON CONFLICT (tenant_id, namespace, key) DO UPDATE
-                   SET value = EXCLUDED.value, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at,
-                       created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
-                 WHERE NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
-                RETURNING jsonb_build_object('index', v_i, 'op', 'put', 'applied', true,
-                                             'key', v_key, 'value', v_val, 'version', k.version)
-                INTO v_elem;
-                v_reason := 'exists';
-            ELSE
-                -- expect N > 0: a pure update, never creates a row.
-                UPDATE queen.kv AS k
-                   SET value = v_val, version = nextval('queen.kv_version_seq'), expires_at = v_exp, updated_at = v_now
-                 WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                   AND queen.kv_ver_v1(k.version, k.expires_at, v_now) = v_expect
-                RETURNING jsonb_build_object('index', v_i, 'op', 'put', 'applied', true,
-                                             'key', v_key, 'value', v_val, 'version', k.version)
-                INTO v_elem;
-                v_reason := 'version';   -- or 'absent', decided on the read below
-            END IF;
-
+            v_elem := queen._kv_put_v1(p_tenant, v_o.idx, v_o.ns, v_o.key, v_o.value, v_o.expires_at,
+                                       v_o.expect, v_o.required, v_now);
         WHEN 'delete' THEN
-            v_expect := (v_op -> 'expect')::numeric::bigint;
-            IF v_expect IS NULL THEN
-                -- Only a live row can be deleted; an expired one is already
-                -- absent (the sweeper reclaims its space). Not applied means
-                -- absent at this statement: no second read, the verdict
-                -- "absent, null, 0" is exact as of the delete.
-                DELETE FROM queen.kv AS k
-                 WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                   AND queen.kv_live_v1(k.expires_at, v_now)
-                RETURNING jsonb_build_object('index', v_i, 'op', 'delete', 'applied', true,
-                                             'key', v_key, 'value', k.value, 'version', k.version)
-                INTO v_elem;
-                v_reason := 'absent'; v_cur_ver := 0;     -- known: no read needed
-            ELSIF v_expect = 0 THEN
-                -- "Must not exist": succeeds on nothing. FOR UPDATE takes the
-                -- live row's lock (in key order, like any write) so the
-                -- verdict holds for the rest of the caller's transaction.
-                SELECT k.version, k.value INTO v_cur_ver, v_cur_val
-                FROM queen.kv AS k
-                WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                  AND queen.kv_live_v1(k.expires_at, v_now)
-                FOR UPDATE;
-                v_elem := CASE WHEN v_cur_ver IS NULL
-                               THEN jsonb_build_object('index', v_i, 'op', 'delete', 'applied', true,
-                                                       'key', v_key, 'value', NULL::jsonb, 'version', 0) END;
-                v_reason := 'exists';                    -- v_cur_* already read
-            ELSE
-                DELETE FROM queen.kv AS k
-                 WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                   AND queen.kv_ver_v1(k.version, k.expires_at, v_now) = v_expect
-                RETURNING jsonb_build_object('index', v_i, 'op', 'delete', 'applied', true,
-                                             'key', v_key, 'value', k.value, 'version', k.version)
-                INTO v_elem;
-                v_reason := 'version';   -- or 'absent', decided on the read below
-            END IF;
-
+            v_elem := queen._kv_delete_v1(p_tenant, v_o.idx, v_o.ns, v_o.key, v_o.expect, v_o.required, v_now);
         WHEN 'incr' THEN
-            v_delta := (v_op -> 'delta')::numeric;
-            v_min   := (v_op -> 'min')::numeric;
-            v_max   := (v_op -> 'max')::numeric;
-            v_exp   := v_now + ((v_op -> 'ttlSeconds')::numeric::bigint * interval '1 second');   -- NULL = forever
-            IF (v_min IS NULL OR v_delta >= v_min) AND (v_max IS NULL OR v_delta <= v_max) THEN
-                -- The create branch is allowed (delta itself is within the
-                -- limits): upsert. On a live number the arm adds delta inside
-                -- the statement; a live non-number refuses (type); an expired
-                -- row counts as 0 and takes the new window (TTL applies only
-                -- when the row is created; a live counter keeps its window).
-                INSERT INTO queen.kv AS k (tenant_id, namespace, key, value, version, expires_at, created_at, updated_at)
-                VALUES (p_tenant, v_ns, v_key, to_jsonb(v_delta), nextval('queen.kv_version_seq'), v_exp, v_now, v_now)
-                ON CONFLICT (tenant_id, namespace, key) DO UPDATE
-                   SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at) + v_delta),
-                       version = EXCLUDED.version,
-                       expires_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
-                                         THEN k.expires_at ELSE EXCLUDED.expires_at END,
-                       created_at = CASE WHEN queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at)
-                                         THEN k.created_at ELSE EXCLUDED.created_at END,
-                       updated_at = EXCLUDED.updated_at
-                 WHERE (NOT queen.kv_live_v1(k.expires_at, EXCLUDED.updated_at) OR jsonb_typeof(k.value) = 'number')
-                   AND (v_min IS NULL OR queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at) + v_delta >= v_min)
-                   AND (v_max IS NULL OR queen.kv_num_v1(k.value, k.expires_at, EXCLUDED.updated_at) + v_delta <= v_max)
-                RETURNING jsonb_build_object('index', v_i, 'op', 'incr', 'applied', true,
-                                             'key', v_key, 'value', k.value, 'version', k.version)
-                INTO v_elem;
-            ELSE
-                -- delta alone crosses a limit, so the row may not be created:
-                -- only a live number can move. Never saturates.
-                UPDATE queen.kv AS k
-                   SET value = to_jsonb(queen.kv_num_v1(k.value, k.expires_at, v_now) + v_delta),
-                       version = nextval('queen.kv_version_seq'), updated_at = v_now
-                 WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                   AND queen.kv_live_v1(k.expires_at, v_now) AND jsonb_typeof(k.value) = 'number'
-                   AND (v_min IS NULL OR queen.kv_num_v1(k.value, k.expires_at, v_now) + v_delta >= v_min)
-                   AND (v_max IS NULL OR queen.kv_num_v1(k.value, k.expires_at, v_now) + v_delta <= v_max)
-                RETURNING jsonb_build_object('index', v_i, 'op', 'incr', 'applied', true,
-                                             'key', v_key, 'value', k.value, 'version', k.version)
-                INTO v_elem;
-                IF v_elem IS NULL THEN
-                    -- The UPDATE found no row to move, but a concurrent create
-                    -- may commit before the verdict read: reporting that row
-                    -- with "limit" would contradict the limit (a linearizability
-                    -- violation tests/linearizability found). Lock what is live
-                    -- now and decide on it, so verdict and row are one instant.
-                    SELECT k.value, k.version INTO v_cur_val, v_cur_ver
-                    FROM queen.kv AS k
-                    WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                      AND queen.kv_live_v1(k.expires_at, v_now)
-                    FOR UPDATE;
-                    IF v_cur_ver IS NOT NULL AND jsonb_typeof(v_cur_val) = 'number'
-                       AND (v_min IS NULL OR (v_cur_val)::numeric + v_delta >= v_min)
-                       AND (v_max IS NULL OR (v_cur_val)::numeric + v_delta <= v_max) THEN
-                        UPDATE queen.kv AS k
-                           SET value = to_jsonb((v_cur_val)::numeric + v_delta),
-                               version = nextval('queen.kv_version_seq'), updated_at = v_now
-                         WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                        RETURNING jsonb_build_object('index', v_i, 'op', 'incr', 'applied', true,
-                                                     'key', v_key, 'value', k.value, 'version', k.version)
-                        INTO v_elem;
-                        v_cur_ver := NULL; v_cur_val := NULL;
-                    ELSE
-                        v_cur_ver := COALESCE(v_cur_ver, 0);   -- known: the verdict read is not repeated
-                    END IF;
-                END IF;
-            END IF;
-            v_reason := 'limit';   -- or 'type', decided on the read below
-
+            v_elem := queen._kv_incr_v1(p_tenant, v_o.idx, v_o.ns, v_o.key, v_o.delta, v_o.min, v_o.max,
+                                        v_o.expires_at, v_o.required, v_now);
         WHEN 'getMany' THEN
-            -- Rows in key order, missing in input order (each key once). A
-            -- key is served while the value bytes before it (key order) are
-            -- below what is left of the read budget: the straddling row is
-            -- included; keys after it are neither rows nor missing.
-            WITH req AS (
-                SELECT t.k COLLATE "C" AS k, min(t.o) AS o
-                FROM jsonb_array_elements_text(v_op -> 'keys') WITH ORDINALITY AS t(k, o)
-                GROUP BY 1
-            ), hit AS (
-                SELECT r.k, r.o, kv.value, kv.version, kv.expires_at, kv.updated_at,
-                       kv.version IS NOT NULL AS found,
-                       COALESCE(octet_length(kv.value::text), 0) AS b
-                FROM req r
-                LEFT JOIN queen.kv kv
-                       ON kv.tenant_id = p_tenant AND kv.namespace = v_ns AND kv.key = r.k
-                      AND queen.kv_live_v1(kv.expires_at, v_now)
-            ), acc AS (
-                SELECT h.*, COALESCE(sum(h.b) OVER (ORDER BY h.k COLLATE "C"
-                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
-                FROM hit h
-            )
-            SELECT jsonb_build_object(
-                       'index', v_i, 'op', 'getMany',
-                       'rows', COALESCE(jsonb_agg(jsonb_build_object(
-                                   'key', a.k, 'value', a.value, 'version', a.version,
-                                   'expiresAt', queen.kv_ts_v1(a.expires_at),
-                                   'updatedAt', queen.kv_ts_v1(a.updated_at))
-                                   ORDER BY a.k COLLATE "C")
-                                 FILTER (WHERE a.found AND a.before < 4194304 - v_read_used), '[]'::jsonb),
-                       'missing', COALESCE(jsonb_agg(to_jsonb(a.k) ORDER BY a.o)
-                                 FILTER (WHERE NOT a.found AND a.before < 4194304 - v_read_used), '[]'::jsonb),
-                       'truncated', COALESCE(bool_or(a.before >= 4194304 - v_read_used), false)),
-                   COALESCE(sum(a.b) FILTER (WHERE a.before < 4194304 - v_read_used), 0)
-            INTO v_elem, v_b
-            FROM acc a;
+            SELECT g.elem, g.bytes INTO v_elem, v_b
+            FROM queen._kv_get_many_v1(p_tenant, v_o.ns, v_o.keys, v_now, v_o.idx, 4194304 - v_read_used) AS g;
             v_read_used := v_read_used + v_b;
-
         WHEN 'getPrefix' THEN
-            v_elem := queen.kv_page_v1(p_tenant, v_ns, v_op ->> 'prefix', v_op ->> 'after',
-                                       CASE WHEN jsonb_typeof(v_op -> 'limit') = 'number'   -- absent/null: the default
-                                            THEN LEAST(GREATEST(trunc((v_op -> 'limit')::numeric), 1), 1000)::integer END,
-                                       COALESCE((v_op ->> 'keysOnly')::boolean, false), false, false,
-                                       v_now, 4194304 - v_read_used);
-            v_read_used := v_read_used + (v_elem ->> 'bytes')::bigint;
-            v_elem := jsonb_build_object('index', v_i, 'op', 'getPrefix') || (v_elem - 'bytes');
+            SELECT g.elem, g.bytes INTO v_elem, v_b
+            FROM queen._kv_get_prefix_v1(p_tenant, v_o.ns, v_o.prefix, v_o.after, v_o.lim, v_o.keys_only,
+                                         v_now, v_o.idx, 4194304 - v_read_used) AS g;
+            v_read_used := v_read_used + v_b;
         END CASE;
-
-        -- expect N > 0 that matched nothing: the row with version N may have
-        -- been committed after the write's statement began (a client may
-        -- expect a version not minted yet). Lock the live row; if it holds N
-        -- now, the write applies here, so "not applied" never comes with the
-        -- very version that was expected (found by tests/linearizability).
-        IF v_elem IS NULL AND v_reason = 'version' THEN
-            SELECT k.value, k.version INTO v_cur_val, v_cur_ver
-            FROM queen.kv AS k
-            WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-              AND queen.kv_live_v1(k.expires_at, v_now)
-            FOR UPDATE;
-            -- No live row now: that is the verdict's state. Read again below,
-            -- a newer snapshot could show a row committed since, with the very
-            -- version expected, beside "not applied".
-            IF NOT FOUND THEN
-                v_cur_ver := 0; v_cur_val := NULL;
-            END IF;
-            IF v_cur_ver = v_expect THEN
-                IF v_kind = 'delete' THEN
-                    DELETE FROM queen.kv AS k
-                     WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                    RETURNING jsonb_build_object('index', v_i, 'op', 'delete', 'applied', true,
-                                                 'key', v_key, 'value', k.value, 'version', k.version)
-                    INTO v_elem;
-                ELSE
-                    UPDATE queen.kv AS k
-                       SET value = v_val, version = nextval('queen.kv_version_seq'), expires_at = v_exp,
-                           updated_at = v_now
-                     WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                    RETURNING jsonb_build_object('index', v_i, 'op', 'put', 'applied', true,
-                                                 'key', v_key, 'value', v_val, 'version', k.version)
-                    INTO v_elem;
-                END IF;
-                v_cur_ver := NULL; v_cur_val := NULL;
-            END IF;
-        END IF;
-
-        -- A write that did not apply: read the current live row for the
-        -- verdict (never stale, see the header), then decide the reason.
-        IF v_elem IS NULL THEN
-            IF v_cur_ver IS NULL THEN   -- not already known (delete sets it)
-                SELECT k.value, k.version INTO v_cur_val, v_cur_ver
-                FROM queen.kv AS k
-                WHERE k.tenant_id = p_tenant AND k.namespace = v_ns AND k.key = v_key
-                  AND queen.kv_live_v1(k.expires_at, v_now);
-            END IF;
-            IF v_cur_ver IS NULL OR v_cur_ver = 0 THEN
-                v_cur_ver := 0; v_cur_val := NULL;
-                IF v_reason = 'version' THEN v_reason := 'absent'; END IF;
-            ELSIF v_kind = 'incr' AND jsonb_typeof(v_cur_val) <> 'number' THEN
-                v_reason := 'type';
-            END IF;
-            IF (v_op -> 'required') = 'true'::jsonb THEN
-                -- Escalate: the caller reads the DETAIL, never the message.
-                -- DETAIL is capped at 4096 bytes and must stay valid JSON:
-                -- ns (<= 64 bytes) and key (<= 512 bytes, <= 3072 once every
-                -- byte is JSON-escaped) always fit, so when the whole object
-                -- is too big only the value is dropped: it becomes null,
-                -- "valueOmitted": true says so and "valueBytes" how big it
-                -- is (version still identifies it).
-                v_detail := jsonb_build_object('index', v_i,
-                                               'op', CASE WHEN v_kind = 'putIfAbsent' THEN 'put' ELSE v_kind END,
-                                               'ns', v_ns, 'key', v_key, 'reason', v_reason,
-                                               'version', v_cur_ver, 'value', v_cur_val)::text;
-                IF octet_length(v_detail) > 4096 THEN
-                    v_detail := jsonb_build_object('index', v_i,
-                                                   'op', CASE WHEN v_kind = 'putIfAbsent' THEN 'put' ELSE v_kind END,
-                                                   'ns', v_ns, 'key', v_key, 'reason', v_reason,
-                                                   'version', v_cur_ver, 'value', NULL::jsonb,
-                                                   'valueOmitted', true,
-                                                   'valueBytes', octet_length(v_cur_val::text))::text;
-                END IF;
-                RAISE EXCEPTION USING ERRCODE = '23514', MESSAGE = 'kv_precondition_failed', DETAIL = v_detail;
-            END IF;
-            v_elem := jsonb_build_object('index', v_i,
-                                         'op', CASE WHEN v_kind = 'putIfAbsent' THEN 'put' ELSE v_kind END,
-                                         'applied', false, 'reason', v_reason,
-                                         'key', v_key, 'value', v_cur_val, 'version', v_cur_ver);
-            v_cur_ver := NULL; v_cur_val := NULL;
-        ELSIF v_kind = 'delete' THEN
-            v_cur_ver := NULL; v_cur_val := NULL;   -- delete/expect:0 applied on nothing
-        END IF;
-
-        IF v_n = 1 THEN
-            -- Count guard, one-op form: a hole would be a bug here.
-            IF v_elem IS NULL THEN
-                RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'kv_result_misaligned',
-                    DETAIL = 'no result for op 0 of 1';
-            END IF;
-            RETURN jsonb_build_array(v_elem);
-        END IF;
-        v_res[v_i + 1] := v_elem;
+        v_res[v_o.idx + 1] := v_elem;
     END LOOP;
 
     -- Count guard: every input index must have its result. A hole is a bug
     -- in this function, reported loudly instead of as a silent null.
     IF array_position(v_res, NULL) IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'kv_result_misaligned',
-            DETAIL = format('no result for op %s of %s', array_position(v_res, NULL) - 1, v_n);
+            DETAIL = format('no result for op %s of %s', array_position(v_res, NULL) - 1, cardinality(v_res));
     END IF;
     RETURN to_jsonb(v_res);
 END
 $$;
+
+-- The fast path's former checks, replaced by the rule predicates above
+-- (_kv_get_ok_v1, _kv_put_ok_v1, _kv_incr_ok_v1). Dropped after the
+-- kv_apply_v1 that no longer calls them is in place. A no-op once dropped.
+DROP FUNCTION IF EXISTS queen._kv_fast_get_ok_v1(JSONB);
+DROP FUNCTION IF EXISTS queen._kv_fast_write_ok_v1(JSONB, TEXT[]);
 
 -- ---------------------------------------------------------------------------
 -- Console reads

@@ -36,7 +36,7 @@ BEGIN
     v_kind := CASE WHEN p_tenant IS NOT NULL AND p_in_wire IS NOT NULL AND p_ops -> 1 IS NULL
                    THEN p_ops -> 0 ->> 'op' END;
     IF v_kind = 'get' THEN
-        IF queen._kv_fast_get_ok_v1(p_ops -> 0) THEN
+        IF queen._kv_get_ok_v1(p_ops -> 0) THEN
             SELECT k.value INTO v_value
             FROM queen.kv k
             WHERE k.tenant_id = p_tenant AND k.namespace = (p_ops -> 0 ->> 'ns') AND k.key = (p_ops -> 0 ->> 'key')

@@ -108,8 +108,7 @@ BEGIN
         RAISE EXCEPTION 'log_bad_trace_id';
     END IF;
     -- The marker: kv_apply_v1's fast check.
-    IF NOT (v_op ->> 'op' = 'putIfAbsent' AND v_op ? 'value' AND octet_length((v_op -> 'value')::text) <= 65536
-            AND queen._kv_fast_write_ok_v1(v_op, ARRAY['op', 'ns', 'key', 'value', 'ttlSeconds', 'forever', 'required'])) THEN
+    IF NOT (v_op ->> 'op' = 'putIfAbsent' AND queen._kv_put_ok_v1(v_op)) THEN
         RAISE EXCEPTION 'kv_bad_request';
     END IF;
 

@@ -7,7 +7,7 @@
 -- Test ids in descriptions: "S" structure, "N" names, "H" helpers, "R<n>"
 -- kv_apply_v1 rule n (the "-- R<n>:" headings below), "SH" result shapes, "C" console reads.
 BEGIN;
-SELECT plan(252);
+SELECT plan(261);
 
 SELECT set_config('t024.tenant', gen_random_uuid()::text, true);
 
@@ -596,6 +596,87 @@ SELECT is((SELECT array_agg(queen.kv_names_ok_v1(n, k) ORDER BY o)
                         (10, E'a\n', 'k')) AS t(o, n, k)),
           ARRAY[true, true, false, false, false, false, false, false, false, false],
           'F21 kv_names_ok_v1: the rules of kv_check_names_v1 as a predicate (never NULL)');
+
+-- ===================================================================
+-- X: the split. kv_apply_v1 = the checker (_kv_check_v1, typed op rows)
+-- + one function per op kind, called by the apply loop and the one-op fast
+-- path alike; the fast path's test per kind is the conjunction of the
+-- checker's own rule predicates.
+-- ===================================================================
+-- check_ok(op): does the checker accept op alone (as an HTTP call)?
+CREATE FUNCTION pg_temp.check_ok(p_op jsonb) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM queen._kv_check_v1(jsonb_build_array(p_op), current_setting('t024.tenant')::uuid, false, now());
+    RETURN true;
+EXCEPTION WHEN OTHERS THEN
+    RETURN false;
+END $$;
+CREATE TEMP TABLE x_ops (o int, op jsonb) ON COMMIT DROP;
+INSERT INTO x_ops VALUES
+    (1, '{"op":"get","ns":"a","key":"k"}'), (2, '{"op":"get","ns":"A","key":"k"}'), (3, '{"op":"get","ns":"a","key":""}'),
+    (4, '{"op":"get","ns":"a","key":"k","x":1}'), (5, '{"op":"get","ns":"a","key":1}'),
+    (6, '{"op":"put","ns":"a","key":"k","value":1,"forever":true}'), (7, '{"op":"put","ns":"a","key":"k","value":null,"ttlSeconds":5}'),
+    (8, '{"op":"put","ns":"a","key":"k","value":1}'), (9, '{"op":"put","ns":"a","key":"k","forever":true}'),
+    (10, '{"op":"put","ns":"a","key":"k","value":1,"ttlSeconds":0}'), (11, '{"op":"put","ns":"a","key":"k","value":1,"ttlSeconds":1.5}'),
+    (12, '{"op":"put","ns":"a","key":"k","value":1,"ttlSeconds":2147483648}'), (13, '{"op":"put","ns":"a","key":"k","value":1,"ttlSeconds":"5"}'),
+    (14, '{"op":"put","ns":"a","key":"k","value":1,"ttlSeconds":5,"forever":true}'), (15, '{"op":"put","ns":"a","key":"k","value":1,"ttlSeconds":5,"forever":false}'),
+    (16, '{"op":"put","ns":"a","key":"k","value":1,"forever":"yes"}'), (17, '{"op":"put","ns":"a","key":"k","value":1,"forever":true,"expect":3}'),
+    (18, '{"op":"put","ns":"a","key":"k","value":1,"forever":true,"expect":-1}'), (19, '{"op":"put","ns":"a","key":"k","value":1,"forever":true,"expect":1.5}'),
+    (20, '{"op":"putIfAbsent","ns":"a","key":"k","value":1,"forever":true,"expect":0}'), (21, '{"op":"putIfAbsent","ns":"a","key":"k","value":1,"forever":true,"expect":2}'),
+    (22, '{"op":"put","ns":"a","key":"k","value":1,"forever":true,"required":true}'), (23, '{"op":"put","ns":"a","key":"k","value":1,"forever":true,"required":null}'),
+    (24, '{"op":"put","ns":"a","key":"k","value":1,"forever":true,"tenant":"x"}'), (25, '{"op":"put","ns":"a","key":"k","value":1,"ttl":5}'),
+    (26, '{"op":"incr","ns":"a","key":"k","delta":1,"forever":true}'), (27, '{"op":"incr","ns":"a","key":"k","delta":1,"min":0,"max":9,"ttlSeconds":9}'),
+    (28, '{"op":"incr","ns":"a","key":"k","delta":1,"min":5,"max":4,"forever":true}'), (29, '{"op":"incr","ns":"a","key":"k","delta":1,"min":"0","forever":true}'),
+    (30, '{"op":"incr","ns":"a","key":"k","delta":1,"max":null,"forever":true}'), (31, '{"op":"incr","ns":"a","key":"k","delta":1,"forever":true,"expect":1}'),
+    (32, '{"op":"incr","ns":"a","key":"k","forever":true}'), (33, '{"op":"incr","ns":"a","key":"k","delta":1,"ttlSeconds":-3}'),
+    (34, '{"op":"put","ns":"a","key":"k","value":1,"forever":true,"expect":9223372036854775807}'),
+    (35, '{"op":"put","ns":"a","key":"k","value":1,"forever":true,"expect":9223372036854775808}');
+INSERT INTO x_ops SELECT 36, jsonb_build_object('op', 'put', 'ns', 'a', 'key', 'k', 'forever', true, 'value', repeat('v', 65534));
+INSERT INTO x_ops SELECT 37, jsonb_build_object('op', 'put', 'ns', 'a', 'key', 'k', 'forever', true, 'value', repeat('v', 65535));
+SELECT is((SELECT array_agg(o ORDER BY o) FROM x_ops
+           WHERE CASE op ->> 'op' WHEN 'get' THEN queen._kv_get_ok_v1(op)
+                                  WHEN 'incr' THEN queen._kv_incr_ok_v1(op)
+                                  ELSE queen._kv_put_ok_v1(op) END
+                 IS DISTINCT FROM (pg_temp.check_ok(op) AND NOT op ?| ARRAY['expect', 'min', 'max'])), NULL,
+          'X1 the fast path''s test of each kind accepts what the checker accepts, less expect, min and max');
+SELECT is((SELECT array_agg(o ORDER BY o) FROM x_ops WHERE pg_temp.check_ok(op)),
+          ARRAY[1, 6, 7, 15, 17, 20, 22, 26, 27, 34, 36],
+          'X2 ... on a sample where most ops break one rule each');
+SELECT is(queen.kv_op_fields_v1('put'), queen.kv_op_fields_v1('putIfAbsent'),
+          'X3 putIfAbsent takes put''s fields (_kv_put_ok_v1 tests both with put''s list)');
+SELECT is((SELECT array_agg(format('%s:%s:%s', x.idx, x.kind, x.key) ORDER BY n)
+           FROM unnest(queen._kv_check_v1(
+                   '[{"op":"getMany","ns":"a","keys":["b"]},{"op":"put","ns":"b","key":"a","value":1,"forever":true},
+                     {"op":"get","ns":"a","key":"z"},{"op":"delete","ns":"a","key":"b"},{"op":"getPrefix","ns":"a","prefix":"p"}]',
+                   gen_random_uuid(), false, now())) WITH ORDINALITY AS x(idx, kind, ns, key, value, expires_at, expect, required,
+                                                                       delta, min, max, keys, prefix, after, lim, keys_only, n)),
+          ARRAY['3:delete:b', '2:get:z', '1:put:a', '0:getMany:', '4:getPrefix:'],
+          'X4 the checker returns the ops in apply order: (phase, ns, key, index)');
+SELECT is((SELECT row(x.expires_at, x.expect, x.required, x.value)::text
+           FROM unnest(queen._kv_check_v1('[{"op":"putIfAbsent","ns":"a","key":"k","value":{"v":1},"ttlSeconds":90,"required":true}]',
+                                          gen_random_uuid(), false, '2030-01-01 00:00:00+00')) AS x),
+          row('2030-01-01 00:01:30+00'::timestamptz, 0::bigint, true, '{"v":1}'::jsonb)::text,
+          'X5 a checked op is typed: expiry = now + ttl, putIfAbsent expects 0, required, value');
+SELECT is(queen._kv_check_v1('[]', gen_random_uuid(), true, now()), '{}'::queen._kv_op_v1[], 'X6 the checker gives [] for []');
+SELECT ok(NOT EXISTS (SELECT 1 FROM pg_proc WHERE pronamespace = 'queen'::regnamespace AND proname LIKE '\_kv\_%'
+                      AND prosrc ~* '(kv_(quota|usage)|savepoint|exception\s+when)'),
+          'X7 no op function or checker names kv_quota or kv_usage, or has a savepoint or EXCEPTION block');
+-- plan_of(sql): the generic plan's text, to see what the planner inlined.
+CREATE FUNCTION pg_temp.plan_of(p_sql text) RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE r text; t text := '';
+BEGIN
+    EXECUTE 'PREPARE x_plan(jsonb, timestamptz, uuid) AS ' || p_sql;
+    SET LOCAL plan_cache_mode = force_generic_plan;
+    FOR r IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) EXECUTE x_plan(''{}'', now(), gen_random_uuid())' LOOP t := t || r || E'\n'; END LOOP;
+    DEALLOCATE x_plan;
+    RETURN t;
+END $$;
+SELECT unalike(pg_temp.plan_of($q$SELECT queen._kv_get_ok_v1($1), queen._kv_put_ok_v1($1), queen._kv_incr_ok_v1($1),
+                                        queen._kv_expires_v1($1, $2), queen._kv_expect_v1($1), queen._kv_required_v1($1),
+                                        queen._kv_get_miss_v1(0, $1 ->> 'key'), queen._kv_op_of_v1($1, 0, $2)$q$),
+              '%queen._kv_%(%', 'X8 the fast path''s rule and field helpers are inlined (a sql function that is not is planned again in every transaction)');
+SELECT unalike(pg_temp.plan_of($q$SELECT g.elem FROM queen._kv_get_v1($3, $1 ->> 'ns', $1 ->> 'key', $2, 0) AS g$q$),
+              '%queen._kv_get_v1%', 'X9 the get reads through _kv_get_v1 inlined: one index scan');
 
 SELECT * FROM finish();
 ROLLBACK;
