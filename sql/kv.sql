@@ -257,8 +257,8 @@ AS $$ SELECT to_char($1 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 -- per call, and length() counts characters by walking the string.
 CREATE OR REPLACE FUNCTION queen.kv_names_ok_v1(TEXT, TEXT)
 RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
-AS $$ SELECT COALESCE(octet_length($1) <= 64 AND $1 COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]*$'
-                      AND $2 <> '' AND octet_length($2) <= 512, false) $$;
+AS $$ SELECT COALESCE(octet_length($1) <= queen._input_limit_v1('kvMaxNsChars') AND $1 COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]*$'
+                      AND $2 <> '' AND octet_length($2) <= queen._input_limit_v1('kvMaxKeyBytes'), false) $$;
 
 -- kv_check_names_v1(ns, key) -> void
 -- Raises, never returns false (a boolean would invite a caller to forget the
@@ -280,18 +280,19 @@ BEGIN
     IF queen.kv_names_ok_v1(p_ns, p_key) THEN
         RETURN;
     END IF;
-    IF p_ns IS NULL OR length(p_ns) > 64 OR NOT (p_ns COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]*$') THEN
+    IF p_ns IS NULL OR length(p_ns) > queen._input_limit_v1('kvMaxNsChars') OR NOT (p_ns COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]*$') THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_namespace',
-            DETAIL = format('namespace %s must match ^[a-z0-9][a-z0-9._-]{0,63}$',
-                            COALESCE(quote_literal(p_ns), 'NULL'));
+            DETAIL = format('namespace %s must match ^[a-z0-9][a-z0-9._-]{0,%s}$',
+                            COALESCE(quote_literal(p_ns), 'NULL'), queen._input_limit_v1('kvMaxNsChars') - 1);
     END IF;
     IF p_key IS NULL OR p_key = '' THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_bad_key',
             DETAIL = format('key in namespace %s must be a non-empty string', p_ns);
     END IF;
-    IF octet_length(p_key) > 512 THEN
+    IF octet_length(p_key) > queen._input_limit_v1('kvMaxKeyBytes') THEN
         RAISE EXCEPTION USING ERRCODE = '22001', MESSAGE = 'kv_key_too_large',
-            DETAIL = format('key in namespace %s is %s bytes, the limit is 512', p_ns, octet_length(p_key));
+            DETAIL = format('key in namespace %s is %s bytes, the limit is %s', p_ns, octet_length(p_key),
+                            queen._input_limit_v1('kvMaxKeyBytes'));
     END IF;
 END
 $$;
@@ -487,7 +488,7 @@ AS $$ SELECT COALESCE($1 -> 'required' = 'true'::jsonb, false) $$;
 CREATE OR REPLACE FUNCTION queen._kv_limit_v1(JSONB)
 RETURNS INTEGER LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
 AS $$ SELECT CASE WHEN jsonb_typeof($1 -> 'limit') = 'number'
-                  THEN LEAST(GREATEST(trunc(($1 -> 'limit')::numeric), 1), 1000)::integer END $$;
+                  THEN LEAST(GREATEST(trunc(($1 -> 'limit')::numeric), 1), queen._input_limit_v1('pageMax'))::integer END $$;
 
 -- ---------------------------------------------------------------------------
 -- kv_page_v1: the one prefix page reader (internal)
@@ -526,7 +527,7 @@ CREATE OR REPLACE FUNCTION queen.kv_page_v1(
 RETURNS JSONB LANGUAGE plpgsql STABLE PARALLEL SAFE CALLED ON NULL INPUT
 AS $$
 DECLARE
-    v_limit integer := LEAST(GREATEST(COALESCE(p_limit, 100), 1), 1000);
+    v_limit integer := LEAST(GREATEST(COALESCE(p_limit, queen._input_limit_v1('pageDefault')), 1), queen._input_limit_v1('pageMax'));
     v_prefix text := COALESCE(p_prefix, '');
     v_rows jsonb; v_inc bigint; v_all bigint; v_bytes bigint; v_last text;
 BEGIN
@@ -644,9 +645,9 @@ BEGIN
     v_n := jsonb_array_length(p_ops);
     IF v_n = 0 THEN
         RETURN '{}';
-    ELSIF v_n > (CASE WHEN p_in_wire THEN 64 ELSE 256 END) THEN
+    ELSIF v_n > (CASE WHEN p_in_wire THEN queen._input_limit_v1('wireMaxKvOps') ELSE queen._input_limit_v1('kvMaxOps') END) THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_ops',
-            DETAIL = format('%s ops in one call, the limit is %s', v_n, CASE WHEN p_in_wire THEN 64 ELSE 256 END);
+            DETAIL = format('%s ops in one call, the limit is %s', v_n, CASE WHEN p_in_wire THEN queen._input_limit_v1('wireMaxKvOps') ELSE queen._input_limit_v1('kvMaxOps') END);
     END IF;
 
     FOR v_i IN 0 .. v_n - 1 LOOP
@@ -730,9 +731,9 @@ BEGIN
                         DETAIL = format('op %s: getMany needs a keys array', v_i);
                 END IF;
                 v_keys := v_keys + jsonb_array_length(v_op -> 'keys');
-                IF v_keys > (CASE WHEN p_in_wire THEN 256 ELSE 4096 END) THEN   -- before checking thousands of names
+                IF v_keys > (CASE WHEN p_in_wire THEN queen._input_limit_v1('wireMaxKvKeys') ELSE queen._input_limit_v1('kvMaxKeys') END) THEN   -- before checking thousands of names
                     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_keys',
-                        DETAIL = format('more than %s keys in one call (at op %s)', CASE WHEN p_in_wire THEN 256 ELSE 4096 END, v_i);
+                        DETAIL = format('more than %s keys in one call (at op %s)', CASE WHEN p_in_wire THEN queen._input_limit_v1('wireMaxKvKeys') ELSE queen._input_limit_v1('kvMaxKeys') END, v_i);
                 END IF;
                 FOR v_elem IN SELECT e FROM jsonb_array_elements(v_op -> 'keys') AS e LOOP
                     IF jsonb_typeof(v_elem) IS DISTINCT FROM 'string' THEN
@@ -760,7 +761,7 @@ BEGIN
                         DETAIL = format('op %s: after must be a string, keysOnly a boolean, limit a number', v_i);
                 END IF;
                 -- the clamped limit (absent or null: the default 100)
-                v_keys := v_keys + COALESCE(queen._kv_limit_v1(v_op), 100);
+                v_keys := v_keys + COALESCE(queen._kv_limit_v1(v_op), queen._input_limit_v1('pageDefault'));
         END CASE;
 
         -- Shared by the writes: required, expect, expiry.
@@ -790,9 +791,9 @@ BEGIN
             END IF;
         END IF;
 
-        IF v_keys > (CASE WHEN p_in_wire THEN 256 ELSE 4096 END) THEN
+        IF v_keys > (CASE WHEN p_in_wire THEN queen._input_limit_v1('wireMaxKvKeys') ELSE queen._input_limit_v1('kvMaxKeys') END) THEN
             RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'kv_too_many_keys',
-                DETAIL = format('more than %s keys in one call (at op %s)', CASE WHEN p_in_wire THEN 256 ELSE 4096 END, v_i);
+                DETAIL = format('more than %s keys in one call (at op %s)', CASE WHEN p_in_wire THEN queen._input_limit_v1('wireMaxKvKeys') ELSE queen._input_limit_v1('kvMaxKeys') END, v_i);
         END IF;
     END LOOP;
 
@@ -866,7 +867,7 @@ BEGIN
         -- "valueBytes" how big it is (version still identifies it).
         v_detail := jsonb_build_object('index', p_idx, 'op', p_op, 'ns', p_ns, 'key', p_key,
                                        'reason', p_reason, 'version', p_cur_ver, 'value', p_cur_val)::text;
-        IF octet_length(v_detail) > 4096 THEN
+        IF octet_length(v_detail) > queen._input_limit_v1('kvDetailMaxBytes') THEN
             v_detail := jsonb_build_object('index', p_idx, 'op', p_op, 'ns', p_ns, 'key', p_key,
                                            'reason', p_reason, 'version', p_cur_ver, 'value', NULL::jsonb,
                                            'valueOmitted', true,

@@ -12,7 +12,8 @@
 --       queen._log_retention_seconds_v1, queen._log_partition_retry_v1,
 --       queen._tenant_limit_v1, queen._log_tenant_room_v1,
 --       queen.log_partition_counts, queen._log_partition_count_add_v1.
--- May call: schema.sql's schema helpers (schema.sql also creates the schema). Never names
+-- May call: schema.sql's schema helpers (schema.sql also creates the schema), limits.sql's
+-- budgets (_input_limit_v1). Never names
 -- queen.kv.
 -- Applied at every boot, statement by statement: everything here is
 -- CREATE TABLE IF NOT EXISTS, CREATE OR REPLACE, or one of schema.sql's helpers
@@ -404,23 +405,23 @@ END
 $$;
 
 -- The keyset listings (log_dlq.sql dead letters, log_browse.sql messages, log_traces.sql traces) page the
--- same way: limit rows (NULL = 100, 1..1000) whose cursor is past after, and
+-- same way: limit rows (NULL = pageDefault, 1..pageMax: limits.sql) whose cursor is past after, and
 -- a nextAfter naming the last row of a full page. These two hold that rule.
 
 -- _log_page_limit_v1(limit, after, after_what) -> the page size (limit, or
--- 100 when NULL). Raises 22023 log_bad_limit (not 1..1000) and then
--- log_bad_after (after < 0; DETAIL 'after must be <after_what> >= 0'); a NULL
+-- pageDefault when NULL: limits.sql). Raises 22023 log_bad_limit (not
+-- 1..pageMax) and then log_bad_after (after < 0; DETAIL 'after must be <after_what> >= 0'); a NULL
 -- after is the first page. IMMUTABLE, not STRICT, as above.
 CREATE OR REPLACE FUNCTION queen._log_page_limit_v1(p_limit INTEGER, p_after BIGINT, p_after_what TEXT)
 RETURNS INTEGER
 LANGUAGE plpgsql IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 DECLARE
-    v_limit INTEGER := COALESCE(p_limit, 100);
+    v_limit INTEGER := COALESCE(p_limit, queen._input_limit_v1('pageDefault'));
 BEGIN
-    IF v_limit NOT BETWEEN 1 AND 1000 THEN
+    IF v_limit NOT BETWEEN 1 AND queen._input_limit_v1('pageMax') THEN
         RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023',
-            DETAIL = format('limit must be 1..1000, got %s', v_limit);
+            DETAIL = format('limit must be 1..%s, got %s', queen._input_limit_v1('pageMax'), v_limit);
     END IF;
     IF p_after < 0 THEN
         RAISE EXCEPTION 'log_bad_after' USING ERRCODE = '22023',

@@ -88,12 +88,13 @@ RETURNS JSONB
 LANGUAGE plpgsql STABLE CALLED ON NULL INPUT PARALLEL SAFE
 AS $$
 DECLARE
-    v_limit  INTEGER := COALESCE(p_limit, 100);
+    v_limit  INTEGER := COALESCE(p_limit, queen._input_limit_v1('pageDefault'));
     v_offset INTEGER := COALESCE(p_offset, 0);
 BEGIN
     PERFORM queen._log_require_tenant_v1(p_tenant);
-    IF v_limit < 1 OR v_limit > 1000 THEN
-        RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023', DETAIL = 'limit must be 1..1000';
+    IF v_limit < 1 OR v_limit > queen._input_limit_v1('pageMax') THEN
+        RAISE EXCEPTION 'log_bad_limit' USING ERRCODE = '22023',
+            DETAIL = format('limit must be 1..%s', queen._input_limit_v1('pageMax'));
     END IF;
     IF v_offset < 0 THEN
         RAISE EXCEPTION 'log_bad_offset' USING ERRCODE = '22023', DETAIL = 'offset must be >= 0';

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "input_limits.h"
 #include "logging.h"
 #include "notify.h"
 #include "quota.h"
@@ -35,6 +36,11 @@ queen *queen_open(const queen_config *cfg, queen_error *err)
     pthread_cond_init(&q->idle_cv, NULL);
     q->cfg = *cfg;
     queen_config_resolve(&q->cfg); /* NULL strings now point at the table's text */
+    if (!input_limits_ok()) { /* a build defect: every guard would refuse */
+        queen_error_set(err, QUEEN_ERR_INTERNAL, "internal_error", "the embedded sql/limits.sql does not hold every budget");
+        queen_close(q);
+        return NULL;
+    }
     q->cfg.pg_url = dup_or_empty(q->cfg.pg_url);
     q->cfg.bind = dup_or_empty(q->cfg.bind);
     q->cfg.dev_dir = dup_or_empty(q->cfg.dev_dir);

@@ -1,29 +1,29 @@
-/* input_limits: every fixed budget of Queen's input, named once. SQL enforces
- * the same numbers (it is the floor); the engine refuses early with SQL's
- * own reasons. tests/unit/test_limits.c compares each with the literal in
- * the SQL that libqueen carries, so the two cannot drift apart. The
- * configurable edge guards (QUEEN_KV_MAX_*) are clamped to these. */
+/* input_limits: the input budgets, as sql/limits.sql publishes them
+ * (queen.input_limits_v1). libqueen reads them out of the SQL it carries
+ * instead of keeping numbers of its own: its early guards (kvguard) then
+ * refuse with exactly what SQL enforces, and a budget changes in one file. */
 #ifndef QUEEN_INPUT_LIMITS_H
 #define QUEEN_INPUT_LIMITS_H
 
-/* kv_apply_v1 (sql/kv.sql): ops per call and keys summed over a call's
- * ops (getMany its keys, getPrefix its clamped limit, others one), outside
- * a transaction and inside one. */
-#define QUEEN_KV_MAX_OPS 256
-#define QUEEN_KV_MAX_KEYS 4096
-#define QUEEN_WIRE_MAX_KV_OPS 64
-#define QUEEN_WIRE_MAX_KV_KEYS 256
+#include <stdbool.h>
 
-/* A key's bytes (octet_length) and a namespace's characters. */
-#define QUEEN_KV_MAX_KEY_BYTES 512
-#define QUEEN_KV_MAX_NS_CHARS 64
+typedef struct input_limits {
+    int kv_max_ops, kv_max_keys;           /* per kv_apply_v1 call */
+    int wire_max_kv_ops, wire_max_kv_keys; /* inside a transaction bundle */
+    int kv_max_key_bytes, kv_max_ns_chars;
+    int page_default, page_max;
+    int kv_detail_max_bytes;
+} input_limits;
 
-/* getPrefix's page: default and clamp. */
-#define QUEEN_KV_PAGE_DEFAULT 100
-#define QUEEN_KV_PAGE_MAX 1000
+/* The budgets of the embedded SQL, read on the first call (thread-safe).
+ * Never NULL: when the embedded text does not hold every budget (a build
+ * defect tests/unit/test_limits.c catches, and queen_open refuses to open
+ * on) every budget is 0, so the guards refuse everything rather than guess. */
+const input_limits *input_limits_get(void);
+bool input_limits_ok(void);
 
-/* The 23514 DETAIL of a lost required op, at most (a value past it is
- * omitted by SQL and reported with its size). */
-#define QUEEN_KV_DETAIL_MAX_BYTES 4096
+/* Reads the budgets out of a limits.sql text: 0, or -1 when one is missing
+ * or not a positive integer. */
+int input_limits_parse(const char *sql_text, input_limits *out);
 
 #endif

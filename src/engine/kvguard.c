@@ -15,17 +15,16 @@ static int min_int(int a, int b)
 
 kv_limits kv_limits_from(const queen_config *cfg, bool in_wire)
 {
+    const input_limits *sql = input_limits_get();
     kv_limits lim = {
-        .max_ops = min_int(cfg->kv_max_ops_per_call, QUEEN_KV_MAX_OPS),
-        .max_keys = min_int(cfg->kv_max_keys_per_call, QUEEN_KV_MAX_KEYS),
+        .max_ops = min_int(cfg->kv_max_ops_per_call, in_wire ? sql->wire_max_kv_ops : sql->kv_max_ops),
+        .max_keys = min_int(cfg->kv_max_keys_per_call, in_wire ? sql->wire_max_kv_keys : sql->kv_max_keys),
         .max_value_bytes = cfg->kv_max_value_bytes,
-        .max_key_bytes = min_int(cfg->kv_max_key_bytes, QUEEN_KV_MAX_KEY_BYTES),
+        .max_key_bytes = min_int(cfg->kv_max_key_bytes, sql->kv_max_key_bytes),
+        .page_default = sql->page_default,
+        .page_max = sql->page_max,
         .in_wire = in_wire,
     };
-    if (in_wire) {
-        lim.max_ops = min_int(lim.max_ops, QUEEN_WIRE_MAX_KV_OPS);
-        lim.max_keys = min_int(lim.max_keys, QUEEN_WIRE_MAX_KV_KEYS);
-    }
     return lim;
 }
 
@@ -51,17 +50,17 @@ int kv_guard_key_token(rawjson_span token, const kv_limits *lim, queen_error *er
 
 /* getPrefix counts its limit clamped as SQL clamps it (absent or not a
  * number: the default page). */
-static long prefix_keys(rawjson_span op)
+static long prefix_keys(rawjson_span op, const kv_limits *lim)
 {
     rawjson_span limit;
     if (!rawjson_member(op, "limit", &limit) || limit.len == 0 || limit.len > 30 ||
         !(limit.p[0] == '-' || (limit.p[0] >= '0' && limit.p[0] <= '9')))
-        return QUEEN_KV_PAGE_DEFAULT;
+        return lim->page_default;
     char buf[32];
     memcpy(buf, limit.p, limit.len);
     buf[limit.len] = '\0';
     double l = strtod(buf, NULL);
-    return l < 1 ? 1 : l > QUEEN_KV_PAGE_MAX ? QUEEN_KV_PAGE_MAX : (long)l;
+    return l < 1 ? 1 : l > lim->page_max ? lim->page_max : (long)l;
 }
 
 /* The members and op names the guard tells apart. */
@@ -186,7 +185,7 @@ int kv_guard_ops(rawjson_span ops, const kv_limits *lim, kv_demand *d, queen_err
                     op_keys++;
                 }
         } else if (kind == K_GET_PREFIX) {
-            op_keys = prefix_keys(op);
+            op_keys = prefix_keys(op, lim);
         }
         keys += op_keys;
         if (keys > lim->max_keys) {

@@ -1,5 +1,6 @@
 /* kvguard: the judge of a kv call's input before a connection is taken:
- * the budgets (limits.h, clamped configured guards), names that SQL could
+ * the budgets (sql/limits.sql's, read by input_limits.h; the configured
+ * guards clamped to them), names that SQL could
  * not carry (a NUL), tenants in ops, getPrefix in a transaction; and, in the
  * same pass, what the call asks of the tenant's quota (kv_demand). SQL
  * judges the same again and everything else about an op's shape; this
@@ -19,11 +20,12 @@ typedef struct kv_limits {
     int max_keys; /* summed over ops: getMany its keys, getPrefix its clamped limit, others 1 */
     int max_value_bytes; /* of one value's raw JSON, as sent */
     int max_key_bytes;
+    int page_default, page_max; /* getPrefix's page, as SQL clamps it */
     bool in_wire; /* the transaction's kv array: getPrefix refused */
 } kv_limits;
 
-/* The configured guards clamped to the SQL budgets (limits.h); in_wire
- * takes the transaction's. */
+/* The configured guards clamped to the SQL budgets (input_limits.h);
+ * in_wire takes the transaction's. */
 kv_limits kv_limits_from(const queen_config *cfg, bool in_wire);
 
 /* What one call asks of the tenant's quota: get/getMany/getPrefix one read

@@ -22,7 +22,6 @@
 
 #include "admit.h"
 #include "engine.h"
-#include "input_limits.h"
 
 /* The bundle goes in as the caller's text, so nothing in it is re-encoded
  * on the way; the tenant is an argument of its own, as in every log call. */

@@ -256,7 +256,7 @@ static void raw_member_scanner(void **state)
 static void wire_preflight_table(void **state)
 {
     (void)state;
-    const kv_limits lim = {.max_ops = 64, .max_keys = 256, .max_value_bytes = 65536, .max_key_bytes = 512,
+    const kv_limits lim = {.max_ops = 64, .max_keys = 256, .max_value_bytes = 65536, .max_key_bytes = 512, .page_default = 100, .page_max = 1000,
                            .in_wire = true};
     char many[8192], keys[8192];
     int off = snprintf(many, sizeof many, "{\"kv\":[");

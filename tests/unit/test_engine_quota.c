@@ -173,7 +173,7 @@ static void demand_of_ops(void **state)
         {"[{\"op\":\"nope\"},{\"key\":\"x\"}]", 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const kv_limits lim = {.max_ops = 256, .max_keys = 4096, .max_value_bytes = 65536, .max_key_bytes = 512};
+        const kv_limits lim = {.max_ops = 256, .max_keys = 4096, .max_value_bytes = 65536, .max_key_bytes = 512, .page_default = 100, .page_max = 1000};
         kv_demand d;
         queen_error err;
         if (kv_guard_ops((rawjson_span){cases[i].ops, strlen(cases[i].ops)}, &lim, &d, &err) != 0)

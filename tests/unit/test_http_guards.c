@@ -72,7 +72,7 @@ static void raw_spans_keep_bytes(void **state)
     assert_int_equal(rawjson_value_len(S("-1.5e3,")), 6);
 }
 
-static const kv_limits lim = {.max_ops = 4, .max_keys = 10, .max_value_bytes = 8, .max_key_bytes = 5};
+static const kv_limits lim = {.max_ops = 4, .max_keys = 10, .max_value_bytes = 8, .max_key_bytes = 5, .page_default = 100, .page_max = 1000};
 
 /* Checks the input is JSON the broker accepts, then runs the engine's
  * guards on its raw text (as queen_kv_apply does). */
