@@ -202,6 +202,21 @@ static void poll_close(server *srv, http_poll *p)
         free(p);
 }
 
+/* A wait's state, held by the request (its slot) and not yet counted
+ * against its tenant; NULL when memory is short. */
+static http_poll *poll_new(server *srv, const http_request *req)
+{
+    http_poll *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    p->srv = srv;
+    p->loop = loop_current();
+    p->conn = req->conn;
+    p->refs = 1; /* the request's */
+    *http_request_poll(req) = p;
+    return p;
+}
+
 /* The request's poll, opened at its first dispatch (taking one of its
  * tenant's places); NULL with *over_limit when the tenant holds all of
  * them, NULL alone when it cannot wait. */
@@ -212,14 +227,9 @@ static http_poll *poll_open(server *srv, const http_request *req, const queen_po
         return *slot;
     if (*slot != NULL || atomic_load(&srv->stopping))
         return NULL; /* its wait was closed already: it does not open twice */
-    http_poll *p = calloc(1, sizeof *p);
+    http_poll *p = poll_new(srv, req);
     if (p == NULL)
         return NULL;
-    p->srv = srv;
-    p->loop = loop_current();
-    p->conn = req->conn;
-    p->refs = 1; /* the request's */
-    *slot = p;
     pthread_mutex_lock(&srv->poll_lock);
     if (!tenant_poll_take_locked(srv, p, req->tenant)) {
         pthread_mutex_unlock(&srv->poll_lock);
@@ -319,14 +329,9 @@ http_poll_verdict http_wait_push(server *srv, const http_request *req, const cha
     if ((p != NULL && p->lp != NULL) || atomic_load(&srv->stopping) || timeout_ms <= 0)
         return HTTP_POLL_CANNOT;
     if (p == NULL) {
-        p = calloc(1, sizeof *p);
+        p = poll_new(srv, req);
         if (p == NULL)
             return HTTP_POLL_CANNOT;
-        p->srv = srv;
-        p->loop = loop_current();
-        p->conn = req->conn;
-        p->refs = 1; /* the request's */
-        *slot = p;
         pthread_mutex_lock(&srv->poll_lock);
         bool took = tenant_poll_take_locked(srv, p, req->tenant);
         pthread_mutex_unlock(&srv->poll_lock);
