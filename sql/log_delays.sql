@@ -66,19 +66,26 @@ BEGIN
 END
 $$;
 
--- log_expire_step_v1(now, max_rows) -> {expired}. A partition of such a
--- queue that has no cursor and holds a message past due gets queue mode's.
--- Then, for every cursor of a
--- queue with maxWaitTimeSeconds > 0 that holds no live lease and that no pop
--- is claiming (FOR UPDATE SKIP LOCKED), expires its head
--- (_log_expire_head_v1 with cutoff now - maxWaitTimeSeconds), up to max_rows
--- messages in all. Never waits on a lock. Raises 22023 log_bad_request on
--- NULL or negative arguments.
+-- log_expire_step_v1(now, max_rows) -> {expired}. For each queue with
+-- maxWaitTimeSeconds > 0, in id order: a partition that has no cursor and
+-- holds a message past due gets queue mode's; then every cursor that holds
+-- no live lease and that no pop is claiming (FOR UPDATE SKIP LOCKED) has its
+-- head expired (_log_expire_head_v1 with cutoff now - maxWaitTimeSeconds),
+-- up to max_rows messages in all. Never waits on a lock. Raises 22023
+-- log_bad_request on NULL or negative arguments.
+-- One queue at a time, only those with the option, and index probes only
+-- (enable_seqscan, enable_hashjoin, enable_mergejoin off): as
+-- log_retention_step_v1 (log_maintenance.sql) says, one statement over every
+-- queue could keep a plan that reads every partition and cursor each cycle.
 CREATE OR REPLACE FUNCTION queen.log_expire_step_v1(p_now TIMESTAMPTZ, p_max_rows INTEGER)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
+    v_q     RECORD;
     r       RECORD;
     v_n     INTEGER;
     v_left  INTEGER := p_max_rows;
@@ -88,35 +95,41 @@ BEGIN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
             DETAIL = 'now and max_rows >= 0 are required';
     END IF;
-    -- A partition no group ever popped has no cursor to expire from: queue
-    -- mode's is made here (as its first pop would), when something is due.
-    INSERT INTO queen.log_consumers (partition_id, consumer_group)
-    SELECT p.id, '__QUEUE_MODE__'
-    FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-    WHERE (q.stored_options ->> 'maxWaitTimeSeconds')::integer > 0
-      AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c WHERE c.partition_id = p.id)
-      AND EXISTS (SELECT 1 FROM queen.log_messages m WHERE m.partition_id = p.id
-                  AND m.created_at < p_now - make_interval(secs => (q.stored_options ->> 'maxWaitTimeSeconds')::integer))
-    ORDER BY p.id
-    ON CONFLICT (partition_id, consumer_group) DO NOTHING;
-    FOR r IN
-        SELECT c.partition_id, c.consumer_group, c.committed_offset,
-               (q.stored_options ->> 'maxWaitTimeSeconds')::integer AS max_wait
+    FOR v_q IN
+        SELECT q.id, (q.stored_options ->> 'maxWaitTimeSeconds')::integer AS max_wait
         FROM queen.queues q
-        JOIN queen.log_partitions p ON p.queue_id = q.id
-        JOIN queen.log_consumers c ON c.partition_id = p.id
         WHERE (q.stored_options ->> 'maxWaitTimeSeconds')::integer > 0
-          AND p.last_offset > c.committed_offset
-          AND (c.lease_id IS NULL OR c.lease_expires_at <= p_now)
-        ORDER BY c.partition_id, c.consumer_group
-        FOR UPDATE OF c SKIP LOCKED
+        ORDER BY q.id
     LOOP
         EXIT WHEN v_left <= 0;
-        SELECT e.expired INTO v_n
-        FROM queen._log_expire_head_v1(r.partition_id, r.consumer_group,
-                                       p_now - make_interval(secs => r.max_wait), v_left) e;
-        v_total := v_total + v_n;
-        v_left := v_left - v_n;
+        -- A partition no group ever popped has no cursor to expire from: queue
+        -- mode's is made here (as its first pop would), when something is due.
+        INSERT INTO queen.log_consumers (partition_id, consumer_group)
+        SELECT p.id, '__QUEUE_MODE__'
+        FROM queen.log_partitions p
+        WHERE p.queue_id = v_q.id
+          AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c WHERE c.partition_id = p.id)
+          AND EXISTS (SELECT 1 FROM queen.log_messages m WHERE m.partition_id = p.id
+                      AND m.created_at < p_now - make_interval(secs => v_q.max_wait))
+        ORDER BY p.id
+        ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+        FOR r IN
+            SELECT c.partition_id, c.consumer_group
+            FROM queen.log_partitions p
+            JOIN queen.log_consumers c ON c.partition_id = p.id
+            WHERE p.queue_id = v_q.id
+              AND p.last_offset > c.committed_offset
+              AND (c.lease_id IS NULL OR c.lease_expires_at <= p_now)
+            ORDER BY c.partition_id, c.consumer_group
+            FOR UPDATE OF c SKIP LOCKED
+        LOOP
+            EXIT WHEN v_left <= 0;
+            SELECT e.expired INTO v_n
+            FROM queen._log_expire_head_v1(r.partition_id, r.consumer_group,
+                                           p_now - make_interval(secs => v_q.max_wait), v_left) e;
+            v_total := v_total + v_n;
+            v_left := v_left - v_n;
+        END LOOP;
     END LOOP;
     RETURN jsonb_build_object('expired', v_total);
 END

@@ -93,37 +93,63 @@ $$;
 -- partition has consumed (offset <= the lowest cursor). A partition no group
 -- has popped keeps its messages. Touches only log_messages (a leaf); takes no row lock a pop or a
 -- push waits on. Raises 22023 log_bad_request on NULL or negative arguments.
+-- One queue at a time, only those with a retention, in id order: a step
+-- reads nothing but the queue table while no queue has one, and only the
+-- partitions of those that do. Written as one statement over every queue,
+-- the sweeper's cached plan (made while the tables were small) walked every
+-- partition of every queue and scanned the cursor table for each; at 10,000
+-- partitions and no retention anywhere it ran into the statement timeout
+-- every cycle, a core taken from the pops (bench/RESULTS.md, 2026-12-04).
+-- For the same reason the per-queue statement plans with index probes only
+-- (enable_seqscan, enable_hashjoin, enable_mergejoin off, as pop does).
 CREATE OR REPLACE FUNCTION queen.log_retention_step_v1(p_now TIMESTAMPTZ, p_max_rows INTEGER)
 RETURNS JSONB
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
-    v_deleted INTEGER;
+    v_q       RECORD;
+    v_n       INTEGER;
+    v_deleted INTEGER := 0;
 BEGIN
     IF p_now IS NULL OR p_max_rows IS NULL OR p_max_rows < 0 THEN
         RAISE EXCEPTION 'log_bad_request' USING ERRCODE = '22023',
             DETAIL = 'now and max_rows >= 0 are required';
     END IF;
-    WITH cand AS (
-        SELECT m.partition_id, m.msg_offset
+    FOR v_q IN
+        SELECT q.id, queen._log_retention_seconds_v1(q.retention_seconds, q.completed_retention_seconds) AS secs
         FROM queen.queues q
-        JOIN queen.log_partitions p ON p.queue_id = q.id
-        JOIN LATERAL (SELECT min(c.committed_offset) AS low
-                      FROM queen.log_consumers c WHERE c.partition_id = p.id) AS c
-          ON c.low IS NOT NULL
-        JOIN LATERAL (SELECT mm.partition_id, mm.msg_offset
-                      FROM queen.log_messages mm
-                      WHERE mm.partition_id = p.id AND mm.msg_offset <= c.low
-                        AND mm.created_at < p_now - make_interval(secs =>
-                              queen._log_retention_seconds_v1(q.retention_seconds, q.completed_retention_seconds))
-                      ORDER BY mm.msg_offset
-                      LIMIT p_max_rows) AS m ON true
         WHERE q.retention_seconds > 0 OR q.completed_retention_seconds > 0
-        LIMIT p_max_rows)
-    DELETE FROM queen.log_messages m
-    USING cand
-    WHERE m.partition_id = cand.partition_id AND m.msg_offset = cand.msg_offset;
-    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        ORDER BY q.id
+    LOOP
+        EXIT WHEN v_deleted >= p_max_rows;
+        -- The rows go by ctid, read and deleted in this one statement (one
+        -- snapshot): the candidates drive the delete (a TID scan each), where
+        -- a join on the key let a plan made on small statistics scan every
+        -- message and probe the candidates for each. A row updated
+        -- meanwhile fails the ctid recheck and waits for the next step.
+        WITH cand AS (
+            SELECT m.tid
+            FROM queen.log_partitions p
+            JOIN LATERAL (SELECT min(c.committed_offset) AS low
+                          FROM queen.log_consumers c WHERE c.partition_id = p.id) AS c
+              ON c.low IS NOT NULL
+            JOIN LATERAL (SELECT mm.ctid AS tid
+                          FROM queen.log_messages mm
+                          WHERE mm.partition_id = p.id AND mm.msg_offset <= c.low
+                            AND mm.created_at < p_now - make_interval(secs => v_q.secs)
+                          ORDER BY mm.msg_offset
+                          LIMIT p_max_rows - v_deleted) AS m ON true
+            WHERE p.queue_id = v_q.id
+            LIMIT p_max_rows - v_deleted)
+        DELETE FROM queen.log_messages m
+        USING cand
+        WHERE m.ctid = cand.tid;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_deleted := v_deleted + v_n;
+    END LOOP;
     RETURN jsonb_build_object('deleted', v_deleted);
 END
 $$;
