@@ -536,6 +536,8 @@ DECLARE
     v_hand    UUID;
     v_pos     UUID;
     v_wrapped BOOLEAN;
+    v_batch   UUID[];   -- the walk's next ready rows, in order
+    v_bi      INTEGER;
     v_pid     UUID;
     v_pname   TEXT;
     v_has_row BOOLEAN;
@@ -603,26 +605,41 @@ BEGIN
         -- strictly forward, so it ends.
         v_pos := v_hand;
         v_wrapped := false;
+        v_batch := '{}';
+        v_bi := 1;
         LOOP
-            -- The next ready row by itself (LIMIT 1 inside), then its
-            -- partition and cursor: with the filter and joins around one
-            -- ordered scan, the generic plan (ten rows guessed for the
-            -- range) sorted the whole rest of the range on every step.
-            SELECT x.partition_id, p.name, (c.partition_id IS NOT NULL), p.last_offset,
-                   COALESCE(c.lease_id IS NOT NULL AND c.lease_expires_at > now(), false), p.last_push_at
-            INTO v_pid, v_pname, v_has_row, v_lastoff, v_leased, v_pushed
-            FROM (SELECT r.partition_id FROM queen.log_ready r
-                  WHERE r.subscription_id = v_subs[v_i] AND r.partition_id > v_pos
-                  ORDER BY r.partition_id
-                  LIMIT 1) AS x
-            LEFT JOIN queen.log_partitions p ON p.id = x.partition_id
-            LEFT JOIN queen.log_consumers c ON c.partition_id = x.partition_id AND c.consumer_group = p_group;
-            IF NOT FOUND OR (v_wrapped AND v_pid > v_hand) THEN
-                EXIT WHEN v_wrapped;
-                v_wrapped := true;
-                v_pos := '00000000-0000-0000-0000-000000000000';
-                CONTINUE;
+            IF v_bi > cardinality(v_batch) THEN
+                -- The next ready rows, ids only, 8 at a time: one index range
+                -- per 8 steps. A range starts where the previous pops of
+                -- every consumer deleted their rows, and those entries stay
+                -- in the index (each costing a heap visit) until no running
+                -- pop can see them; a range per step crossed them again at
+                -- every step (328 buffers a step at 10,000 partitions, 10
+                -- consumers: bench/RESULTS.md, 2026-12-04). A row taken
+                -- since it was read costs its step a look, as a claimed one
+                -- always did.
+                v_batch := ARRAY(SELECT r.partition_id FROM queen.log_ready r
+                                 WHERE r.subscription_id = v_subs[v_i] AND r.partition_id > v_pos
+                                 ORDER BY r.partition_id
+                                 LIMIT 8);
+                v_bi := 1;
+                IF cardinality(v_batch) = 0 THEN
+                    EXIT WHEN v_wrapped;
+                    v_wrapped := true;
+                    v_pos := '00000000-0000-0000-0000-000000000000';
+                    CONTINUE;
+                END IF;
             END IF;
+            v_pid := v_batch[v_bi];
+            v_bi := v_bi + 1;
+            EXIT WHEN v_wrapped AND v_pid > v_hand;
+            -- Its partition and the group's cursor, by key.
+            SELECT p.name, (c.partition_id IS NOT NULL), p.last_offset,
+                   COALESCE(c.lease_id IS NOT NULL AND c.lease_expires_at > now(), false), p.last_push_at
+            INTO v_pname, v_has_row, v_lastoff, v_leased, v_pushed
+            FROM (SELECT v_pid AS id) AS x
+            LEFT JOIN queen.log_partitions p ON p.id = x.id
+            LEFT JOIN queen.log_consumers c ON c.partition_id = x.id AND c.consumer_group = p_group;
             v_pos := v_pid;
             IF v_pname IS NULL THEN -- its partition was deleted (log_schema.sql: no foreign key)
                 DELETE FROM queen.log_ready WHERE subscription_id = v_subs[v_i] AND partition_id = v_pid;
