@@ -127,9 +127,17 @@ $$;
 -- Raises 40001 log_partition_vanished when a partition keeps being deleted
 -- under it (log_maintenance.sql reclaim or a queue delete racing): retryable; 55000
 -- encryption_key_missing for an unsealed payload into an encrypted queue.
+-- enable_seqscan off (for the calls made from here too): every table read
+-- of a push is a key lookup or an index range, and a plan cached while
+-- log_partitions was small checked a new pair, or found the pairs to lock,
+-- with a sequential scan of the table; at 100,000 partitions a push creating
+-- 500 of them ran into the statement timeout (bench/RESULTS.md, 2026-12-04).
+-- Hash joins stay: the statement of several items joins its own rows with
+-- them (with them off, pushes of 100 cost twice the database CPU).
 CREATE OR REPLACE FUNCTION queen._log_push_apply_v1(p_tenant UUID, p_items JSONB)
 RETURNS JSONB[]
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_pairs   INTEGER;

@@ -2,7 +2,7 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(77);
+SELECT plan(79);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
@@ -337,6 +337,22 @@ SELECT throws_ok($$ SELECT * FROM queen.log_push_group_v1('["00000000-0000-0000-
                  '22023', 'log_bad_request', 'log_push_group_v1: arrays of different lengths are refused');
 SELECT throws_ok($$ SELECT * FROM queen.log_push_group_v1('[null]', '[[]]', '[null]', true) $$,
                  '22023', 'log_bad_tenant', '... a NULL tenant fails the group (the broker then runs each member alone)');
+
+-- A push finds, locks and creates its partitions by key, never by a scan of
+-- log_partitions, whatever the statistics were when its plans were made (a
+-- sequential scan per new pair timed out at 100,000 partitions).
+SELECT is((SELECT proconfig::text FROM pg_proc WHERE oid = 'queen._log_push_apply_v1(uuid, jsonb)'::regprocedure),
+          '{enable_seqscan=off}',
+          'a push reads its tables by index only');
+SELECT queen.log_push_v1(:'t', (SELECT jsonb_agg(jsonb_build_object('queue', 't002_many', 'partition', 'p' || i, 'payload', i))
+                                FROM generate_series(1, 300) AS i)) IS NOT NULL AS pushed_many;
+SELECT COALESCE(sum(seq_scan), 0) AS part_scans_before FROM pg_stat_xact_user_tables
+WHERE relid = 'queen.log_partitions'::regclass \gset
+SELECT queen.log_push_v1(:'t', (SELECT jsonb_agg(jsonb_build_object('queue', 't002_many', 'partition', 'n' || i, 'payload', i))
+                                FROM generate_series(1, 5) AS i)) IS NOT NULL AS pushed_new;
+SELECT is((SELECT COALESCE(sum(seq_scan), 0) FROM pg_stat_xact_user_tables
+           WHERE relid = 'queen.log_partitions'::regclass)::bigint - :part_scans_before, 0::bigint,
+          'a push creating 5 partitions beside 300 scans no partition table');
 
 SELECT * FROM finish();
 ROLLBACK;
