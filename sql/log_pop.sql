@@ -633,13 +633,14 @@ BEGIN
             v_pid := v_batch[v_bi];
             v_bi := v_bi + 1;
             EXIT WHEN v_wrapped AND v_pid > v_hand;
-            -- Its partition and the group's cursor, by key.
+            -- Its partition and the group's cursor, by key (no partition: every
+            -- target NULL, v_pname included).
             SELECT p.name, (c.partition_id IS NOT NULL), p.last_offset,
                    COALESCE(c.lease_id IS NOT NULL AND c.lease_expires_at > now(), false), p.last_push_at
             INTO v_pname, v_has_row, v_lastoff, v_leased, v_pushed
-            FROM (SELECT v_pid AS id) AS x
-            LEFT JOIN queen.log_partitions p ON p.id = x.id
-            LEFT JOIN queen.log_consumers c ON c.partition_id = x.id AND c.consumer_group = p_group;
+            FROM queen.log_partitions p
+            LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
+            WHERE p.id = v_pid;
             v_pos := v_pid;
             IF v_pname IS NULL THEN -- its partition was deleted (log_schema.sql: no foreign key)
                 DELETE FROM queen.log_ready WHERE subscription_id = v_subs[v_i] AND partition_id = v_pid;

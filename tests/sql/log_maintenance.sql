@@ -3,7 +3,7 @@
 -- past (or far ahead) so rows of concurrently running tests never qualify.
 -- Own tenant; rolled back.
 BEGIN;
-SELECT plan(29);
+SELECT plan(30);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT function_lang_is('queen', 'log_partition_dead_v1', ARRAY['uuid', 'timestamp with time zone', 'integer'], 'sql',
@@ -67,9 +67,10 @@ SELECT is((queen.log_retention_step_v1(now(), 100) ->> 'deleted')::int >= 1, tru
 SELECT is((SELECT array_agg(msg_offset) FROM queen.log_messages WHERE partition_id = :'pc'), ARRAY[2::bigint],
           'the unconsumed one stays');
 
--- A step reads the partitions of queues that have a retention and no others:
--- 300 partitions of a queue without one, every message consumed and old, are
--- neither read nor emptied (this transaction's table counters).
+-- The sweeper's steps read the partitions of queues that have their option
+-- and no others: 300 partitions of a queue with neither, every message
+-- consumed and old, are neither read nor emptied (this transaction's table
+-- counters; the expiry step reads a partition twice, for cursors and heads).
 SELECT queen.log_push_v1(:'t', (SELECT jsonb_agg(jsonb_build_object('queue', 't006_none', 'partition', 'p' || i, 'payload', i))
                                 FROM generate_series(1, 300) AS i)) IS NOT NULL AS pushed_many;
 SELECT count(*) AS consumed_many
@@ -77,14 +78,24 @@ FROM (SELECT queen.log_pop_v1(:'t', 't006_none', NULL, NULL, 1, NULL, true, NULL
 UPDATE queen.log_messages m SET created_at = now() - interval '10 years'
 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
 WHERE m.partition_id = p.id AND q.tenant_id = :'t' AND q.name = 't006_none';
-SELECT COALESCE(sum(seq_tup_read + idx_tup_fetch), 0) AS parts_read_before
-FROM pg_stat_xact_user_tables WHERE relid = 'queen.log_partitions'::regclass \gset
-SELECT queen.log_retention_step_v1(now(), 100000) IS NOT NULL AS stepped;
-SELECT cmp_ok((SELECT COALESCE(sum(seq_tup_read + idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
-               WHERE relid = 'queen.log_partitions'::regclass)::bigint - :parts_read_before,
+-- partition_rows_read(sql): rows of log_partitions read while sql ran.
+CREATE FUNCTION pg_temp.partition_rows_read(p_sql text) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+DECLARE v_before bigint;
+BEGIN
+    SELECT COALESCE(sum(seq_tup_read + idx_tup_fetch), 0) INTO v_before
+    FROM pg_stat_xact_user_tables WHERE relid = 'queen.log_partitions'::regclass;
+    EXECUTE p_sql;
+    RETURN (SELECT COALESCE(sum(seq_tup_read + idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
+            WHERE relid = 'queen.log_partitions'::regclass) - v_before;
+END $$;
+SELECT cmp_ok(pg_temp.partition_rows_read('SELECT queen.log_retention_step_v1(now(), 100000)'),
               '<=', (SELECT count(*) FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
                      WHERE q.retention_seconds > 0 OR q.completed_retention_seconds > 0),
               'retention reads only the partitions of queues that have a retention');
+SELECT cmp_ok(pg_temp.partition_rows_read('SELECT queen.log_expire_step_v1(now(), 100000)'),
+              '<=', (SELECT 2 * count(*) FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+                     WHERE (q.stored_options ->> 'maxWaitTimeSeconds')::integer > 0),
+              'the expiry step reads only the partitions of queues that have maxWaitTimeSeconds');
 SELECT is((SELECT count(*)::int FROM queen.log_messages m JOIN queen.log_partitions p ON p.id = m.partition_id
            JOIN queen.queues q ON q.id = p.queue_id WHERE q.tenant_id = :'t' AND q.name = 't006_none'), 300,
           'a queue without a retention keeps its consumed messages');
