@@ -492,7 +492,15 @@ $$;
 -- of all colliding on the same first rows, and one session serves every
 -- partition with work in turn (a partition waits at most one round of the
 -- ready rows per session). A row whose cursor holds a live lease is stepped
--- over.
+-- over. A pop whose walk met a partition it could not take (another pop
+-- had it, or took its last message first) leaves a random hand: consumers
+-- that start near each other otherwise walk in a convoy, each failing on
+-- the candidate the one ahead is taking (4.9 steps a pop at 10,000
+-- partitions, 10 consumers, against 1.04 with the jump: bench/RESULTS.md,
+-- 2026-12-04). A session that never collides keeps its round; one that
+-- does starts a new round at a uniformly random place, so the bound on a
+-- partition's wait becomes an expectation (the skew scenario of
+-- bench/run.sh measures the longest wait).
 -- enable_seqscan, enable_hashjoin, enable_mergejoin off (for the calls made
 -- from here too: log_pop.sql's partition step, log_delays.sql's head expiry): every statement
 -- of a pop is a key lookup or an index range, and a generic plan is cached
@@ -545,6 +553,7 @@ DECLARE
     v_leased  BOOLEAN;
     v_windows INTEGER[];
     v_pushed  TIMESTAMPTZ;
+    v_collided BOOLEAN := false; -- a candidate of the walk was taken by another pop
     v_lease   UUID := CASE WHEN p_auto_ack THEN NULL ELSE gen_random_uuid() END;
 BEGIN
     -- Every queue's subscription before any claim: a first contact locks its
@@ -651,7 +660,10 @@ BEGIN
             v_out := queen._log_pop_partition_v1(v_subs[v_i], v_names[v_i], v_pid, v_pname, v_has_row, v_lastoff,
                                                  p_group, v_left, v_leases[v_i], p_auto_ack, v_starts[v_i],
                                                  v_delays[v_i], v_waits[v_i], v_lease);
-            CONTINUE WHEN v_out IS NULL;
+            IF v_out IS NULL THEN
+                v_collided := true;
+                CONTINUE;
+            END IF;
             v_first := COALESCE(v_first, v_out);
             v_msgs := v_msgs || (v_out -> 'messages');
             v_left := v_left - jsonb_array_length(v_out -> 'messages');
@@ -661,7 +673,7 @@ BEGIN
         EXIT WHEN v_left <= 0 OR v_claims >= p_partitions;
     END LOOP;
     IF p_partition IS NULL THEN
-        PERFORM set_config('queen.pop_hand', v_pos::text, false);
+        PERFORM set_config('queen.pop_hand', CASE WHEN v_collided THEN gen_random_uuid() ELSE v_pos END::text, false);
     END IF;
     IF v_first IS NULL THEN
         RETURN NULL;

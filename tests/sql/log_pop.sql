@@ -4,7 +4,7 @@
 -- and every refusal. Expiry is simulated by moving lease_expires_at (now() is
 -- frozen inside this transaction). Own tenant; rolled back.
 BEGIN;
-SELECT plan(89);
+SELECT plan(93);
 SELECT gen_random_uuid() AS t \gset
 
 SELECT volatility_is('queen', 'log_pop_v1',
@@ -289,6 +289,27 @@ SELECT queen.log_push_v1(:'t', '[{"queue":"t004_rr","partition":"q9","payload":"
 SELECT is((SELECT count(*)::int FROM (SELECT queen.log_pop_v1(:'t', 't004_rr', NULL, NULL, 1, NULL, true, NULL) AS b
                                       FROM generate_series(1, 6)) x WHERE b IS NOT NULL), 5, 'orphans skipped: all five messages popped');
 SELECT is((SELECT count(*)::int FROM queen.log_ready WHERE subscription_id = :rsub), 0, 'and the orphan rows are gone');
+-- A walk that meets a partition it cannot take (here a ready row left
+-- behind with nothing to deliver, as a pop that lost the race sees it)
+-- leaves a random hand, so sessions that collide do not walk on in a
+-- convoy; a walk without a collision leaves the hand at what it took.
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_h","partition":"hs","payload":"s"}]') IS NOT NULL AS pushed;
+SELECT queen.log_pop_v1(:'t', 't004_h', NULL, NULL, 1, NULL, true, NULL) IS NOT NULL AS drained_hs;
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_h","partition":"hl","payload":"l"}]') IS NOT NULL AS pushed;
+SELECT s.id AS hsub, (SELECT p.id FROM queen.log_partitions p WHERE p.queue_id = q.id AND p.name = 'hs') AS hs,
+       (SELECT p.id FROM queen.log_partitions p WHERE p.queue_id = q.id AND p.name = 'hl') AS hl
+FROM queen.log_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
+WHERE q.tenant_id = :'t' AND q.name = 't004_h' AND s.consumer_group = '__QUEUE_MODE__' \gset
+INSERT INTO queen.log_ready (subscription_id, partition_id) VALUES (:hsub, :'hs');
+-- From hl's own place the walk meets hs before it comes round to hl.
+SELECT set_config('queen.pop_hand', :'hl', false) IS NOT NULL AS hand_set;
+SELECT is(queen.log_pop_v1(:'t', 't004_h', NULL, NULL, 1, NULL, true, NULL) ->> 'partition', 'hl',
+          'the walk steps past the partition it could not take');
+SELECT isnt(current_setting('queen.pop_hand'), :'hl', 'after a collision the hand is not where the walk stopped');
+SELECT queen.log_push_v1(:'t', '[{"queue":"t004_h","partition":"hl","payload":"l2"}]') IS NOT NULL AS pushed;
+SELECT is(queen.log_pop_v1(:'t', 't004_h', NULL, NULL, 1, NULL, true, NULL) ->> 'partition', 'hl', 'the next pop takes hl');
+SELECT is(current_setting('queen.pop_hand'), :'hl', 'without a collision the hand stays where the walk stopped');
+
 -- Deleting the queue deletes its subscriptions' ready rows.
 SELECT queen.log_push_v1(:'t', '[{"queue":"t004_rr","partition":"q9","payload":"left"}]') IS NOT NULL AS pushed;
 SELECT queen.log_queue_delete_v1(:'t', 't004_rr') IS NOT NULL AS deleted;
