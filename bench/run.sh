@@ -35,7 +35,9 @@
 #              max(M, P) messages, drained by 10 consumers and then (a fresh
 #              queue again) by 1 (pop batch 1, autoAck, queue mode), then
 #              one-message pushes into it at c=32, then the queen.log_*
-#              sizes and the broker's VmRSS; the bootstrap shape (5,000
+#              sizes and the broker's VmRSS; the 10-consumer drain again over
+#              every P in BENCH_SCALE_ROUNDS - 1 more interleaved rounds
+#              (the report's median ratio); the bootstrap shape (5,000
 #              partitions, one message each, 10 consumers); 1, 10 and 100
 #              consumer groups on 1,000 partitions (10 consumers in all);
 #              fairness under skew (90% of pushes to one partition of 1,000,
@@ -64,7 +66,8 @@
 # The scale section: BENCH_SCALE_PARTITIONS ("10 1000 10000 100000"),
 # BENCH_SCALE_SKIP_100K=1 (drop the 100,000 point), BENCH_SCALE_MESSAGES (M,
 # 10000; at least one per partition), BENCH_SCALE_TIMEOUT (300 s per drain),
-# BENCH_SCALE_GROUPS ("1 10 100"), BENCH_SCALE_SKEW_RATE (pushes/s; default
+# BENCH_SCALE_ROUNDS (3: rounds of the 10-consumer drain over every P,
+# interleaved), BENCH_SCALE_GROUPS ("1 10 100"), BENCH_SCALE_SKEW_RATE (pushes/s; default
 # 30% of this run's 10-consumer pop rate at 1,000 partitions, else 100),
 # BENCH_SCALE_SKEW_SECS (30), BENCH_SCALE_BIG (10000000 messages; 0 skips the
 # big queue), BENCH_SCALE_BIG_TIMEOUT (3600 s per phase).
@@ -436,13 +439,14 @@ if want scale; then
   SCALE_M=${BENCH_SCALE_MESSAGES:-10000}
   SCALE_TO=${BENCH_SCALE_TIMEOUT:-300}
   SCALE_GROUPS=${BENCH_SCALE_GROUPS:-"1 10 100"}
+  SCALE_ROUNDS=${BENCH_SCALE_ROUNDS:-3}
   SCALE_SKEW_SECS=${BENCH_SCALE_SKEW_SECS:-30}
   SCALE_BIG=${BENCH_SCALE_BIG:-10000000}
   SCALE_BIG_TO=${BENCH_SCALE_BIG_TIMEOUT:-3600}
   SCALE_T0=$(date +%s)
   {
     echo "scale_partitions=$SCALE_P"; echo "scale_messages=$SCALE_M"; echo "scale_timeout=$SCALE_TO"
-    echo "scale_groups=$SCALE_GROUPS"; echo "scale_big=$SCALE_BIG"
+    echo "scale_groups=$SCALE_GROUPS"; echo "scale_big=$SCALE_BIG"; echo "scale_rounds=$SCALE_ROUNDS"
   } >>"$WORK/meta.env"
 
   # scale_run TAG SCENARIO C CMD_SHOWN ARGS...: one timed driver call whose
@@ -505,6 +509,22 @@ if want scale; then
     # and its cursor exist)
     scale_run "push-$P" "push_p$P" 32 "$SCALE_SB push $q1 $P 32 $SECS" push "$q1" "$P" 32 "$SECS" || true
     scale_drop "$q1"
+  done
+
+  # ---- 1b: the 10-consumer drain again, in BENCH_SCALE_ROUNDS rounds in all,
+  # the partition counts interleaved within each round. One point's rate
+  # moves by a quarter from run to run on this machine (2,226-3,614 msg/s
+  # at 10 partitions), so the report takes the ratio the target names within
+  # each round, where the two points ran a minute apart, and gives the median.
+  for r in $(seq 2 "$SCALE_ROUNDS"); do
+    for P in $SCALE_P; do
+      M=$(( SCALE_M > P ? SCALE_M : P ))
+      q=scale_p${P}_r$r
+      scale_seed "p$P-r$r" "$q" "$P" "$M"
+      scale_run "pop-$P-r$r" "popround_p${P}_r$r" 10 \
+        "$SCALE_SB seed $q $P $M 500 2 && $SCALE_SB drain $q 10 $M $SCALE_TO" drain "$q" 10 "$M" "$SCALE_TO" || true
+      scale_drop "$q"
+    done
   done
 
   # ---- 2: the reference broker's bootstrap shape
