@@ -116,12 +116,21 @@ RESET check_function_bodies;
 -- acks in ascending (partition, group, offset). Only cursor rows are written
 -- (plus a dead letter past retryLimit). Semantics: docs/sql-log.md (Ack).
 -- Raises XX000 log_result_misaligned if a result slot stayed empty.
+-- enable_seqscan off: every statement here reads cursors, partitions and
+-- messages by key, and a session keeps the generic plan it made first. Made
+-- while log_consumers was one page, the cursor's UPDATE by key was a
+-- sequential scan, and stayed one as the cursors grew: an ack read every
+-- cursor of the database (1,000,000 rows read for 3,000 acks at 3,000
+-- partitions, bench/RESULTS.md, 2026-12-04). Hash and merge joins stay
+-- allowed, as in _log_push_apply_v1 (log_push.sql): the acks of one call
+-- join each other.
 -- The form that took the acks as a JSON array: replaced by this one (the
 -- same name, the acks as _log_ack_in_v1[]). A no-op once dropped.
 DROP FUNCTION IF EXISTS queen._log_ack_apply_v1(UUID, JSONB, JSONB);
 CREATE OR REPLACE FUNCTION queen._log_ack_apply_v1(p_tenant UUID, p_acks queen._log_ack_in_v1[], p_leases JSONB)
 RETURNS JSONB[]
 LANGUAGE plpgsql VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
+SET enable_seqscan = off
 AS $$
 DECLARE
     r          RECORD;

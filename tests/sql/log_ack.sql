@@ -3,7 +3,7 @@
 -- refusal (the wire's: tests/sql/log_transaction_wire.sql). Expiry is
 -- simulated by moving lease_expires_at. Own tenant; rolled back.
 BEGIN;
-SELECT plan(70);
+SELECT plan(73);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2 \gset
 
 -- pg_temp helpers: push n messages k1..kn to (queue, partition) and pop them.
@@ -209,6 +209,29 @@ INSERT INTO parity SELECT pg_temp.both_paths(:'t', pg_temp.ack_row('k2', :'ppid'
 SELECT is((SELECT count(*)::int FROM parity), 11, 'one ack, two paths: every case ran');
 SELECT is((SELECT jsonb_agg(mismatch) FROM parity WHERE mismatch IS NOT NULL), NULL,
           'one ack, two paths: the same verdict, names and flags in every case');
+
+-- An ack reads cursors by key, never by a scan of log_consumers, whatever
+-- the planner believed when the session made the plans it keeps (one made
+-- while the table was a page kept scanning it as it grew). Here the plans
+-- are made afresh under costs that favour any scan over an index.
+SELECT is((SELECT proconfig::text FROM pg_proc
+           WHERE oid = 'queen._log_ack_apply_v1(uuid, queen._log_ack_in_v1[], jsonb)'::regprocedure),
+          '{enable_seqscan=off}', 'an ack reads its tables by index only');
+SELECT queen.log_push_v1(:'t', (SELECT jsonb_agg(jsonb_build_object('queue', 't005_scan', 'partition', 'p' || i,
+                                                                    'payload', i, 'transactionId', 'm' || i))
+                                FROM generate_series(1, 400) i)) IS NOT NULL AS pushed_many;
+CREATE TEMP TABLE scan_pops AS
+SELECT queen.log_pop_v1(:'t', 't005_scan', NULL, NULL, 1, NULL, false, NULL) AS b FROM generate_series(1, 400);
+SET LOCAL random_page_cost = 1000000;
+DISCARD PLANS;
+SELECT COALESCE(sum(seq_scan), 0) AS cursor_scans_before FROM pg_stat_xact_user_tables
+WHERE relid = 'queen.log_consumers'::regclass \gset
+SELECT is((SELECT pg_temp.ack(:'t', b -> 'messages' -> 0 ->> 'transactionId', b ->> 'partitionId', b ->> 'leaseId') ->> 'success'
+           FROM scan_pops LIMIT 1), 'true', 'an ack beside 400 cursors applies');
+SELECT is((SELECT COALESCE(sum(seq_scan), 0) FROM pg_stat_xact_user_tables
+           WHERE relid = 'queen.log_consumers'::regclass)::bigint - :cursor_scans_before, 0::bigint,
+          '... and scans no cursor table');
+RESET random_page_cost;
 
 SELECT * FROM finish();
 ROLLBACK;
