@@ -61,8 +61,14 @@
 --            0 when done. Measured with one index probe per shard.
 -- Raises 22023 kv_bad_request on NULL/empty shards or p_max_rows < 1.
 -- VOLATILE (deletes), PARALLEL UNSAFE, CALLED ON NULL INPUT (NULLs raise).
+-- enable_seqscan off: the sweeper's session keeps the generic plans it made
+-- at its first step. Made while queen.kv was empty, they read it with a
+-- sequential scan, and went on doing so as it filled: 200,000 keys, none
+-- expiring, were read whole 45 times a second until an autoanalyze came
+-- (27,000,000 rows in 3 s, bench/RESULTS.md, 2026-12-04).
 CREATE OR REPLACE FUNCTION queen.kv_expire_step_v1(p_shards SMALLINT[], p_now TIMESTAMPTZ, p_max_rows INTEGER)
 RETURNS JSONB LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_now     timestamptz := COALESCE(p_now, now());

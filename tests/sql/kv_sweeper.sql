@@ -7,7 +7,7 @@
 -- What a single session cannot show (SKIP LOCKED never waiting on a row
 -- another transaction holds) is in tests/integration/test_kv_concurrency.c.
 BEGIN;
-SELECT plan(27);
+SELECT plan(29);
 
 SELECT set_config('t026.tenant', gen_random_uuid()::text, true);
 
@@ -115,6 +115,22 @@ SELECT is(queen.kv_usage_measure_v1('1972-01-01 00:00:00+00', -2, 4) - 'tenants'
 SELECT results_eq($$SELECT kv_rows, sampled FROM queen.kv_usage WHERE tenant_id = current_setting('t026.tenant')::uuid$$,
                   $$VALUES (32::bigint, true)$$, 'U6 sampled counts are scaled by 64 / shards (2 rows in shard 0 -> 32)');
 SELECT throws_ok($$SELECT queen.kv_usage_measure_v1(NULL, NULL, 65)$$, '22023', 'kv_bad_request', 'U7 sample shards outside 1..64');
+
+-- A step reads the expired rows by index, never the table, whatever the
+-- planner believed when the sweeper's session made the plans it keeps (made
+-- while queen.kv was empty, they scanned it whole at every step as it
+-- filled). Here the plans are made afresh under costs that favour any scan.
+SELECT is((SELECT proconfig::text FROM pg_proc WHERE oid = 'queen.kv_expire_step_v1(smallint[],timestamptz,integer)'::regprocedure),
+          '{enable_seqscan=off}', 'S10 a step reads queen.kv by index only');
+INSERT INTO queen.kv (tenant_id, namespace, key, value, version)
+SELECT current_setting('t026.tenant')::uuid, 'scan', 'k' || i, '1', 1 FROM generate_series(1, 2000) AS i;
+SET LOCAL random_page_cost = 1000000;
+DISCARD PLANS;
+SELECT COALESCE(sum(seq_scan), 0) AS kv_scans_before FROM pg_stat_xact_user_tables WHERE relid = 'queen.kv'::regclass \gset
+SELECT queen.kv_expire_step_v1((SELECT array_agg(g::smallint) FROM generate_series(0, 63) AS g), now(), 100) IS NOT NULL AS stepped;
+SELECT is((SELECT COALESCE(sum(seq_scan), 0) FROM pg_stat_xact_user_tables WHERE relid = 'queen.kv'::regclass)::bigint
+          - :kv_scans_before, 0::bigint, 'S11 ... a step over 64 shards beside 2,000 keys scans no table');
+RESET random_page_cost;
 
 SELECT * FROM finish();
 ROLLBACK;
