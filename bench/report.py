@@ -423,6 +423,35 @@ def render_scale(work, meta, rows):
                     "pop p50 ms", "pop p99 ms", "empty pops"], body)
         L.append("")
 
+    # combined push + pop
+    r = sc.get("combined")
+    if r:
+        push, pop = {}, {}
+        for line in open(os.path.join(work, "scale-combined.result"), errors="replace"):
+            f = line.split()
+            if f and f[0] in ("PUSHRESULT", "DRAINRESULT"):
+                (push if f[0] == "PUSHRESULT" else pop).update(kv.split("=", 1) for kv in f[1:] if "=" in kv)
+        cpu = {}
+        for line in open(os.path.join(work, "scale-combined.cpu"), errors="replace"):
+            cpu.update(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        secs = float(pop.get("seconds", 0) or 0)
+        popped = float(pop.get("msgs_per_s", 0) or 0)
+        busy, own = float(cpu.get("busy_s", 0) or 0), float(cpu.get("broker_s", 0) or 0) + float(cpu.get("pg_s", 0) or 0)
+        per = lambda cpu_s: n(popped * secs / cpu_s) if cpu_s > 0 else "n/a"
+        L.append("Pushes and pops at once (the reference broker's published combined shape: 1,001 partitions): "
+                 "one-message pushes from 16 threads to random partitions, %s msg/s (push p50 %s ms, p99 %s ms), "
+                 "while 10 consumers long-polled (1 s) batch %s with autoAck: **%s msg/s popped** (pop p50 %s ms, p99 %s ms, "
+                 "%s of %s pops empty), over %.0f s. CPU used: %.1f s of the machine's (%.2f cores), %.1f s of it "
+                 "the broker's and PostgreSQL's: **%s msg/s popped per busy CPU** (%s per CPU of broker and "
+                 "PostgreSQL alone; the reference published ~3,900 per CPU on 4 CPUs)." % (
+                     n(float(push.get("msgs_per_s", 0) or 0)),
+                     ms(int(push.get("req_p50_us", 0) or 0) / 1000.0), ms(int(push.get("req_p99_us", 0) or 0) / 1000.0),
+                     meta.get("scale_combined_batch", "?"), n(popped),
+                     ms(int(pop.get("pop_p50_us", 0) or 0) / 1000.0), ms(int(pop.get("pop_p99_us", 0) or 0) / 1000.0),
+                     pop.get("empty_pops", "?"), pop.get("pops", "?"), secs, busy, busy / secs if secs else 0, own,
+                     per(busy), per(own)))
+        L.append("")
+
     # skew
     r, x = sc.get("skew"), res("skew")
     if r:

@@ -41,7 +41,8 @@
 #              partitions, one message each, 10 consumers); 1, 10 and 100
 #              consumer groups on 1,000 partitions (10 consumers in all);
 #              fairness under skew (90% of pushes to one partition of 1,000,
-#              pops running meanwhile); a big queue (BENCH_SCALE_BIG
+#              pops running meanwhile); pushes and pops at once over 1,001
+#              partitions (popped msg/s per CPU); a big queue (BENCH_SCALE_BIG
 #              messages): fill rate, pop rate full, bulk consume, and the
 #              retention sweep's delete rate. Every drain has a timeout and
 #              says when it ran out. At the defaults it takes about 1.5 h
@@ -69,7 +70,8 @@
 # BENCH_SCALE_ROUNDS (3: rounds of the 10-consumer drain over every P,
 # interleaved), BENCH_SCALE_GROUPS ("1 10 100"), BENCH_SCALE_SKEW_RATE (pushes/s; default
 # 30% of this run's 10-consumer pop rate at 1,000 partitions, else 100),
-# BENCH_SCALE_SKEW_SECS (30), BENCH_SCALE_BIG (10000000 messages; 0 skips the
+# BENCH_SCALE_SKEW_SECS (30), BENCH_SCALE_COMBINED_BATCH (50: the pop batch of
+# the combined point), BENCH_SCALE_BIG (10000000 messages; 0 skips the
 # big queue), BENCH_SCALE_BIG_TIMEOUT (3600 s per phase).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
@@ -468,7 +470,7 @@ if want scale; then
     row scale "$scen" "$c" $r 1 "$shown" $cpu
     say "scale $scen: $(cat "$WORK/scale-$tag.result")"
   }
-  scale_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$WORK/scale-$1.result" 2>/dev/null; }
+  scale_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" "$WORK/scale-$1.result" 2>/dev/null || true; }  # empty when the point did not run
   scale_drop() { # scale_drop QUEUE: delete it, vacuum the log tables
     PSQL -Atc "SELECT queen.log_queue_delete_v1('$TENANT', '$1')" >/dev/null &&
       PSQL -c "VACUUM queen.log_messages, queen.log_partitions, queen.log_consumers, queen.queues" >/dev/null ||
@@ -561,6 +563,37 @@ if want scale; then
   scale_run skew skew 10 "$SCALE_SB skew scale_skew 1000 90 $SKEW_RATE $SCALE_SKEW_SECS 10 $SKEW_PUSHERS 60" \
     skew scale_skew 1000 90 "$SKEW_RATE" "$SCALE_SKEW_SECS" 10 "$SKEW_PUSHERS" 60 || true
   scale_drop scale_skew
+
+  # ---- 4b: pushes and pops at once over 1,001 partitions, the shape of the
+  # reference broker's published combined load: one-message pushes from 16
+  # threads to random partitions while 10 consumers long-poll (1 s) batch
+  # BENCH_SCALE_COMBINED_BATCH (50) with autoAck, for 2 x BENCH_SECS, on a
+  # queue whose partitions and cursors exist. What counts is popped msg/s
+  # and what it cost in CPU (the report divides by the CPU the point used).
+  COMB_BATCH=${BENCH_SCALE_COMBINED_BATCH:-50}
+  COMB_SECS=$(( SECS * 2 ))
+  echo "scale_combined_batch=$COMB_BATCH" >>"$WORK/meta.env"
+  scale_seed comb scale_combined 1001 1001
+  "$SCALE_BIN" "$BROKER" drain scale_combined 10 1001 "$SCALE_TO" >"$WORK/logs/scale-combined-warm.txt" 2>&1 || true
+  comb_shown="$SCALE_SB push scale_combined 1001 16 $COMB_SECS & $SCALE_SB drain scale_combined 10 0 $COMB_SECS $COMB_BATCH 0 g 1000"
+  say "scale combined: $comb_shown"
+  # shellcheck disable=SC2016 # $0 and $1 are the inner shell's
+  timed "$WORK/logs/scale-combined.txt" bash -c \
+    '"$0" "$1" push scale_combined 1001 16 "$2" & "$0" "$1" drain scale_combined 10 0 "$2" "$3" 0 g 1000; wait' \
+    "$SCALE_BIN" "$BROKER" "$COMB_SECS" "$COMB_BATCH"
+  grep -E '^(PUSH|DRAIN)RESULT ' "$WORK/logs/scale-combined.txt" >"$WORK/scale-combined.result" || true
+  if grep -q '^DRAINRESULT ' "$WORK/scale-combined.result"; then
+    grep '^DRAINRESULT ' "$WORK/scale-combined.result" >"$WORK/scale-combined-pop.result"
+    r=$($REPORT scale "$WORK/scale-combined-pop.result")
+    row scale combined 10 $r 1 "$comb_shown" $(cpu_per_op "$(cut -d' ' -f1 <<<"$r")" "$COMB_SECS")
+    read -r cb ck cp <"$WORK/cpu.machine"   # ticks: machine busy, broker, PostgreSQL
+    python3 -c "t = $TICK_US / 1e6; print('busy_s=%.2f broker_s=%.2f pg_s=%.2f' % ($cb * t, $ck * t, $cp * t))" \
+      >"$WORK/scale-combined.cpu"
+    say "scale combined: $(tr '\n' ' ' <"$WORK/scale-combined.result")"
+  else
+    say "scale combined: no result: $(head -c 300 "$WORK/logs/scale-combined.txt")"
+  fi
+  scale_drop scale_combined
 
   # ---- 7: a big queue
   if [ "$SCALE_BIG" -gt 0 ]; then

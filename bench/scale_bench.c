@@ -12,10 +12,13 @@
  *         leaves every partition at least one. SEEDRESULT: msgs_per_s and
  *         per-request p50/p99 (the fill rate of a big queue is this); with a
  *         timeout, no call starts after it (timed_out=1).
- *   drain URL QUEUE CONSUMERS EXPECT TIMEOUT_S [batch=1] [groups=0] [prefix=g]
+ *   drain URL QUEUE CONSUMERS EXPECT TIMEOUT_S [batch=1] [groups=0] [prefix=g] [wait_ms=0] [partitions=1]
  *         CONSUMERS threads pop GET /api/v1/pop/queue/QUEUE?batch=B&
  *         autoAck=true&wait=false until EXPECT messages came (per group) or
  *         TIMEOUT_S passed (EXPECT 0: pop until the timeout, a rate).
+ *         wait_ms > 0: long polls instead (wait=true&timeout=wait_ms), as a
+ *         consumer that waits for pushes pops; partitions > 1: each pop
+ *         may claim that many partitions.
  *         groups 0: queue mode. groups G: consumer groups PREFIX0..G-1, each
  *         reading every message; with G <= CONSUMERS each group gets its
  *         share of the threads, with G > CONSUMERS each thread serves every
@@ -293,7 +296,8 @@ typedef struct {
 } group;
 
 static const char *d_queue, *d_prefix;
-static int d_batch, d_groups, d_consumers;
+static int d_batch, d_groups, d_consumers, d_wait_ms, d_partitions;
+static char d_query[96]; /* the pop's query after batch: autoAck, wait, partitions */
 static long d_expect;
 static double d_deadline, d_t0;
 static group *d_g;
@@ -339,10 +343,10 @@ static void *drain_main(void *arg)
             break;
         group *g = &d_g[pick];
         if (g->name[0] != '\0')
-            snprintf(path, sizeof path, "/api/v1/pop/queue/%s?batch=%d&autoAck=true&wait=false&consumerGroup=%s",
-                     d_queue, d_batch, g->name);
+            snprintf(path, sizeof path, "/api/v1/pop/queue/%s?batch=%d%s&consumerGroup=%s", d_queue, d_batch, d_query,
+                     g->name);
         else
-            snprintf(path, sizeof path, "/api/v1/pop/queue/%s?batch=%d&autoAck=true&wait=false", d_queue, d_batch);
+            snprintf(path, sizeof path, "/api/v1/pop/queue/%s?batch=%d%s", d_queue, d_batch, d_query);
         double t0 = now_s();
         long code = http(&c, path, NULL);
         double t1 = now_s();
@@ -353,7 +357,7 @@ static void *drain_main(void *arg)
              * before the expectation is met, nothing visible yet): back off
              * a little rather than spin on the broker. A thread with other
              * groups to serve moves on instead. */
-            if (nmine == 1)
+            if (nmine == 1 && d_wait_ms == 0)
                 usleep(1000);
             continue;
         }
@@ -390,9 +394,17 @@ static int mode_drain(int argc, char **argv)
     d_batch = argc > 7 ? atoi(argv[7]) : 1;
     d_groups = argc > 8 ? atoi(argv[8]) : 0;
     d_prefix = argc > 9 ? argv[9] : "g";
+    d_wait_ms = argc > 10 ? atoi(argv[10]) : 0;
+    d_partitions = argc > 11 ? atoi(argv[11]) : 1;
     if (d_consumers < 1 || d_expect < 0 || timeout <= 0 || d_batch < 1 || d_groups < 0 ||
-        d_groups > 4096 * d_consumers || strlen(d_prefix) > 40)
+        d_groups > 4096 * d_consumers || strlen(d_prefix) > 40 || d_wait_ms < 0 || d_wait_ms > 60000 ||
+        d_partitions < 1 || d_partitions > 10000)
         return 2;
+    if (d_wait_ms > 0)
+        snprintf(d_query, sizeof d_query, "&autoAck=true&wait=true&timeout=%d&partitions=%d", d_wait_ms,
+                 d_partitions);
+    else
+        snprintf(d_query, sizeof d_query, "&autoAck=true&wait=false&partitions=%d", d_partitions);
     d_ngroups = d_groups > 0 ? d_groups : 1;
     d_g = calloc((size_t)d_ngroups, sizeof *d_g);
     for (int i = 0; d_groups > 0 && i < d_groups; i++)
@@ -425,9 +437,9 @@ static int mode_drain(int argc, char **argv)
      * "seconds to consume all"); otherwise at the stop (a rate). */
     double secs = drained ? last - d_t0 : end - d_t0;
     lat_sort(&pl);
-    printf("DRAINRESULT mode=%s groups=%d consumers=%d batch=%d expected=%ld delivered=%ld seconds=%.3f "
+    printf("DRAINRESULT mode=%s groups=%d consumers=%d batch=%d wait_ms=%d claim_partitions=%d expected=%ld delivered=%ld seconds=%.3f "
            "msgs_per_s=%.1f pop_p50_us=%u pop_p99_us=%u pops=%ld empty_pops=%ld errors=%ld drained=%d timed_out=%d\n",
-           d_groups ? "groups" : "queue", d_groups, d_consumers, d_batch, expected, delivered, secs,
+           d_groups ? "groups" : "queue", d_groups, d_consumers, d_batch, d_wait_ms, d_partitions, expected, delivered, secs,
            secs > 0 ? delivered / secs : 0, pct(&pl, 50), pct(&pl, 99), pops, empty, errors, drained,
            d_expect > 0 && !drained);
     print_first_error("scale_bench drain");
