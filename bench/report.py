@@ -18,6 +18,7 @@ import csv
 import glob
 import os
 import re
+import statistics
 import sys
 
 BEGIN = "<!-- bench:begin -->"
@@ -349,9 +350,8 @@ def render_scale(work, meta, rows):
         for P in parts:
             got_r = [point(P, r) for r in range(1, rounds + 1)]
             per = [ratio(got_r[r - 1], point(base, r)) for r in range(1, rounds + 1)]
-            known = sorted(x for x in per if x is not None)
-            med = known[len(known) // 2] if len(known) % 2 else (
-                (known[len(known) // 2 - 1] + known[len(known) // 2]) / 2 if known else None)
+            known = [x for x in per if x is not None]
+            med = statistics.median(known) if known else None
             body.append(["{:,}".format(P)] +
                         ["%s (%s)" % (n(g["ops"]) if g else "n/a", rs(x, 2)) for g, x in zip(got_r, per)] +
                         [rs(med, 2)])

@@ -554,6 +554,7 @@ DECLARE
     v_windows INTEGER[];
     v_pushed  TIMESTAMPTZ;
     v_collided BOOLEAN := false; -- a candidate of the walk was taken by another pop
+    v_void    TEXT;
     v_lease   UUID := CASE WHEN p_auto_ack THEN NULL ELSE gen_random_uuid() END;
 BEGIN
     -- Every queue's subscription before any claim: a first contact locks its
@@ -675,8 +676,8 @@ BEGIN
     IF p_partition IS NULL THEN
         -- An assignment, not PERFORM: an expression skips the executor
         -- start-up a query pays (20 us a pop as a PERFORM, pg_stat_statements).
-        v_hand := set_config('queen.pop_hand', CASE WHEN v_collided THEN gen_random_uuid() ELSE v_pos END::text,
-                             false)::uuid;
+        v_void := set_config('queen.pop_hand', CASE WHEN v_collided THEN gen_random_uuid() ELSE v_pos END::text,
+                             false);
     END IF;
     IF v_first IS NULL THEN
         RETURN NULL;
