@@ -202,10 +202,14 @@ describe('streams', () => {
     const a = Stream.from('streams-js-lease2').to('streams-js-lease2-sink').worker(q, 'conf.lease2.js', { batch: 10, waitMs: 200, reset: true, leaseSeconds: 1 });
     // The cycle call waits until B has taken and committed the batch: A's commit is then refused.
     const cycle = q.streams.cycle.bind(q.streams);
-    const qa = { pop: q.pop.bind(q), streams: { register: q.streams.register.bind(q.streams), stateGet: q.streams.stateGet.bind(q.streams),
-      cycle: async (body, o) => { await gateOpen; return cycle(body, o); } } };
+    // B starts only once A holds the batch: were B to pop first, A would find nothing and lose no lease.
+    let aHolds = false;
+    const qa = { pop: async (...args) => { const r = await q.pop(...args); if (r.messages?.length) aHolds = true; return r; },
+      streams: { register: q.streams.register.bind(q.streams), stateGet: q.streams.stateGet.bind(q.streams),
+        cycle: async (body, o) => { await gateOpen; return cycle(body, o); } } };
     a.client = qa;
     const aStep = a.step();
+    await waitUntil(() => aHolds);
     const b = Stream.from('streams-js-lease2').to('streams-js-lease2-sink').worker(q, 'conf.lease2.js', { batch: 10, waitMs: 500 });
     await waitUntil(async () => { await b.step(); return b.stats.messages >= 1; });
     hold();
