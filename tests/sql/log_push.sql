@@ -2,7 +2,7 @@
 -- shape and order, auto-creation, dedup within the window, offsets, and every
 -- refusal. Own tenant per run, so concurrent files never meet; rolled back.
 BEGIN;
-SELECT plan(79);
+SELECT plan(83);
 SELECT gen_random_uuid() AS t, gen_random_uuid() AS t2, gen_random_uuid() AS t3 \gset
 
 SELECT volatility_is('queen', 'log_push_v1', ARRAY['uuid', 'jsonb'], 'volatile', 'log_push_v1 is VOLATILE');
@@ -333,6 +333,24 @@ SELECT pg_temp.group_vs_each(jsonb_build_array(:'tg', :'tg', :'tg'), 't003_h', '
     [{"payload":1,"transactionId":"a"}], [{"payload":2,"transactionId":"a"}], [{"payload":3},{"payload":4,"transactionId":"a"}]]',
     '[null, null, null]') AS gv \gset
 SELECT is((:'gv'::jsonb) -> 0, (:'gv'::jsonb) -> 1, '... so with every member on one partition');
+
+-- One message a member, one tenant, one producer: the form the group checks
+-- and applies all at once; a member that differs sends the group member by member.
+SELECT pg_temp.group_vs_each(jsonb_build_array(:'tg', :'tg', :'tg', :'tg', :'tg'), 't003_k', '[
+    [{"partition":"x","payload":1,"transactionId":"a"}], [{"partition":"y","payload":2,"transactionId":"a"}],
+    [{"partition":"x","payload":3,"transactionId":"a"}], [{"partition":"x","payload":4,"transactionId":"old"}],
+    [{"partition":"y","payload":5}]]', '["alice", "alice", "alice", "alice", "alice"]') AS gv \gset
+SELECT is((:'gv'::jsonb) -> 0, (:'gv'::jsonb) -> 1, '... so with one message a member, one tenant and one producer');
+SELECT is(jsonb_path_query_array((:'gv'::jsonb) -> 0, '$[*][0][1]'), '["queued", "queued", "duplicate", "duplicate", "queued"]',
+          '... the duplicates among them found');
+SELECT pg_temp.group_vs_each(jsonb_build_array(:'tg', :'tg', :'tg2', :'tg'), 't003_m', '[
+    [{"partition":"x","payload":1,"transactionId":"a"}], [{"partition":"x","payload":2,"transactionId":"a"}],
+    [{"partition":"x","payload":3,"transactionId":"a"}], [{"partition":"x"}]]', '[null, "", "alice", null]') AS gv \gset
+SELECT is((:'gv'::jsonb) -> 0, (:'gv'::jsonb) -> 1, '... and with one message a member, tenants, producers and a refusal mixed');
+SELECT throws_ok(format($$ SELECT * FROM queen.log_push_group_v1('[%s, 5]', '[[{"queue":"t003_n","payload":1}],[{"queue":"t003_n","payload":2}]]',
+                                                        '[null, null]', true) $$, to_json(:'tg'::text)),
+                 '22P02', 'invalid input syntax for type uuid: "5"',
+                 '... a tenant that is not a uuid string fails the group, beside good ones too');
 SELECT throws_ok($$ SELECT * FROM queen.log_push_group_v1('["00000000-0000-0000-0000-000000000001"]', '[[], []]', '[null]', true) $$,
                  '22023', 'log_bad_request', 'log_push_group_v1: arrays of different lengths are refused');
 SELECT throws_ok($$ SELECT * FROM queen.log_push_group_v1('[null]', '[[]]', '[null]', true) $$,
