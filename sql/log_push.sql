@@ -143,7 +143,7 @@ DECLARE
     v_pairs   INTEGER;
     v_locked  INTEGER;
     v_try     INTEGER := 0;
-    v_parts   JSONB;    -- {"<queue>\u001f<partition>": {"id","next","window","queue"}}
+    v_parts   JSONB;    -- {"<queue>\u001f<partition>": {"id","next","window","qid","enc"}}
     v_part    JSONB;
     v_item    JSONB;
     v_txn     TEXT;
@@ -253,11 +253,11 @@ BEGIN
             -- The partition locks, ascending id: they serialise pushes to a
             -- partition and make the dedup decision and the offsets exact.
             SELECT COALESCE(jsonb_object_agg(l.k, jsonb_build_object(
-                       'id', l.id, 'next', l.last_offset, 'window', l.w, 'queue', l.qn, 'qid', l.qid,
+                       'id', l.id, 'next', l.last_offset, 'window', l.w, 'qid', l.qid,
                        'enc', l.enc)), '{}'),
                    count(*), COALESCE(bool_or(l.enc), false)
             INTO v_parts, v_locked, v_enc
-            FROM (SELECT lp.id, lp.last_offset, q.dedup_window_seconds AS w, q.name AS qn, q.id AS qid,
+            FROM (SELECT lp.id, lp.last_offset, q.dedup_window_seconds AS w, q.id AS qid,
                          COALESCE((q.stored_options -> 'encryptionEnabled') = 'true'::jsonb, false) AS enc,
                          q.name || chr(31) || lp.name AS k
                   FROM (SELECT DISTINCT (e ->> 'queue') COLLATE "C" AS qn,
@@ -284,7 +284,7 @@ BEGIN
         -- Several items to one existing pair: the set-based statement below
         -- reads the pair from v_parts.
         v_parts := jsonb_build_object(v_queue || chr(31) || v_pname, jsonb_build_object(
-                       'id', v_pid, 'next', v_last, 'window', v_window, 'queue', v_queue, 'qid', v_qid));
+                       'id', v_pid, 'next', v_last, 'window', v_window, 'qid', v_qid));
     END IF;
 
     -- An encrypted queue stores only sealed payloads: the engine seals them
