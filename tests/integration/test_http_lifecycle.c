@@ -469,7 +469,11 @@ static void stop_answers_a_request_sent_on_an_idle_connection(void **state)
 
     long long t0 = now_ms();
     kill(b.pid, SIGTERM);
-    WAIT_UNTIL(log_has(&b, "serving 1 open connection(s)"), 10000, "the stopping broker never reached its quiet period with the idle connection open");
+    /* Not "serving 1": the count is taken once, at the first quiet moment,
+     * and the health probe's connection from broker_start may not have been
+     * seen closing yet (another loop), so it can say 2; ours is open either way. */
+    WAIT_UNTIL(log_has(&b, "no request in flight; serving "), 10000,
+               "the stopping broker never reached its quiet period with the idle connection open");
     char *put = fmt("PUT /api/v1/kv/%s/late HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                     "Content-Length: 26\r\n\r\n{\"value\":1,\"forever\":true}",
                     ns);
