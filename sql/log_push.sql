@@ -118,9 +118,10 @@ $$;
 -- transition code compiled) in every transaction; for a one-message push
 -- that start-up, not the rows touched, was most of the time. A call whose
 -- items all name one (queue, partition) that exists (nearly every push)
--- therefore takes its lock with one plain lookup and bumps with one plain
--- UPDATE; the general path (several pairs, or one to create) counts, creates
--- and locks with the statements below. Measured 2026-12-02 (2-core VM,
+-- therefore takes its lock with one plain lookup, and a one-item call bumps
+-- with one plain UPDATE (several items bump in their append statement); the
+-- general path (several pairs, or one to create) counts, creates and locks
+-- with the statements below. Measured 2026-12-02 (2-core VM,
 -- durable, pgbench -M prepared, one-item pushes over 16 partitions):
 -- 382 -> 258 us per call at c=1 (track_functions), 1,851-2,223 -> 2,673-2,690
 -- calls/s at c=8.
