@@ -610,7 +610,7 @@ BEGIN
                                  jsonb_build_object('p', p_producers -> 0)) THEN
         v_items := jsonb_path_query_array(p_items, 'strict $[*][0]');
         IF queen._log_push_problem_v1(v_items, 'items') IS NULL THEN
-            v_void := queen._log_require_tenant_v1((p_tenants ->> 0)::uuid)::text;
+            -- (The tenant is a string here, so never NULL: a bad uuid raises 22P02 in the cast.)
             v_void := set_config('queen.producer', COALESCE(p_producers ->> 0, ''), true);
             v_out := queen._log_push_apply_v1((p_tenants ->> 0)::uuid, v_items);
             v_void := set_config('queen.producer', COALESCE(v_saved, ''), true);
